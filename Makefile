@@ -1,0 +1,53 @@
+# The two commands the README starts with:
+#   make demo   build and run the demo (examples/lifecycle.c)
+#   make check  install what is missing, check formatting, build with -Werror,
+#               run the whole ctest suite, then again under ASan+UBSan and TSan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST = ctest --output-on-failure -j$(JOBS)
+
+.PHONY: demo check build test asan tsan bench format format-check deps clean
+
+demo: deps
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build build -j$(JOBS) --target lifecycle >/dev/null
+	./build/lifecycle
+
+deps:
+	@sh scripts/deps.sh
+
+check: deps-all format-check test asan tsan
+	@echo "check: all suites passed (plain, asan+ubsan, tsan)"
+
+deps-all:
+	@sh scripts/deps.sh --all
+
+build:
+	cmake -S . -B build-check -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBW_WERROR=ON
+	cmake --build build-check -j$(JOBS)
+
+test: build
+	cd build-check && $(CTEST)
+
+asan:
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_SANITIZE=address,undefined -DBW_BUILD_BENCH=OFF
+	cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(CTEST)
+
+tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBW_WERROR=ON -DBW_SANITIZE=thread -DBW_BUILD_BENCH=OFF
+	cmake --build build-tsan -j$(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST)
+
+bench: deps
+	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-bench -j$(JOBS) --target breaker_bench >/dev/null
+	./build-bench/breaker_bench
+
+format:
+	sh scripts/format.sh --fix
+
+format-check:
+	sh scripts/format.sh
+
+clean:
+	rm -rf build build-check build-asan build-tsan build-bench

@@ -1,0 +1,196 @@
+/*
+ * breakwater/breaker.h — the circuit breaker.
+ *
+ * A breaker guards calls to one dependency. Each call is two steps:
+ *
+ *     bw_permit p;
+ *     bw_rejection why;
+ *     if (bw_acquire(b, &p, &why) == BW_REJECTED)
+ *         return serve_cached(why.retry_after_ns);   // fast: no call was made
+ *     int rc = call_dependency();
+ *     bw_settle(b, &p, rc == 0 ? BW_SUCCESS : BW_FAILURE);
+ *
+ * bw_acquire admits or rejects in nanoseconds and fills a caller-owned permit
+ * (no allocation); bw_settle reports how the call went and measures its duration
+ * from the acquire for slow-call detection. bw_breaker_call does both around a
+ * function and classifies its result with the configured classifier.
+ *
+ * States, transitions and every threshold comparison are in docs/states.md; the
+ * knobs are in config.h.
+ *
+ * Thread safety: every function here is safe to call from any number of threads
+ * at once on the same breaker, except bw_breaker_free, which must not race any
+ * other call on that breaker. A permit belongs to the call it was acquired for;
+ * it may be settled from another thread, but only once.
+ */
+#ifndef BREAKWATER_BREAKER_H
+#define BREAKWATER_BREAKER_H
+
+#include "common.h"
+#include "config.h"
+#include "listener.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bw_breaker bw_breaker;
+
+/*
+ * A permit: proof that bw_acquire admitted a call. Allocate it wherever the call's
+ * state lives (stack, request struct); bw_acquire fills it and bw_settle consumes
+ * it. The fields are private and may change between versions.
+ */
+typedef struct bw_permit {
+    struct bw_breaker *breaker_; /* private */
+    uint64_t generation_;        /* private */
+    int64_t start_ns_;           /* private */
+    uint32_t magic_;             /* private */
+    uint32_t flags_;             /* private */
+} bw_permit;
+
+/* Why bw_acquire said no. */
+typedef struct bw_rejection {
+    bw_state state;         /* the state that rejected: OPEN, HALF_OPEN or FORCED_OPEN */
+    int64_t retry_after_ns; /* OPEN: time until the open wait ends (> 0); else BW_NO_TIME */
+    int has_last_failure;   /* 1 when a failure was recorded since the last reset */
+    int last_failure;       /* the failure code of the most recent failure (see bw_settle_ex) */
+} bw_rejection;
+
+/* A point-in-time view of a breaker, taken atomically (never torn). */
+typedef struct bw_snapshot {
+    bw_state state;
+    uint64_t total_calls;           /* calls in the window (rate policy) */
+    uint64_t failed_calls;          /* of which failures (UNREACHABLE counts as a failure) */
+    uint64_t slow_calls;            /* of which slow */
+    double failure_rate;            /* failed / total, 0 when the window is empty */
+    double slow_call_rate;          /* slow / total, 0 when the window is empty */
+    uint32_t consecutive_failures;  /* consecutive policy */
+    uint32_t consecutive_successes; /* consecutive policy */
+    uint32_t probes_admitted;       /* HALF_OPEN: probes admitted this round, settled or not */
+    uint32_t probes_in_flight;      /* HALF_OPEN: probes admitted and not yet settled */
+    uint32_t probes_completed;      /* HALF_OPEN: probes settled with a verdict */
+    uint32_t probes_inconclusive;   /* HALF_OPEN: probes that came back UNREACHABLE */
+    uint32_t failed_rounds;         /* consecutive failed half-open rounds (open-wait backoff) */
+    int64_t open_wait_ns;           /* the wait of the current (or next) OPEN period */
+    int64_t retry_after_ns;         /* OPEN: remaining wait (>= 0); else BW_NO_TIME */
+    uint64_t generation;            /* bumped by every transition and operator verb */
+} bw_snapshot;
+
+/*
+ * bw_breaker_new — make a breaker named `name` (1 to 255 printable ASCII bytes,
+ * no spaces: a name later becomes a store key)
+ * from a copy of `cfg` (NULL means all defaults). No event is emitted.
+ * Returns BW_OK and stores the breaker in *out (free with bw_breaker_free);
+ * BW_EINVAL for a NULL out or a bad name; BW_ERANGE when the config fails
+ * bw_config_validate; BW_ENOMEM; BW_ESYS when the auto-transition timer's
+ * mutex or condition variable cannot be made. *err (may be NULL) says which
+ * field is wrong.
+ * Thread safety: safe from any thread; cfg must not be modified concurrently.
+ */
+BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err);
+
+/*
+ * bw_breaker_free — stop the breaker's timer (joining its thread) and release it.
+ * NULL is ignored. No other call on the breaker may run concurrently or later;
+ * permits still outstanding must not be settled afterwards.
+ */
+BW_API void bw_breaker_free(bw_breaker *b);
+
+/* bw_breaker_name — the breaker's name (owned by the breaker), or NULL for NULL. */
+BW_API const char *bw_breaker_name(const bw_breaker *b);
+
+/*
+ * bw_acquire — ask to make a call.
+ * Returns BW_OK and fills *permit: make the call, then settle the permit exactly
+ * once. Returns BW_REJECTED (not an error) when the breaker refuses: OPEN before
+ * its wait ends, HALF_OPEN with its probe caps reached, or FORCED_OPEN; *why (may
+ * be NULL) then says the state, retry_after and the last failure, and a
+ * BW_EVENT_REJECTED is emitted. Returns BW_EINVAL if b or permit is NULL.
+ * An OPEN breaker whose wait has ended moves to HALF_OPEN and admits this caller
+ * as the first probe.
+ * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection or
+ * a call listener needs durations); no lock, no allocation.
+ */
+BW_API int bw_acquire(bw_breaker *b, bw_permit *permit, bw_rejection *why);
+
+/*
+ * bw_settle — report the outcome of an admitted call; same as
+ * bw_settle_ex(b, permit, outcome, 0).
+ */
+BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
+
+/*
+ * bw_settle_ex — report the outcome of an admitted call, with a failure code that
+ * becomes the breaker's "last failure" when outcome is BW_FAILURE (in any state,
+ * even when the outcome itself is dropped as stale; cleared only by reset).
+ * The engine measures the call's duration from the acquire and marks it slow when
+ * it reached slow_call_duration. An outcome from a permit issued before the
+ * breaker's last transition or operator verb is stale and dropped (not counted).
+ * Returns BW_OK (also for a dropped stale outcome); BW_EINVAL for NULL b or
+ * permit, or an unknown outcome; BW_EPERMIT when the permit was already settled,
+ * never filled by bw_acquire, or belongs to another breaker — nothing is recorded
+ * then. The permit is consumed by a BW_OK return.
+ */
+BW_API int bw_settle_ex(bw_breaker *b, bw_permit *permit, bw_outcome outcome, int failure_code);
+
+/* A guarded function for bw_breaker_call: returns a code the classifier judges. */
+typedef int (*bw_call_fn)(void *arg);
+
+/*
+ * bw_breaker_call — acquire, run fn(arg) on this thread, classify its return code
+ * with the configured classifier, and settle (the code is the failure code).
+ * Returns BW_OK with *rc (may be NULL) set to fn's return code; BW_REJECTED when
+ * the breaker refused (fn not run; *why may be NULL); BW_EINVAL for NULL b or fn.
+ * A classifier returning an unknown outcome is treated as BW_FAILURE.
+ */
+BW_API int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why);
+
+/*
+ * bw_breaker_state — the current state (a bw_state, >= 0), or BW_EINVAL for NULL.
+ * An OPEN breaker whose wait has ended still reads OPEN until a call or the
+ * auto-transition timer moves it. Cost: one atomic load.
+ */
+BW_API int bw_breaker_state(const bw_breaker *b);
+
+/*
+ * bw_breaker_snapshot — fill *out with the breaker's counters and state, all
+ * taken at one instant under the breaker's lock. Returns BW_OK or BW_EINVAL.
+ */
+BW_API int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out);
+
+/*
+ * bw_breaker_last_failure — the failure code of the most recent failure since the
+ * last reset. Returns BW_OK with *code set; BW_ESTATE when there is none;
+ * BW_EINVAL for NULL arguments.
+ */
+BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
+
+/*
+ * Operator verbs. Each bumps the generation (outcomes of calls in flight are
+ * dropped as stale), resets the probe round, and emits BW_EVENT_STATE_CHANGE when
+ * the state changed; a repeated override emits nothing.
+ * - reset: CLOSED with a fresh window, no backoff and no last failure; always
+ *   emits BW_EVENT_RESET (after any state change).
+ * - force_open: FORCED_OPEN; rejects every call (no retry_after) until reset or
+ *   another override. Window kept.
+ * - disable: DISABLED; admits every call and records nothing. Window kept.
+ * - metrics_only: METRICS_ONLY (shadow mode); admits every call and keeps
+ *   recording into the window, but never trips.
+ * Each returns BW_OK or BW_EINVAL (b NULL).
+ */
+BW_API int bw_breaker_reset(bw_breaker *b);
+BW_API int bw_breaker_force_open(bw_breaker *b);
+BW_API int bw_breaker_disable(bw_breaker *b);
+BW_API int bw_breaker_metrics_only(bw_breaker *b);
+
+/*
+ * bw_breaker_bytes — the memory the breaker holds (struct, window, name, timer),
+ * for capacity planning. 0 for NULL.
+ */
+BW_API size_t bw_breaker_bytes(const bw_breaker *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

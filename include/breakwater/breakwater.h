@@ -1,0 +1,21 @@
+/*
+ * breakwater/breakwater.h — the umbrella header: include this one.
+ *
+ * breakwater is a resilience library: circuit breakers with rate and consecutive
+ * trip policies, six states, probe rounds and operator overrides. Start with
+ * breaker.h; config.h lists every knob; clock.h and listener.h cover time and
+ * events. docs/ has the guides.
+ *
+ * Thread safety in one sentence: breakers and clocks are safe to share between
+ * threads; a bw_config is used by one thread at a time.
+ */
+#ifndef BREAKWATER_H
+#define BREAKWATER_H
+
+#include "breaker.h"
+#include "clock.h"
+#include "common.h"
+#include "config.h"
+#include "listener.h"
+
+#endif

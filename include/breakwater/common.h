@@ -1,0 +1,134 @@
+/*
+ * breakwater/common.h — the pieces every other public header shares: the export
+ * macro, the version, the error enum with bw_strerror(), the caller-owned
+ * bw_error detail struct, and the state and outcome enums.
+ *
+ * Thread safety: everything declared here is safe to call from any thread.
+ */
+#ifndef BREAKWATER_COMMON_H
+#define BREAKWATER_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* BW_API marks the exported symbols; everything else is hidden. */
+#if defined(_WIN32)
+#define BW_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define BW_API __attribute__((visibility("default")))
+#else
+#define BW_API
+#endif
+
+#define BW_VERSION_MAJOR 0
+#define BW_VERSION_MINOR 1
+#define BW_VERSION_PATCH 0
+/* One number that grows with every release: major * 10000 + minor * 100 + patch. */
+#define BW_VERSION_NUM (BW_VERSION_MAJOR * 10000 + BW_VERSION_MINOR * 100 + BW_VERSION_PATCH)
+#define BW_VERSION_STRING "0.1.0"
+
+/*
+ * bw_version — the run-time library version as BW_VERSION_NUM, so a program can
+ * check that the library it loaded matches the headers it was compiled with.
+ * Thread safety: safe from any thread.
+ */
+BW_API int bw_version(void);
+
+/* bw_version_string — the run-time version as "MAJOR.MINOR.PATCH"; a static string. */
+BW_API const char *bw_version_string(void);
+
+/* Optional components, as bits of bw_components(). The core is always present. */
+#define BW_COMPONENT_CORE 0x1u
+/*
+ * bw_components — which components were compiled into this build, as a bit set
+ * of BW_COMPONENT_* values. Thread safety: safe from any thread.
+ */
+BW_API unsigned bw_components(void);
+
+/*
+ * Status codes. BW_OK is success; BW_REJECTED is a decision (the breaker said
+ * no), not an error; every negative value is an error. The list is only ever
+ * appended to: a value never changes meaning.
+ */
+typedef enum bw_status {
+    BW_OK = 0,
+    BW_REJECTED = 1, /* the breaker refused the call; see bw_rejection */
+    BW_EINVAL = -1,  /* an argument is NULL, unknown or inconsistent */
+    BW_ERANGE = -2,  /* a configuration value is outside its allowed range */
+    BW_ENOMEM = -3,  /* an allocation failed */
+    BW_EPARSE = -4,  /* configuration text could not be parsed */
+    BW_EPERMIT = -5, /* a permit was settled twice, never acquired, or belongs to another breaker */
+    BW_ESYS = -6,    /* the operating system refused (thread, lock) */
+    BW_ESTATE = -7   /* the operation is not allowed in the current state or mode */
+} bw_status;
+
+/*
+ * bw_strerror — a short English description of a status code, e.g. "value out of
+ * range". Never NULL: an unknown code gives "unknown error". Static string.
+ * Thread safety: safe from any thread.
+ */
+BW_API const char *bw_strerror(int code);
+
+/*
+ * bw_error — rich detail about a failed call, filled by functions that take a
+ * `bw_error *err` argument. The caller owns it (usually on the stack); passing
+ * NULL is always allowed and simply drops the detail. On success the struct is
+ * left untouched. `field` names the configuration field or argument at fault
+ * (empty when none applies); `message` is a complete sentence for a human.
+ */
+typedef struct bw_error {
+    int code;          /* the bw_status that was returned */
+    char field[40];    /* e.g. "failure_rate", or "" */
+    char message[216]; /* e.g. "failure_rate must be in (0, 1], got 1.5" */
+} bw_error;
+
+/*
+ * Circuit states. The first three are the automatic lifecycle; the last three are
+ * operator overrides that only bw_breaker_reset() or another override leaves.
+ */
+typedef enum bw_state {
+    BW_STATE_CLOSED = 0,      /* calls flow; outcomes are recorded and may trip it */
+    BW_STATE_OPEN = 1,        /* calls are rejected until the open wait elapses */
+    BW_STATE_HALF_OPEN = 2,   /* a bounded round of probes decides close or reopen */
+    BW_STATE_FORCED_OPEN = 3, /* operator hold: every call is rejected */
+    BW_STATE_DISABLED = 4,    /* operator override: every call admitted, nothing recorded */
+    BW_STATE_METRICS_ONLY = 5 /* shadow mode: every call admitted and recorded, never trips */
+} bw_state;
+
+/*
+ * bw_state_name — the lowercase name of a state ("closed", "open", "half_open",
+ * "forced_open", "disabled", "metrics_only"), or "unknown". Static string.
+ */
+BW_API const char *bw_state_name(bw_state state);
+
+/*
+ * Outcomes of a guarded call, chosen by the caller or by a classifier. The engine
+ * adds "slow" on its own when the call took at least slow_call_duration.
+ */
+typedef enum bw_outcome {
+    BW_SUCCESS = 0,    /* the dependency answered well */
+    BW_FAILURE = 1,    /* the dependency failed: counts toward the failure rate */
+    BW_IGNORED = 2,    /* says nothing about the dependency (caller bug, 404, cancel):
+                          recorded nowhere; a half-open probe hands its slot back */
+    BW_UNREACHABLE = 3 /* the call never left the process (no pool slot, no bulkhead
+                          permit): a failure in CLOSED; in HALF_OPEN an inconclusive
+                          probe that hands its slot back without a verdict */
+} bw_outcome;
+
+/* bw_outcome_name — "success", "failure", "ignored", "unreachable" or "unknown". */
+BW_API const char *bw_outcome_name(bw_outcome outcome);
+
+/* Durations and instants are signed 64-bit nanoseconds throughout the API. */
+#define BW_NS_PER_MS INT64_C(1000000)
+#define BW_NS_PER_S INT64_C(1000000000)
+/* "No value" for an optional duration, e.g. retry_after in FORCED_OPEN. */
+#define BW_NO_TIME INT64_C(-1)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,169 @@
+/*
+ * breakwater/config.h — the breaker configuration: an opaque object with typed,
+ * validated setters and a text form for files and command lines.
+ *
+ * A configuration is a template: bw_breaker_new copies it, so one config may
+ * make many breakers and may be changed or freed afterwards without affecting
+ * them. Every setter checks its value at once and, when it is out of range,
+ * returns BW_ERANGE (NaN and infinities included) with a message naming the field
+ * and the allowed range, leaving the config unchanged. Checks that involve two
+ * fields (max_concurrent_probes <= permitted_probes, wait_max >= wait) run in
+ * bw_config_validate, which bw_breaker_new also calls.
+ *
+ * The knobs, their text names, defaults and ranges (docs/configuration.md has the
+ * full reference):
+ *
+ *   policy                rate | consecutive                     rate
+ *   failure_rate          (0, 1]                                 0.5
+ *   slow_call_rate        (0, 1]                                 1.0
+ *   slow_call_duration    off, or (0, 365d]                      60s
+ *   min_calls             [1, 1000000000]                        10
+ *   window                count:N (N in [1, 1000000]) or
+ *                         time:Ns (N in [1, 86400] seconds)      count:100
+ *   permitted_probes      [1, 1000000]                           10
+ *   max_concurrent_probes [1, permitted_probes]                  1
+ *   wait                  (0, 365d]           60s (rate), 30s (consecutive)
+ *   wait_multiplier       [1, 1000]                              1
+ *   wait_max              none, or [wait, 365d]                  none
+ *   max_wait_in_half_open off, or (0, 365d]                      60s
+ *   auto_transition       true | false                           false
+ *   initial_state         closed | forced_open | disabled | metrics_only   closed
+ *   error_threshold       [1, 1000000000]  (consecutive)         5
+ *   success_threshold     [1, 1000000000]  (consecutive)         2
+ *   half_open_capacity    [1, 1000000000]  (consecutive)         1
+ *
+ * Thread safety: a config is not thread-safe; use one from one thread at a time.
+ * Reading it from several threads at once (bw_breaker_new) is safe.
+ */
+#ifndef BREAKWATER_CONFIG_H
+#define BREAKWATER_CONFIG_H
+
+#include "clock.h"
+#include "common.h"
+#include "listener.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bw_config bw_config;
+
+/* How a breaker decides to trip. */
+typedef enum bw_policy {
+    BW_POLICY_RATE = 0,       /* failure and slow-call rates over a sliding window (interlock) */
+    BW_POLICY_CONSECUTIVE = 1 /* consecutive failures and successes (grelmicro, gobreaker) */
+} bw_policy;
+
+/* Sliding window kinds for the rate policy. */
+typedef enum bw_window_kind {
+    BW_WINDOW_COUNT = 0, /* the last N calls */
+    BW_WINDOW_TIME = 1   /* the last N seconds, in one-second buckets */
+} bw_window_kind;
+
+/*
+ * A classifier maps a finished call to an outcome for bw_breaker_call: `rc` is
+ * what the guarded function returned, `arg` the argument it was given, `user` the
+ * pointer registered with the classifier. The default classifier says
+ * BW_SUCCESS for rc == 0 and BW_FAILURE otherwise. It runs on the calling
+ * thread, with no breakwater lock held.
+ */
+typedef bw_outcome (*bw_classifier_cb)(int rc, void *arg, void *user);
+
+/*
+ * bw_config_new — a configuration holding every default. Free with
+ * bw_config_free. Returns NULL when out of memory.
+ */
+BW_API bw_config *bw_config_new(void);
+
+/* bw_config_copy — a new configuration equal to src; NULL if src is NULL or out of memory. */
+BW_API bw_config *bw_config_copy(const bw_config *src);
+
+/* bw_config_free — release a configuration; NULL is ignored. */
+BW_API void bw_config_free(bw_config *cfg);
+
+/*
+ * Typed setters. Each returns BW_OK, BW_EINVAL when cfg is NULL or an enum value
+ * is unknown, or BW_ERANGE when the value is outside the range listed above; on
+ * error the config is unchanged and *err (may be NULL) names the field and range.
+ * Durations are nanoseconds; 0 means "off"/"none" where the table allows it.
+ */
+BW_API int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err);
+BW_API int bw_config_set_failure_rate(bw_config *cfg, double rate, bw_error *err);
+BW_API int bw_config_set_slow_call_rate(bw_config *cfg, double rate, bw_error *err);
+/* 0 turns slow-call detection off; then a CLOSED count-window call reads no clock. */
+BW_API int bw_config_set_slow_call_duration(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err);
+/* size is calls for BW_WINDOW_COUNT and seconds for BW_WINDOW_TIME. */
+BW_API int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err);
+BW_API int bw_config_set_permitted_probes(bw_config *cfg, int64_t probes, bw_error *err);
+BW_API int bw_config_set_max_concurrent_probes(bw_config *cfg, int64_t probes, bw_error *err);
+BW_API int bw_config_set_wait(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_wait_multiplier(bw_config *cfg, double multiplier, bw_error *err);
+/* 0 leaves the backed-off wait uncapped. */
+BW_API int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err);
+/* 0 lets a half-open round wait for its probes forever (interlock's behaviour). */
+BW_API int bw_config_set_max_wait_in_half_open(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err);
+/*
+ * Only the stable states CLOSED, FORCED_OPEN, DISABLED and METRICS_ONLY are
+ * allowed: OPEN and HALF_OPEN give BW_ERANGE, an unknown value BW_EINVAL.
+ */
+BW_API int bw_config_set_initial_state(bw_config *cfg, bw_state state, bw_error *err);
+BW_API int bw_config_set_error_threshold(bw_config *cfg, int64_t count, bw_error *err);
+BW_API int bw_config_set_success_threshold(bw_config *cfg, int64_t count, bw_error *err);
+BW_API int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *err);
+
+/*
+ * bw_config_set_clock — the clock breakers made from this config read; NULL means
+ * the system clock. The clock is borrowed: it must outlive those breakers.
+ * Returns BW_OK or BW_EINVAL (cfg NULL).
+ */
+BW_API int bw_config_set_clock(bw_config *cfg, bw_clock *clock);
+
+/*
+ * bw_config_set_listener — the listener of breakers made from this config: `fn`
+ * receives the event types whose bits are in `mask` (BW_EVENT_MASK, BW_EVENTS_ALL),
+ * with `user` last. fn NULL removes the listener. `user` is borrowed: it must
+ * outlive those breakers. Returns BW_OK or BW_EINVAL (cfg NULL).
+ */
+BW_API int bw_config_set_listener(bw_config *cfg, unsigned mask, bw_listener_cb fn, void *user);
+
+/*
+ * bw_config_set_classifier — the classifier bw_breaker_call uses; NULL restores
+ * the default (rc == 0 is success). `user` is borrowed. Returns BW_OK or BW_EINVAL.
+ */
+BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user);
+
+/*
+ * bw_config_validate — run the cross-field checks (max_concurrent_probes <=
+ * permitted_probes; wait_max either none or >= wait). Returns BW_OK, BW_EINVAL
+ * (cfg NULL) or BW_ERANGE with *err naming the field.
+ */
+BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
+
+/*
+ * bw_config_parse — apply settings written as text: space-separated key=value
+ * pairs using the names in the table above, e.g.
+ *   "policy=rate failure_rate=0.5 window=time:30s min_calls=20 wait=30s"
+ * Durations take a unit: ns, us, ms, s, m, h or d ("1.5s", "250ms"); a bare
+ * number means seconds. Booleans are true/false, on/off, yes/no or 1/0.
+ * All or nothing: on any error the config is unchanged. Returns BW_OK; BW_EINVAL
+ * (cfg or text NULL); BW_EPARSE for text that is not key=value, an unknown key
+ * or a malformed value, with *err giving the byte offset and the offending text;
+ * BW_ERANGE for a value out of range, with *err naming the field and range.
+ * Cross-field checks are left to bw_config_validate.
+ */
+BW_API int bw_config_parse(bw_config *cfg, const char *text, bw_error *err);
+
+/*
+ * bw_config_format — write the configuration's knobs as text that
+ * bw_config_parse reads back to the same values (clock, listener and classifier
+ * are not text). Writes at most `size` bytes including the terminating NUL and
+ * returns the length the full text needs (like snprintf), or BW_EINVAL.
+ */
+BW_API int bw_config_format(const bw_config *cfg, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,70 @@
+/*
+ * breakwater/listener.h — events a breaker reports, and the callback that
+ * receives them.
+ *
+ * A breaker has at most one listener (set on its configuration). The listener
+ * chooses which event types it wants with a bit mask, so an unwanted event costs
+ * one branch and nothing else. Every event is delivered after the breaker's
+ * internal lock is released, so a listener may call back into the breaker
+ * (acquire, settle, reset, snapshot...). Events of one call are delivered in the
+ * order the call produced them; events produced by different threads at the same
+ * time may reach the listener in either order.
+ *
+ * Which thread runs the listener: the thread whose call produced the event
+ * (acquire, settle, an operator verb), the breaker's timer thread for
+ * auto-transitions on the system clock or a custom clock, or the thread that
+ * advanced a manual clock. In that last case the manual clock's own mutex is
+ * held (no breaker lock is): such a listener may call into any breaker, but must
+ * not advance or set that clock, nor create or free an auto_transition breaker
+ * on it.
+ */
+#ifndef BREAKWATER_LISTENER_H
+#define BREAKWATER_LISTENER_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct bw_breaker;
+
+/* Event types; also bits for the listener's mask (BW_EVENT_MASK(type)). Append-only. */
+typedef enum bw_event_type {
+    BW_EVENT_STATE_CHANGE = 0, /* from -> to; fired once per transition */
+    BW_EVENT_CALL = 1,         /* a permit was settled: outcome, slow, duration */
+    BW_EVENT_REJECTED = 2,     /* an acquire was refused: state, retry_after */
+    BW_EVENT_RESET = 3         /* bw_breaker_reset ran (always, even if already CLOSED) */
+} bw_event_type;
+
+#define BW_EVENT_MASK(type) (1u << (unsigned)(type))
+#define BW_EVENTS_ALL 0xffffffffu
+
+/*
+ * One event. Pointers inside are valid only during the callback. Fields that do
+ * not apply to the event's type are zero (BW_NO_TIME for retry_after_ns);
+ * REJECTED sets both `from` and `to` to the rejecting state.
+ */
+typedef struct bw_event {
+    bw_event_type type;
+    struct bw_breaker *breaker; /* the breaker that produced it */
+    const char *name;           /* the breaker's name */
+    bw_state from, to;          /* STATE_CHANGE: old and new state; REJECTED: both the state */
+    bw_outcome outcome;         /* CALL: the outcome the caller or classifier gave */
+    int slow;                   /* CALL: 1 when duration >= slow_call_duration */
+    int stale;                  /* CALL: 1 when the outcome was dropped because the
+                                   breaker moved on since the permit was issued */
+    int64_t duration_ns;        /* CALL: settle time minus acquire time */
+    int64_t retry_after_ns;     /* REJECTED: time until OPEN admits a probe, or BW_NO_TIME */
+} bw_event;
+
+/*
+ * The listener callback. `user` is the pointer given with it. It runs with no
+ * breakwater lock held; it must not free the breaker that produced the event.
+ */
+typedef void (*bw_listener_cb)(const bw_event *event, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install what the build and tests need, from Debian's packages, when it is
+# missing. Installs only when run as root; otherwise it says what is missing.
+set -eu
+need=""
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
+command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v nm >/dev/null 2>&1 || need="$need binutils"
+if [ "${1:-}" = "--all" ]; then
+    command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
+fi
+[ -z "$need" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "deps: installing$need"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $need
+else
+    echo "deps: missing$need (run as root, or install them: apt-get install$need)" >&2
+    exit 1
+fi

@@ -1,0 +1,643 @@
+/*
+ * breaker.c — the breaker engine: the machine behind a lock, lock-free admission,
+ * permits, durations, the classifier, listener dispatch and the auto-transition
+ * timer.
+ *
+ * Locking:
+ * - `lock` (a spin lock, spin.h) guards `m`, the machine. It is held only for a
+ *   machine call and the publication below; never while user code runs.
+ * - `word` mirrors (generation << 3 | state) and `open_until` mirrors the end of
+ *   the current OPEN wait (in stamp units, see below). Both are written only under `lock`, open_until first,
+ *   word last with release order, and read without it. That lets bw_acquire admit
+ *   in CLOSED/DISABLED/METRICS_ONLY and reject in OPEN/FORCED_OPEN with one atomic
+ *   load and no lock. A reader that sees a stale word decides as of an instant
+ *   just before the transition, which is linearisable; anything that must change
+ *   the machine (OPEN whose wait ended, HALF_OPEN) takes the lock and decides again.
+ * - The generation only grows, so a settle whose permit generation differs from
+ *   the published one is stale and is dropped without taking the lock.
+ * - `timer->mu` guards the timer thread's stop/kick flags; it is never held
+ *   together with `lock`. A manual clock's mutex may be held while a timed
+ *   transition takes `lock` (clock.c); never the other way round.
+ * - Listener events are collected while `lock` is held and delivered after it is
+ *   released, so a listener may call back into the breaker.
+ *
+ * Design notes: on the system clock the hot paths work in raw "stamps" (TSC
+ * ticks, see internal.h): a permit keeps the acquire stamp, slowness compares a
+ * stamp difference with the threshold converted once at creation, and the OPEN
+ * rejection compares with open_until in stamps. Only what is reported (a
+ * duration, retry_after) or what the machine needs (an instant) is converted to
+ * nanoseconds. On manual and custom clocks a stamp is simply nanoseconds.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "spin.h"
+
+#define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
+#define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
+#define NAME_MAX_LEN 255
+
+typedef struct bw_timer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, stop, kicked;
+} bw_timer;
+
+struct bw_breaker {
+    /* Read by every call; written only on transitions. */
+    _Atomic uint64_t word;
+    _Atomic int64_t open_until; /* stamp */
+    uint8_t clock_sys;          /* read the inlined system clock */
+    uint8_t timed;              /* acquire and settle read the clock (slow calls or CALL events) */
+    uint8_t auto_transition;
+    int64_t slow_stamp; /* slow_call_duration in stamp units; 0 = off */
+    bw_clock *clock;
+    unsigned listener_mask;
+    bw_listener_cb listener;
+    void *listener_user;
+    bw_classifier_cb classifier;
+    void *classifier_user;
+    const char *name;
+    size_t bytes;
+    bw_timer *timer;
+    bw__watch watch;
+    /* Written by every settle: its own cache line. */
+    alignas(64) bw__spin lock;
+    _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
+    bw__machine m;
+    /* Window memory, then the name. */
+    alignas(8) unsigned char data[];
+};
+
+/* Events gathered under the lock and delivered after it. */
+typedef struct pending {
+    int n;
+    bw_event ev[3];
+} pending;
+
+static inline int64_t stamp_of(const bw_breaker *b)
+{
+    return BW_LIKELY(b->clock_sys) ? bw__sys_stamp() : bw_clock_now(b->clock);
+}
+
+static inline int64_t stamp_ns(const bw_breaker *b, int64_t stamp)
+{
+    return b->clock_sys ? bw__sys_stamp_ns(stamp) : stamp;
+}
+
+static inline int64_t span_ns(const bw_breaker *b, int64_t span)
+{
+    return b->clock_sys ? bw__sys_span_ns(span) : span;
+}
+
+static inline int64_t now_of(const bw_breaker *b)
+{
+    return stamp_ns(b, stamp_of(b));
+}
+
+static int64_t now_thunk(void *ctx)
+{
+    return now_of((const bw_breaker *)ctx);
+}
+
+static inline bw__now lazy_now(bw_breaker *b)
+{
+    bw__now t = {0, 0, now_thunk, b};
+    return t;
+}
+
+/* An instant already read as a stamp, converted only if the machine asks. */
+typedef struct stamped {
+    const bw_breaker *b;
+    int64_t stamp;
+} stamped;
+
+static int64_t stamped_thunk(void *ctx)
+{
+    const stamped *s = ctx;
+    return stamp_ns(s->b, s->stamp);
+}
+
+static inline uint64_t word_of(const bw__machine *m)
+{
+    return (m->gen << 3) | m->state;
+}
+
+/* Mirror the machine into the lock-free fields. Call with `lock` held. */
+static void publish(bw_breaker *b)
+{
+    if (b->m.state == BW_STATE_OPEN)
+        atomic_store_explicit(&b->open_until,
+                              b->clock_sys ? bw__sys_ns_to_stamp(bw__machine_deadline(&b->m), 1)
+                                           : bw__machine_deadline(&b->m),
+                              memory_order_relaxed);
+    atomic_store_explicit(&b->word, word_of(&b->m), memory_order_release);
+}
+
+static bw_event event_of(bw_breaker *b, bw_event_type type)
+{
+    bw_event e;
+    memset(&e, 0, sizeof e);
+    e.type = type;
+    e.breaker = b;
+    e.name = b->name;
+    e.duration_ns = 0;
+    e.retry_after_ns = BW_NO_TIME;
+    return e;
+}
+
+static void add_change(bw_breaker *b, pending *p, int from, int to)
+{
+    if (from == to || !(b->listener_mask & BW_EVENT_MASK(BW_EVENT_STATE_CHANGE)))
+        return;
+    bw_event e = event_of(b, BW_EVENT_STATE_CHANGE);
+    e.from = (bw_state)from;
+    e.to = (bw_state)to;
+    p->ev[p->n++] = e;
+}
+
+static void deliver(bw_breaker *b, const pending *p)
+{
+    for (int i = 0; i < p->n; i++)
+        b->listener(&p->ev[i], b->listener_user);
+}
+
+/* ---- the auto-transition timer ---- */
+
+/* Run due timed transitions at `now` (timer thread or manual clock advance). */
+static void tick(bw_breaker *b, int64_t now)
+{
+    pending p;
+    p.n = 0;
+    bw__spin_lock(&b->lock);
+    int before = b->m.state;
+    if (bw__machine_advance(&b->m, now))
+        publish(b);
+    int after = b->m.state;
+    bw__spin_unlock(&b->lock);
+    add_change(b, &p, before, after);
+    deliver(b, &p);
+}
+
+static void watch_fire(void *ctx, int64_t now)
+{
+    tick((bw_breaker *)ctx, now);
+}
+
+static void *timer_main(void *arg)
+{
+    bw_breaker *b = arg;
+    bw_timer *t = b->timer;
+    pthread_mutex_lock(&t->mu);
+    while (!t->stop) {
+        t->kicked = 0;
+        pthread_mutex_unlock(&t->mu);
+        bw__spin_lock(&b->lock);
+        int64_t deadline = bw__machine_deadline(&b->m);
+        bw__spin_unlock(&b->lock);
+        int64_t now = now_of(b);
+        if (deadline != INT64_MAX && now >= deadline) {
+            tick(b, now);
+            pthread_mutex_lock(&t->mu);
+            continue;
+        }
+        pthread_mutex_lock(&t->mu);
+        if (t->stop || t->kicked)
+            continue;
+        if (deadline == INT64_MAX) {
+            pthread_cond_wait(&t->cv, &t->mu);
+        } else {
+            /* Wait in CLOCK_MONOTONIC time, at most an hour at once, then re-check. */
+            int64_t wait = deadline - now;
+            if (wait > 3600 * BW_NS_PER_S)
+                wait = 3600 * BW_NS_PER_S;
+            int64_t at = bw__mono_now() + wait;
+            struct timespec ts = {(time_t)(at / BW_NS_PER_S), (long)(at % BW_NS_PER_S)};
+            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Tell the timer the machine changed; start its thread on first need. */
+static void timer_kick(bw_breaker *b)
+{
+    bw_timer *t = b->timer;
+    if (!t)
+        return; /* no auto_transition, or a manual clock (driven by its advances) */
+    pthread_mutex_lock(&t->mu);
+    if (!t->started && !t->stop) {
+        if (pthread_create(&t->thread, NULL, timer_main, b) == 0)
+            t->started = 1;
+        /* If the thread cannot start, the lazy path still moves OPEN -> HALF_OPEN. */
+    }
+    t->kicked = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int timer_new(bw_breaker *b)
+{
+    bw_timer *t = calloc(1, sizeof *t);
+    if (!t)
+        return BW_ENOMEM;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int bad = pthread_mutex_init(&t->mu, NULL) != 0;
+    if (!bad && pthread_cond_init(&t->cv, &ca) != 0) {
+        pthread_mutex_destroy(&t->mu);
+        bad = 1;
+    }
+    pthread_condattr_destroy(&ca);
+    if (bad) {
+        free(t);
+        return BW_ESYS;
+    }
+    b->timer = t;
+    b->bytes += sizeof *t;
+    return BW_OK;
+}
+
+static void timer_free(bw_breaker *b)
+{
+    bw_timer *t = b->timer;
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    int started = t->started;
+    pthread_mutex_unlock(&t->mu);
+    if (started)
+        pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* ---- construction ---- */
+
+static int check_name(const char *name, bw_error *err)
+{
+    if (!name)
+        return bw__fail(err, BW_EINVAL, "name", "name must not be NULL");
+    size_t n = 0;
+    for (; name[n]; n++) {
+        unsigned char c = (unsigned char)name[n];
+        if (c <= 0x20 || c >= 0x7f)
+            return bw__fail(err, BW_EINVAL, "name", "name must be printable ASCII without spaces; byte %zu is 0x%02x",
+                            n, c);
+        if (n >= NAME_MAX_LEN)
+            return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long", NAME_MAX_LEN);
+    }
+    if (n == 0)
+        return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long, got an empty name", NAME_MAX_LEN);
+    return BW_OK;
+}
+
+int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err)
+{
+    if (!out)
+        return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
+    int rc = check_name(name, err);
+    if (rc != BW_OK)
+        return rc;
+    bw_config dflt;
+    if (!cfg) {
+        bw_config *d = bw_config_new();
+        if (!d)
+            return bw__fail(err, BW_ENOMEM, "", "out of memory");
+        dflt = *d;
+        bw_config_free(d);
+        cfg = &dflt;
+    }
+    if ((rc = bw_config_validate(cfg, err)) != BW_OK)
+        return rc;
+
+    bw__mcfg mc = cfg->m;
+    mc.wait = bw__config_wait(cfg);
+    size_t wbytes = bw__machine_window_bytes(&mc);
+    size_t nlen = strlen(name);
+    size_t size = sizeof(bw_breaker) + wbytes + nlen + 1;
+    size = (size + 63) / 64 * 64;
+    bw_breaker *b = aligned_alloc(64, size);
+    if (!b)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    memset(b, 0, sizeof *b);
+    b->bytes = size;
+    b->clock = cfg->clock ? cfg->clock : bw_clock_system();
+    b->clock_sys = bw__clock_kind(b->clock) == BW__CLOCK_SYSTEM;
+    b->slow_stamp = b->clock_sys ? bw__sys_ns_to_stamp(cfg->slow_ns, 0) : cfg->slow_ns;
+    if (cfg->slow_ns > 0 && b->slow_stamp < 1)
+        b->slow_stamp = 1;
+    b->listener = cfg->listener;
+    b->listener_mask = cfg->listener ? cfg->listener_mask : 0;
+    b->listener_user = cfg->listener_user;
+    b->classifier = cfg->classifier;
+    b->classifier_user = cfg->classifier_user;
+    b->timed = cfg->slow_ns > 0 || (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL));
+    b->auto_transition = (uint8_t)cfg->auto_transition;
+    char *nm = (char *)b->data + wbytes;
+    memcpy(nm, name, nlen + 1);
+    b->name = nm;
+    atomic_init(&b->last_failure, 0);
+    atomic_init(&b->lock.v, 0);
+    bw__machine_init(&b->m, &mc, b->data);
+    atomic_init(&b->word, word_of(&b->m));
+    atomic_init(&b->open_until, 0);
+    if (b->auto_transition) {
+        if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
+            b->watch.fire = watch_fire;
+            b->watch.ctx = b;
+            bw__clock_watch(b->clock, &b->watch);
+        } else if ((rc = timer_new(b)) != BW_OK) {
+            free(b);
+            return bw__fail(err, rc, "", "could not create the auto-transition timer");
+        }
+    }
+    *out = b;
+    return BW_OK;
+}
+
+void bw_breaker_free(bw_breaker *b)
+{
+    if (!b)
+        return;
+    if (b->watch.fire)
+        bw__clock_unwatch(b->clock, &b->watch);
+    timer_free(b);
+    free(b);
+}
+
+const char *bw_breaker_name(const bw_breaker *b)
+{
+    return b ? b->name : NULL;
+}
+
+size_t bw_breaker_bytes(const bw_breaker *b)
+{
+    return b ? b->bytes : 0;
+}
+
+/* ---- admission ---- */
+
+static inline uint64_t load_word(const bw_breaker *b)
+{
+    return atomic_load_explicit(&((bw_breaker *)b)->word, memory_order_acquire);
+}
+
+static void fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
+{
+    uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
+    if (why) {
+        why->state = (bw_state)state;
+        why->retry_after_ns = retry_after;
+        why->has_last_failure = (int)(lf & 1);
+        why->last_failure = (int)(uint32_t)(lf >> 1);
+    }
+    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_REJECTED)) {
+        bw_event e = event_of(b, BW_EVENT_REJECTED);
+        e.from = e.to = (bw_state)state;
+        e.retry_after_ns = retry_after;
+        b->listener(&e, b->listener_user);
+    }
+}
+
+static int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp)
+{
+    pending ev;
+    ev.n = 0;
+    int64_t now = stamp_ns(b, stamp);
+    bw__now t = bw__now_at(now);
+    uint64_t gen = 0;
+    bw__spin_lock(&b->lock);
+    int before = b->m.state;
+    uint64_t gen0 = b->m.gen;
+    int ok = bw__machine_acquire(&b->m, &t, &gen);
+    if (b->m.gen != gen0)
+        publish(b);
+    int after = b->m.state;
+    int64_t retry_after = ok ? BW_NO_TIME : bw__machine_retry_after(&b->m, now);
+    bw__spin_unlock(&b->lock);
+    add_change(b, &ev, before, after);
+    deliver(b, &ev);
+    if (before != after)
+        timer_kick(b);
+    if (!ok) {
+        p->magic_ = PERMIT_SETTLED;
+        fill_rejection(b, why, after, retry_after);
+        return BW_REJECTED;
+    }
+    p->breaker_ = b;
+    p->generation_ = gen;
+    p->start_ns_ = stamp;
+    p->flags_ = 0;
+    p->magic_ = PERMIT_LIVE;
+    return BW_OK;
+}
+
+int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
+{
+    if (BW_UNLIKELY(!b || !p))
+        return BW_EINVAL;
+    uint64_t w = load_word(b);
+    unsigned st = (unsigned)(w & 7);
+    if (BW_LIKELY(st == BW_STATE_CLOSED || st == BW_STATE_DISABLED || st == BW_STATE_METRICS_ONLY)) {
+        p->breaker_ = b;
+        p->generation_ = w >> 3;
+        p->start_ns_ = b->timed ? stamp_of(b) : 0;
+        p->flags_ = 0;
+        p->magic_ = PERMIT_LIVE;
+        return BW_OK;
+    }
+    if (st == BW_STATE_FORCED_OPEN) {
+        p->magic_ = PERMIT_SETTLED;
+        fill_rejection(b, why, BW_STATE_FORCED_OPEN, BW_NO_TIME);
+        return BW_REJECTED;
+    }
+    int64_t stamp = stamp_of(b);
+    if (st == BW_STATE_OPEN) {
+        int64_t until = atomic_load_explicit(&b->open_until, memory_order_relaxed);
+        if (stamp < until) {
+            int64_t retry_after = span_ns(b, until - stamp);
+            p->magic_ = PERMIT_SETTLED;
+            fill_rejection(b, why, BW_STATE_OPEN, retry_after > 0 ? retry_after : 1);
+            return BW_REJECTED;
+        }
+    }
+    return acquire_locked(b, p, why, stamp);
+}
+
+/* ---- settlement ---- */
+
+int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+{
+    if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
+        return BW_EINVAL;
+    if (BW_UNLIKELY(p->magic_ != PERMIT_LIVE || p->breaker_ != b))
+        return BW_EPERMIT;
+    p->magic_ = PERMIT_SETTLED;
+
+    bw__now now = lazy_now(b);
+    stamped at = {b, 0};
+    int slow = 0;
+    int64_t span = 0;
+    if (b->timed) {
+        at.stamp = stamp_of(b);
+        span = at.stamp - p->start_ns_;
+        slow = b->slow_stamp > 0 && span >= b->slow_stamp;
+        now.read = stamped_thunk; /* reuse this reading if the machine needs the time */
+        now.ctx = &at;
+    }
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
+
+    pending ev;
+    ev.n = 0;
+    int applied = -1;
+    int before = 0, after = 0;
+    uint64_t w = load_word(b);
+    if ((w >> 3) == p->generation_) {
+        unsigned st = (unsigned)(w & 7);
+        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN)) {
+            applied = 0; /* nothing to record: no lock needed */
+        } else {
+            bw__spin_lock(&b->lock);
+            before = b->m.state;
+            uint64_t gen0 = b->m.gen;
+            applied = bw__machine_record(&b->m, p->generation_, outcome, slow, &now);
+            if (b->m.gen != gen0)
+                publish(b);
+            after = b->m.state;
+            bw__spin_unlock(&b->lock);
+        }
+    }
+    if (BW_UNLIKELY(b->listener_mask)) {
+        if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) {
+            bw_event e = event_of(b, BW_EVENT_CALL);
+            e.outcome = outcome;
+            e.slow = slow;
+            e.stale = applied < 0;
+            e.duration_ns = span_ns(b, span);
+            ev.ev[ev.n++] = e;
+        }
+        add_change(b, &ev, before, after);
+        deliver(b, &ev);
+    }
+    if (before != after)
+        timer_kick(b);
+    return BW_OK;
+}
+
+int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
+{
+    return bw_settle_ex(b, p, outcome, 0);
+}
+
+int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why)
+{
+    if (!b || !fn)
+        return BW_EINVAL;
+    bw_permit p;
+    int st = bw_acquire(b, &p, why);
+    if (st != BW_OK)
+        return st;
+    int r = fn(arg);
+    bw_outcome o = r == 0 ? BW_SUCCESS : BW_FAILURE;
+    if (b->classifier) {
+        o = b->classifier(r, arg, b->classifier_user);
+        if ((unsigned)o > BW_UNREACHABLE)
+            o = BW_FAILURE;
+    }
+    bw_settle_ex(b, &p, o, r);
+    if (rc)
+        *rc = r;
+    return BW_OK;
+}
+
+/* ---- inspection ---- */
+
+int bw_breaker_state(const bw_breaker *b)
+{
+    if (!b)
+        return BW_EINVAL;
+    return (int)(load_word(b) & 7);
+}
+
+int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
+{
+    if (!b || !out)
+        return BW_EINVAL;
+    bw__now now = lazy_now(b);
+    bw__spin_lock(&b->lock);
+    bw__machine_snapshot(&b->m, &now, out);
+    bw__spin_unlock(&b->lock);
+    return BW_OK;
+}
+
+int bw_breaker_last_failure(const bw_breaker *b, int *code)
+{
+    if (!b || !code)
+        return BW_EINVAL;
+    uint64_t lf = atomic_load_explicit(&((bw_breaker *)b)->last_failure, memory_order_relaxed);
+    if (!(lf & 1))
+        return BW_ESTATE;
+    *code = (int)(uint32_t)(lf >> 1);
+    return BW_OK;
+}
+
+/* ---- operator verbs ---- */
+
+static int verb(bw_breaker *b, int target)
+{
+    if (!b)
+        return BW_EINVAL;
+    pending ev;
+    ev.n = 0;
+    bw__spin_lock(&b->lock);
+    int before = b->m.state;
+    if (target == BW_STATE_CLOSED)
+        bw__machine_reset(&b->m);
+    else
+        bw__machine_override(&b->m, target);
+    publish(b);
+    if (target == BW_STATE_CLOSED)
+        atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
+    bw__spin_unlock(&b->lock);
+    add_change(b, &ev, before, target);
+    if (target == BW_STATE_CLOSED && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
+        ev.ev[ev.n++] = event_of(b, BW_EVENT_RESET);
+    deliver(b, &ev);
+    if (before != target)
+        timer_kick(b);
+    return BW_OK;
+}
+
+int bw_breaker_reset(bw_breaker *b)
+{
+    return verb(b, BW_STATE_CLOSED);
+}
+
+int bw_breaker_force_open(bw_breaker *b)
+{
+    return verb(b, BW_STATE_FORCED_OPEN);
+}
+
+int bw_breaker_disable(bw_breaker *b)
+{
+    return verb(b, BW_STATE_DISABLED);
+}
+
+int bw_breaker_metrics_only(bw_breaker *b)
+{
+    return verb(b, BW_STATE_METRICS_ONLY);
+}

@@ -1,0 +1,202 @@
+/*
+ * clock.c — the system, manual and custom clocks.
+ *
+ * Locking: a manual clock's `mu` protects its watcher list. Advancing stores the
+ * new time, then calls every watcher's fire() with `mu` held, so that
+ * bw__clock_unwatch (which takes `mu`) cannot return while a fire is running on
+ * another thread. fire() takes a breaker's lock, so the order is clock mu, then
+ * breaker lock; no path takes them the other way round.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+struct bw_clock {
+    int kind;
+    _Atomic int64_t now; /* manual */
+    pthread_mutex_t mu;  /* manual: watcher list */
+    bw__watch *watchers;
+    bw_clock_now_cb fn; /* custom */
+    void *user;
+};
+
+bw__tsc bw__tsc_state;
+static bw_clock system_clock = {.kind = BW__CLOCK_SYSTEM};
+static pthread_once_t calibrate_once = PTHREAD_ONCE_INIT;
+
+int64_t bw__mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
+}
+
+#ifdef BW__HAVE_TSC
+/* Trust the TSC only where the kernel does: its clocksource is "tsc". */
+static int kernel_trusts_tsc(void)
+{
+    const char *force = getenv("BW_CLOCK");
+    if (force && strcmp(force, "monotonic") == 0)
+        return 0;
+    char buf[32] = {0};
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || buf[3] == 0);
+}
+#endif
+
+/* Measure the TSC rate against CLOCK_MONOTONIC over about 2 ms. */
+static void calibrate(void)
+{
+#ifdef BW__HAVE_TSC
+    if (!kernel_trusts_tsc())
+        return;
+    int64_t t0 = bw__mono_now();
+    uint64_t c0 = __rdtsc();
+    int64_t t1;
+    do
+        t1 = bw__mono_now();
+    while (t1 - t0 < 2 * BW_NS_PER_MS);
+    uint64_t c1 = __rdtsc();
+    if (c1 <= c0)
+        return;
+    bw__tsc_state.ns_per_tick = (double)(t1 - t0) / (double)(c1 - c0);
+    bw__tsc_state.base_tick = c1;
+    bw__tsc_state.base_ns = t1;
+    bw__tsc_state.use_tsc = 1;
+#endif
+}
+
+int64_t bw__sys_ns_to_stamp(int64_t ns, int instant)
+{
+    if (!bw__tsc_state.use_tsc)
+        return ns;
+    double t = (double)(instant ? ns - bw__tsc_state.base_ns : ns) / bw__tsc_state.ns_per_tick;
+    if (instant)
+        t += (double)bw__tsc_state.base_tick;
+    return t >= 9.2e18 ? INT64_MAX : t <= -9.2e18 ? INT64_MIN : (int64_t)t;
+}
+
+bw_clock *bw_clock_system(void)
+{
+    pthread_once(&calibrate_once, calibrate);
+    return &system_clock;
+}
+
+int bw_clock_manual_new(int64_t start_ns, bw_clock **out)
+{
+    if (!out)
+        return BW_EINVAL;
+    bw_clock *c = calloc(1, sizeof *c);
+    if (!c)
+        return BW_ENOMEM;
+    c->kind = BW__CLOCK_MANUAL;
+    atomic_init(&c->now, start_ns);
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return BW_ESYS;
+    }
+    *out = c;
+    return BW_OK;
+}
+
+int bw_clock_custom_new(bw_clock_now_cb fn, void *user, bw_clock **out)
+{
+    if (!fn || !out)
+        return BW_EINVAL;
+    bw_clock *c = calloc(1, sizeof *c);
+    if (!c)
+        return BW_ENOMEM;
+    c->kind = BW__CLOCK_CUSTOM;
+    c->fn = fn;
+    c->user = user;
+    *out = c;
+    return BW_OK;
+}
+
+int bw_clock_manual_set(bw_clock *c, int64_t now_ns)
+{
+    if (!c || c->kind != BW__CLOCK_MANUAL)
+        return BW_EINVAL;
+    pthread_mutex_lock(&c->mu);
+    if (now_ns < atomic_load(&c->now)) {
+        pthread_mutex_unlock(&c->mu);
+        return BW_EINVAL;
+    }
+    atomic_store(&c->now, now_ns);
+    for (bw__watch *w = c->watchers; w; w = w->next)
+        w->fire(w->ctx, now_ns);
+    pthread_mutex_unlock(&c->mu);
+    return BW_OK;
+}
+
+int bw_clock_manual_advance(bw_clock *c, int64_t delta_ns)
+{
+    if (!c || c->kind != BW__CLOCK_MANUAL || delta_ns < 0)
+        return BW_EINVAL;
+    pthread_mutex_lock(&c->mu);
+    int64_t now = atomic_load(&c->now);
+    now = now > INT64_MAX - delta_ns ? INT64_MAX : now + delta_ns;
+    atomic_store(&c->now, now);
+    for (bw__watch *w = c->watchers; w; w = w->next)
+        w->fire(w->ctx, now);
+    pthread_mutex_unlock(&c->mu);
+    return BW_OK;
+}
+
+int64_t bw_clock_now(const bw_clock *c)
+{
+    if (!c)
+        return 0;
+    switch (c->kind) {
+    case BW__CLOCK_MANUAL:
+        return atomic_load_explicit(&((bw_clock *)c)->now, memory_order_acquire);
+    case BW__CLOCK_CUSTOM:
+        return c->fn(c->user);
+    default:
+        return bw__sys_now();
+    }
+}
+
+void bw_clock_free(bw_clock *c)
+{
+    if (!c || c == &system_clock)
+        return;
+    if (c->kind == BW__CLOCK_MANUAL)
+        pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int bw__clock_kind(const bw_clock *c)
+{
+    return c->kind;
+}
+
+void bw__clock_watch(bw_clock *c, bw__watch *w)
+{
+    pthread_mutex_lock(&c->mu);
+    w->next = c->watchers;
+    c->watchers = w;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void bw__clock_unwatch(bw_clock *c, bw__watch *w)
+{
+    pthread_mutex_lock(&c->mu);
+    for (bw__watch **p = &c->watchers; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}

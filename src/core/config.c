@@ -1,0 +1,593 @@
+/*
+ * config.c — the configuration object: defaults, typed setters with range checks,
+ * the cross-field validation, and the text form (parse and format).
+ *
+ * Design notes: one table of knobs drives the text parser, so every text key goes
+ * through the very setter a C caller would use and the two can never disagree on
+ * a range. Parsing works on a copy and commits only when the whole text is good.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DAY_NS (86400 * BW_NS_PER_S)
+#define MAX_DURATION (365 * DAY_NS)
+#define MAX_COUNT INT64_C(1000000000)
+#define MAX_WINDOW_CALLS INT64_C(1000000)
+#define MAX_WINDOW_SECONDS INT64_C(86400)
+#define MAX_PROBES INT64_C(1000000)
+
+static const bw_config defaults = {
+    .m =
+        {
+            .policy = BW_POLICY_RATE,
+            .window_kind = BW_WINDOW_COUNT,
+            .initial_state = BW_STATE_CLOSED,
+            .window_size = 100,
+            .min_calls = 10,
+            .permitted = 10,
+            .max_concurrent = 1,
+            .error_threshold = 5,
+            .success_threshold = 2,
+            .half_open_capacity = 1,
+            .failure_rate = 0.5,
+            .slow_rate = 1.0,
+            .wait_multiplier = 1.0,
+            .wait = 0, /* policy default */
+            .wait_max = 0,
+            .max_wait_ho = 60 * BW_NS_PER_S,
+        },
+    .slow_ns = 60 * BW_NS_PER_S,
+};
+
+bw_config *bw_config_new(void)
+{
+    bw_config *c = malloc(sizeof *c);
+    if (c)
+        *c = defaults;
+    return c;
+}
+
+bw_config *bw_config_copy(const bw_config *src)
+{
+    if (!src)
+        return NULL;
+    bw_config *c = malloc(sizeof *c);
+    if (c)
+        *c = *src;
+    return c;
+}
+
+void bw_config_free(bw_config *cfg)
+{
+    free(cfg);
+}
+
+int64_t bw__config_wait(const bw_config *cfg)
+{
+    if (cfg->m.wait)
+        return cfg->m.wait;
+    return cfg->m.policy == BW_POLICY_CONSECUTIVE ? 30 * BW_NS_PER_S : 60 * BW_NS_PER_S;
+}
+
+/* ---- range checks shared by setters and the parser ---- */
+
+static int null_cfg(bw_error *err)
+{
+    return bw__fail(err, BW_EINVAL, "", "config is NULL");
+}
+
+static int check_rate(const char *field, double v, bw_error *err)
+{
+    if (!(v > 0.0 && v <= 1.0)) /* also rejects NaN */
+        return bw__fail(err, BW_ERANGE, field, "%s must be in (0, 1], got %g", field, v);
+    return BW_OK;
+}
+
+static int check_count(const char *field, int64_t v, int64_t lo, int64_t hi, bw_error *err)
+{
+    if (v < lo || v > hi)
+        return bw__fail(err, BW_ERANGE, field, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, field, lo, hi,
+                        v);
+    return BW_OK;
+}
+
+/* A duration in (0, 365d], or 0 where `zero_ok` (meaning off / none). */
+static int check_duration(const char *field, int64_t ns, int zero_ok, bw_error *err)
+{
+    if ((ns == 0 && zero_ok) || (ns > 0 && ns <= MAX_DURATION))
+        return BW_OK;
+    return bw__fail(err, BW_ERANGE, field, "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns",
+                    field, zero_ok ? "0 (off) or " : "", MAX_DURATION, ns);
+}
+
+/* ---- typed setters ---- */
+
+int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE)
+        return bw__fail(err, BW_EINVAL, "policy", "policy must be rate or consecutive, got %d", (int)policy);
+    cfg->m.policy = (uint8_t)policy;
+    return BW_OK;
+}
+
+int bw_config_set_failure_rate(bw_config *cfg, double rate, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_rate("failure_rate", rate, err);
+    if (rc == BW_OK)
+        cfg->m.failure_rate = rate;
+    return rc;
+}
+
+int bw_config_set_slow_call_rate(bw_config *cfg, double rate, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_rate("slow_call_rate", rate, err);
+    if (rc == BW_OK)
+        cfg->m.slow_rate = rate;
+    return rc;
+}
+
+int bw_config_set_slow_call_duration(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_duration("slow_call_duration", ns, 1, err);
+    if (rc == BW_OK)
+        cfg->slow_ns = ns;
+    return rc;
+}
+
+int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_count("min_calls", calls, 1, MAX_COUNT, err);
+    if (rc == BW_OK)
+        cfg->m.min_calls = (uint32_t)calls;
+    return rc;
+}
+
+int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc;
+    if (kind == BW_WINDOW_COUNT)
+        rc = check_count("window", size, 1, MAX_WINDOW_CALLS, err);
+    else if (kind == BW_WINDOW_TIME)
+        rc = check_count("window", size, 1, MAX_WINDOW_SECONDS, err);
+    else
+        return bw__fail(err, BW_EINVAL, "window", "window kind must be count or time, got %d", (int)kind);
+    if (rc == BW_OK) {
+        cfg->m.window_kind = (uint8_t)kind;
+        cfg->m.window_size = (uint32_t)size;
+    }
+    return rc;
+}
+
+int bw_config_set_permitted_probes(bw_config *cfg, int64_t probes, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_count("permitted_probes", probes, 1, MAX_PROBES, err);
+    if (rc == BW_OK)
+        cfg->m.permitted = (uint32_t)probes;
+    return rc;
+}
+
+int bw_config_set_max_concurrent_probes(bw_config *cfg, int64_t probes, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_count("max_concurrent_probes", probes, 1, MAX_PROBES, err);
+    if (rc == BW_OK)
+        cfg->m.max_concurrent = (uint32_t)probes;
+    return rc;
+}
+
+int bw_config_set_wait(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_duration("wait", ns, 0, err);
+    if (rc == BW_OK)
+        cfg->m.wait = ns;
+    return rc;
+}
+
+int bw_config_set_wait_multiplier(bw_config *cfg, double multiplier, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (!(multiplier >= 1.0 && multiplier <= 1000.0))
+        return bw__fail(err, BW_ERANGE, "wait_multiplier", "wait_multiplier must be in [1, 1000], got %g", multiplier);
+    cfg->m.wait_multiplier = multiplier;
+    return BW_OK;
+}
+
+int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_duration("wait_max", ns, 1, err);
+    if (rc == BW_OK)
+        cfg->m.wait_max = ns;
+    return rc;
+}
+
+int bw_config_set_max_wait_in_half_open(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    int rc = check_duration("max_wait_in_half_open", ns, 1, err);
+    if (rc == BW_OK)
+        cfg->m.max_wait_ho = ns;
+    return rc;
+}
+
+int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    cfg->auto_transition = enabled != 0;
+    return BW_OK;
+}
+
+int bw_config_set_initial_state(bw_config *cfg, bw_state state, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if ((unsigned)state > BW_STATE_METRICS_ONLY)
+        return bw__fail(err, BW_EINVAL, "initial_state", "initial_state must be a bw_state, got %d", (int)state);
+    if (state == BW_STATE_OPEN || state == BW_STATE_HALF_OPEN)
+        return bw__fail(err, BW_ERANGE, "initial_state",
+                        "initial_state must be one of closed, forced_open, disabled, metrics_only, got %s",
+                        bw_state_name(state));
+    cfg->m.initial_state = (uint8_t)state;
+    return BW_OK;
+}
+
+#define COUNT_SETTER(fn, field, member)                                                                                \
+    int fn(bw_config *cfg, int64_t count, bw_error *err)                                                               \
+    {                                                                                                                  \
+        if (!cfg)                                                                                                      \
+            return null_cfg(err);                                                                                      \
+        int rc = check_count(field, count, 1, MAX_COUNT, err);                                                         \
+        if (rc == BW_OK)                                                                                               \
+            cfg->m.member = (uint32_t)count;                                                                           \
+        return rc;                                                                                                     \
+    }
+COUNT_SETTER(bw_config_set_error_threshold, "error_threshold", error_threshold)
+COUNT_SETTER(bw_config_set_success_threshold, "success_threshold", success_threshold)
+COUNT_SETTER(bw_config_set_half_open_capacity, "half_open_capacity", half_open_capacity)
+
+int bw_config_set_clock(bw_config *cfg, bw_clock *clock)
+{
+    if (!cfg)
+        return BW_EINVAL;
+    cfg->clock = clock;
+    return BW_OK;
+}
+
+int bw_config_set_listener(bw_config *cfg, unsigned mask, bw_listener_cb fn, void *user)
+{
+    if (!cfg)
+        return BW_EINVAL;
+    cfg->listener = fn;
+    cfg->listener_mask = fn ? mask : 0;
+    cfg->listener_user = user;
+    return BW_OK;
+}
+
+int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user)
+{
+    if (!cfg)
+        return BW_EINVAL;
+    cfg->classifier = fn;
+    cfg->classifier_user = user;
+    return BW_OK;
+}
+
+int bw_config_validate(const bw_config *cfg, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (cfg->m.max_concurrent > cfg->m.permitted)
+        return bw__fail(err, BW_ERANGE, "max_concurrent_probes",
+                        "max_concurrent_probes must be in [1, permitted_probes = %u], got %u", cfg->m.permitted,
+                        cfg->m.max_concurrent);
+    int64_t wait = bw__config_wait(cfg);
+    if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait)
+        return bw__fail(err, BW_ERANGE, "wait_max",
+                        "wait_max must be none or in [wait = %" PRId64 " ns, 365d], got %" PRId64 " ns", wait,
+                        cfg->m.wait_max);
+    return BW_OK;
+}
+
+/* ---- text form ---- */
+
+/* Duration units, largest first (the formatter picks the largest that divides). */
+static const struct unit {
+    const char *name;
+    int64_t ns;
+} units[] = {{"d", DAY_NS},      {"h", 3600 * BW_NS_PER_S}, {"m", 60 * BW_NS_PER_S},
+             {"s", BW_NS_PER_S}, {"ms", BW_NS_PER_MS},      {"us", 1000},
+             {"ns", 1}};
+#define N_UNITS (sizeof units / sizeof units[0])
+
+/*
+ * Parse a duration exactly, in integer arithmetic: a decimal number (up to 9
+ * fraction digits count; more are rounded away) with an optional unit, seconds by
+ * default; "off" and "none" give 0. A value too large for int64 gives INT64_MAX
+ * and a negative one -1, so that the setter reports the range. A positive value
+ * below 1 ns becomes 1 ns rather than silently meaning "off".
+ */
+static int parse_duration(const char *v, int64_t *out)
+{
+    if (strcmp(v, "off") == 0 || strcmp(v, "none") == 0) {
+        *out = 0;
+        return 0;
+    }
+    const char *p = v;
+    int neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1])))
+        return -1;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    int over = 0, nonzero = 0, digits = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        nonzero |= *p != '0';
+        if (whole > (UINT64_MAX - 9) / 10)
+            over = 1;
+        else
+            whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    int round_up = 0;
+    if (*p == '.') {
+        for (p++; isdigit((unsigned char)*p); p++) {
+            nonzero |= *p != '0';
+            if (digits < 9) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                scale *= 10;
+                digits++;
+            } else if (digits == 9) {
+                round_up = *p >= '5'; /* the tenth digit rounds the ninth */
+                digits++;
+            }
+        }
+    }
+    int64_t unit = *p ? -1 : BW_NS_PER_S; /* a bare number is seconds */
+    for (size_t i = 0; i < N_UNITS; i++)
+        if (strcmp(p, units[i].name) == 0)
+            unit = units[i].ns;
+    if (unit < 0)
+        return -1;
+    if (neg && nonzero) {
+        *out = -1;
+        return 0;
+    }
+    frac += (uint64_t)round_up;
+    /* whole * unit + frac * unit / scale, with unit = q * scale + r. */
+    uint64_t u = (uint64_t)unit, q = u / scale, r = u % scale;
+    uint64_t part = frac * r; /* < 1e9 * 1e9: fits */
+    uint64_t ns = part / scale + ((part % scale) * 2 >= scale ? 1 : 0);
+    if (over || whole > (uint64_t)INT64_MAX / u || (q && frac > (uint64_t)INT64_MAX / q)) {
+        *out = INT64_MAX;
+        return 0;
+    }
+    ns += whole * u + frac * q;
+    *out = ns > (uint64_t)INT64_MAX ? INT64_MAX : (ns == 0 && nonzero ? 1 : (int64_t)ns);
+    return 0;
+}
+
+/* A whole number; one beyond int64 saturates so that the setter reports the range. */
+static int parse_int(const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || isspace((unsigned char)*v))
+        return -1;
+    *out = x; /* LLONG_MIN / LLONG_MAX on overflow */
+    return 0;
+}
+
+/* A number; the setter rejects NaN, infinities (overflow) and ranges. */
+static int parse_double(const char *v, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || isspace((unsigned char)*v))
+        return -1;
+    *out = x; /* a subnormal result is still a number */
+    return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *const yes[] = {"true", "on", "yes", "1"}, *const no[] = {"false", "off", "no", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcmp(v, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+typedef enum { K_RATE, K_COUNT, K_DURATION, K_BOOL, K_MULT, K_POLICY, K_WINDOW, K_STATE } kind_t;
+
+typedef struct knob {
+    const char *key;
+    kind_t kind;
+    int (*set_double)(bw_config *, double, bw_error *);
+    int (*set_int)(bw_config *, int64_t, bw_error *);
+    const char *expect; /* what a well-formed value looks like, for messages */
+} knob;
+
+static int set_auto(bw_config *c, int64_t v, bw_error *e)
+{
+    return bw_config_set_auto_transition(c, (int)v, e);
+}
+
+static const knob knobs[] = {
+    {"policy", K_POLICY, 0, 0, "rate or consecutive"},
+    {"failure_rate", K_RATE, bw_config_set_failure_rate, 0, "a number such as 0.5"},
+    {"slow_call_rate", K_RATE, bw_config_set_slow_call_rate, 0, "a number such as 0.8"},
+    {"slow_call_duration", K_DURATION, 0, bw_config_set_slow_call_duration, "a duration such as 2s, or off"},
+    {"min_calls", K_COUNT, 0, bw_config_set_min_calls, "a whole number"},
+    {"window", K_WINDOW, 0, 0, "count:N or time:Ns"},
+    {"permitted_probes", K_COUNT, 0, bw_config_set_permitted_probes, "a whole number"},
+    {"max_concurrent_probes", K_COUNT, 0, bw_config_set_max_concurrent_probes, "a whole number"},
+    {"wait", K_DURATION, 0, bw_config_set_wait, "a duration such as 30s"},
+    {"wait_multiplier", K_MULT, bw_config_set_wait_multiplier, 0, "a number such as 2"},
+    {"wait_max", K_DURATION, 0, bw_config_set_wait_max, "a duration such as 5m, or none"},
+    {"max_wait_in_half_open", K_DURATION, 0, bw_config_set_max_wait_in_half_open, "a duration such as 60s, or off"},
+    {"auto_transition", K_BOOL, 0, set_auto, "true or false"},
+    {"initial_state", K_STATE, 0, 0, "closed, forced_open, disabled or metrics_only"},
+    {"error_threshold", K_COUNT, 0, bw_config_set_error_threshold, "a whole number"},
+    {"success_threshold", K_COUNT, 0, bw_config_set_success_threshold, "a whole number"},
+    {"half_open_capacity", K_COUNT, 0, bw_config_set_half_open_capacity, "a whole number"},
+};
+
+static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
+{
+    double d;
+    int64_t i;
+    int b;
+    switch (k->kind) {
+    case K_RATE:
+    case K_MULT:
+        return parse_double(v, &d) ? BW_EPARSE : k->set_double(c, d, err);
+    case K_COUNT:
+        return parse_int(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+    case K_DURATION:
+        return parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+    case K_BOOL:
+        return parse_bool(v, &b) ? BW_EPARSE : k->set_int(c, b, err);
+    case K_POLICY:
+        if (strcmp(v, "rate") == 0)
+            return bw_config_set_policy(c, BW_POLICY_RATE, err);
+        if (strcmp(v, "consecutive") == 0)
+            return bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, err);
+        return BW_EPARSE;
+    case K_STATE:
+        for (int s = BW_STATE_CLOSED; s <= BW_STATE_METRICS_ONLY; s++)
+            if (strcmp(v, bw_state_name((bw_state)s)) == 0)
+                return bw_config_set_initial_state(c, (bw_state)s, err);
+        return BW_EPARSE;
+    case K_WINDOW:
+        if (strncmp(v, "count:", 6) == 0)
+            return parse_int(v + 6, &i) ? BW_EPARSE : bw_config_set_window(c, BW_WINDOW_COUNT, i, err);
+        if (strncmp(v, "time:", 5) == 0) {
+            if (parse_duration(v + 5, &i) || i % BW_NS_PER_S != 0)
+                return BW_EPARSE;
+            return bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err);
+        }
+        return BW_EPARSE;
+    }
+    return BW_EPARSE;
+}
+
+int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
+{
+    if (!cfg || !text)
+        return bw__fail(err, BW_EINVAL, "", "config and text must not be NULL");
+    bw_config work = *cfg;
+    const char *p = text;
+    for (;;) {
+        while (isspace((unsigned char)*p))
+            p++;
+        if (!*p)
+            break;
+        const char *start = p;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+        size_t len = (size_t)(p - start);
+        char tok[256];
+        if (len >= sizeof tok)
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: setting is too long (%zu bytes)",
+                            (size_t)(start - text), len);
+        memcpy(tok, start, len);
+        tok[len] = 0;
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok)
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: expected key=value, got '%s'", (size_t)(start - text),
+                            tok);
+        *eq = 0;
+        const char *val = eq + 1;
+        const knob *k = NULL;
+        for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+            if (strcmp(knobs[i].key, tok) == 0)
+                k = &knobs[i];
+        if (!k)
+            return bw__fail(err, BW_EPARSE, tok, "at offset %zu: unknown setting '%s'", (size_t)(start - text), tok);
+        int rc = apply(&work, k, val, err);
+        if (rc == BW_EPARSE)
+            return bw__fail(err, BW_EPARSE, k->key, "at offset %zu: %s must be %s, got '%s'",
+                            (size_t)(eq + 1 - tok + (start - text)), k->key, k->expect, val);
+        if (rc != BW_OK) {
+            if (err) { /* prefix the setter's range message with the position */
+                char msg[sizeof err->message];
+                snprintf(msg, sizeof msg, "at offset %zu: %.180s", (size_t)(start - text), err->message);
+                memcpy(err->message, msg, sizeof msg);
+            }
+            return rc;
+        }
+    }
+    *cfg = work;
+    return BW_OK;
+}
+
+/* Format a duration exactly, in the largest unit that divides it. */
+static void fmt_duration(char *buf, size_t n, int64_t ns, const char *zero)
+{
+    if (ns == 0) {
+        snprintf(buf, n, "%s", zero);
+        return;
+    }
+    for (size_t i = 0; i < N_UNITS; i++) {
+        if (ns % units[i].ns == 0) {
+            snprintf(buf, n, "%" PRId64 "%s", ns / units[i].ns, units[i].name);
+            return;
+        }
+    }
+}
+
+int bw_config_format(const bw_config *cfg, char *buf, size_t size)
+{
+    if (!cfg || (!buf && size))
+        return BW_EINVAL;
+    char slow[32], wait[32], wmax[32], mwho[32];
+    fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
+    fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
+    fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
+    fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
+    const bw__mcfg *m = &cfg->m;
+    int n = snprintf(buf, size,
+                     "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
+                     "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
+                     "wait_max=%s max_wait_in_half_open=%s auto_transition=%s initial_state=%s error_threshold=%u "
+                     "success_threshold=%u half_open_capacity=%u",
+                     m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
+                     m->min_calls, m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
+                     m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait,
+                     m->wait_multiplier, wmax, mwho, cfg->auto_transition ? "true" : "false",
+                     bw_state_name((bw_state)m->initial_state), m->error_threshold, m->success_threshold,
+                     m->half_open_capacity);
+    return n;
+}

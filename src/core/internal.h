@@ -1,0 +1,107 @@
+/*
+ * internal.h — helpers shared by the core's source files (not installed).
+ */
+#ifndef BW_INTERNAL_H
+#define BW_INTERNAL_H
+
+#include "breakwater/breakwater.h"
+#include "machine.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BW_LIKELY(x) __builtin_expect(!!(x), 1)
+#define BW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define BW_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define BW_LIKELY(x) (x)
+#define BW_UNLIKELY(x) (x)
+#define BW_PRINTF(a, b)
+#endif
+
+/* Fill *err (if not NULL) and return code. */
+int bw__fail(bw_error *err, int code, const char *field, const char *fmt, ...) BW_PRINTF(4, 5);
+
+/* The configuration object (config.c); breaker.c reads it when making a breaker. */
+struct bw_config {
+    bw__mcfg m;      /* m.wait == 0 means "the policy's default wait" */
+    int64_t slow_ns; /* 0 = slow-call detection off */
+    int auto_transition;
+    bw_clock *clock; /* NULL = system clock */
+    unsigned listener_mask;
+    bw_listener_cb listener;
+    void *listener_user;
+    bw_classifier_cb classifier;
+    void *classifier_user;
+};
+
+/* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
+int64_t bw__config_wait(const bw_config *cfg);
+
+/* Clock internals (clock.c). */
+typedef struct bw__watch {
+    struct bw__watch *next;
+    void (*fire)(void *ctx, int64_t now);
+    void *ctx;
+} bw__watch;
+
+enum { BW__CLOCK_SYSTEM = 0, BW__CLOCK_MANUAL = 1, BW__CLOCK_CUSTOM = 2 };
+int bw__clock_kind(const bw_clock *c);
+/* Manual clocks: run w->fire(ctx, now) on every advance until unwatched. */
+void bw__clock_watch(bw_clock *c, bw__watch *w);
+void bw__clock_unwatch(bw_clock *c, bw__watch *w);
+/* CLOCK_MONOTONIC in nanoseconds, for converting deadlines to condvar waits. */
+int64_t bw__mono_now(void);
+
+/*
+ * The system clock, inlined into the hot paths: the TSC scaled by a factor
+ * calibrated once in bw_clock_system(), or CLOCK_MONOTONIC where the TSC is not
+ * trusted. bw_clock_system() must have run before the first call.
+ */
+typedef struct bw__tsc {
+    int use_tsc;
+    double ns_per_tick;
+    uint64_t base_tick;
+    int64_t base_ns;
+} bw__tsc;
+extern bw__tsc bw__tsc_state;
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <x86intrin.h>
+#define BW__HAVE_TSC 1
+#endif
+
+/*
+ * A raw system "stamp": TSC ticks when the TSC is used, else nanoseconds. Hot
+ * paths keep stamps and convert only what they report, so timing a call costs
+ * two counter reads and a subtraction.
+ */
+static inline int64_t bw__sys_stamp(void)
+{
+#ifdef BW__HAVE_TSC
+    if (BW_LIKELY(bw__tsc_state.use_tsc))
+        return (int64_t)__rdtsc();
+#endif
+    return bw__mono_now();
+}
+
+/* A difference of stamps, in nanoseconds. */
+static inline int64_t bw__sys_span_ns(int64_t span)
+{
+    return bw__tsc_state.use_tsc ? (int64_t)((double)span * bw__tsc_state.ns_per_tick) : span;
+}
+
+/* A stamp as an instant in nanoseconds. */
+static inline int64_t bw__sys_stamp_ns(int64_t stamp)
+{
+    if (bw__tsc_state.use_tsc)
+        return bw__tsc_state.base_ns + bw__sys_span_ns(stamp - (int64_t)bw__tsc_state.base_tick);
+    return stamp;
+}
+
+/* Nanoseconds (a span, or an instant when `instant`) as stamp units; saturates. */
+int64_t bw__sys_ns_to_stamp(int64_t ns, int instant);
+
+static inline int64_t bw__sys_now(void)
+{
+    return bw__sys_stamp_ns(bw__sys_stamp());
+}
+#endif

@@ -1,0 +1,302 @@
+/*
+ * machine.c — the pure state machine (see machine.h and docs/states.md).
+ *
+ * Design notes: every transition goes through one of five helpers (trip, reopen,
+ * to_half_open, close_, override) and each bumps the generation exactly once, so
+ * an outcome from an older era can always be recognised and dropped. The rate and
+ * consecutive policies differ only in what CLOSED records and in how a probe
+ * round is decided; admission, expiry, backoff and the verbs are shared.
+ */
+#include "machine.h"
+
+#include <string.h>
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* The wait after k consecutive failed rounds: wait * multiplier^min(k, 64), capped. */
+static int64_t backoff_wait(const bw__mcfg *c, uint32_t k)
+{
+    int64_t cap = c->wait_max > 0 ? c->wait_max : BW__WAIT_CEILING;
+    double w = (double)c->wait;
+    uint32_t n = k < BW__BACKOFF_ROUNDS ? k : BW__BACKOFF_ROUNDS;
+    for (uint32_t i = 0; i < n && w < (double)cap; i++)
+        w *= c->wait_multiplier;
+    return w >= (double)cap ? cap : (int64_t)w;
+}
+
+static void clear_probes(bw__machine *m)
+{
+    m->admitted = m->in_flight = m->completed = 0;
+    m->probe_failures = m->probe_slows = m->inconclusive = 0;
+}
+
+static void trip(bw__machine *m, int64_t now)
+{
+    m->state = BW_STATE_OPEN;
+    m->opened_at = now;
+    m->failed_rounds = 0;
+    m->open_wait = m->cfg.wait;
+    m->cerr = m->csucc = 0;
+    m->gen++;
+}
+
+/* HALF_OPEN -> OPEN. A failed round grows the backoff; an inconclusive one keeps it. */
+static void reopen(bw__machine *m, int64_t now, int failed_round)
+{
+    if (failed_round && m->failed_rounds < UINT32_MAX)
+        m->failed_rounds++;
+    m->state = BW_STATE_OPEN;
+    m->opened_at = now;
+    m->open_wait = backoff_wait(&m->cfg, m->failed_rounds);
+    m->cerr = m->csucc = 0;
+    m->gen++;
+}
+
+static void to_half_open(bw__machine *m, int64_t now)
+{
+    m->state = BW_STATE_HALF_OPEN;
+    m->ho_since = now;
+    clear_probes(m);
+    m->cerr = m->csucc = 0;
+    m->gen++;
+}
+
+static void close_(bw__machine *m)
+{
+    m->state = BW_STATE_CLOSED;
+    if (m->win.size)
+        bw__window_clear(&m->win);
+    clear_probes(m);
+    m->failed_rounds = 0;
+    m->open_wait = m->cfg.wait;
+    m->cerr = m->csucc = 0;
+    m->gen++;
+}
+
+size_t bw__machine_window_bytes(const bw__mcfg *cfg)
+{
+    return cfg->policy == BW_POLICY_RATE ? bw__window_bytes(cfg->window_kind, cfg->window_size) : 0;
+}
+
+void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->state = cfg->initial_state;
+    m->open_wait = cfg->wait;
+    if (cfg->policy == BW_POLICY_RATE)
+        bw__window_init(&m->win, cfg->window_kind, cfg->window_size, window_mem);
+}
+
+static int open_elapsed(const bw__machine *m, int64_t now)
+{
+    return now >= sat_add(m->opened_at, m->open_wait);
+}
+
+/* An expired half-open round reopens as a failed round: its probes hung. */
+static void expire_half_open(bw__machine *m, bw__now *now)
+{
+    if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0) {
+        int64_t t = bw__now_get(now);
+        if (t >= sat_add(m->ho_since, m->cfg.max_wait_ho))
+            reopen(m, t, 1);
+    }
+}
+
+static int probe_cap_reached(const bw__machine *m)
+{
+    if (m->cfg.policy == BW_POLICY_RATE)
+        return m->in_flight >= m->cfg.max_concurrent || m->admitted >= m->cfg.permitted;
+    return m->in_flight >= m->cfg.half_open_capacity;
+}
+
+int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
+{
+    expire_half_open(m, now);
+    switch (m->state) {
+    case BW_STATE_OPEN: {
+        int64_t t = bw__now_get(now);
+        if (!open_elapsed(m, t))
+            return 0;
+        to_half_open(m, t);
+        break; /* the caller becomes probe 1 */
+    }
+    case BW_STATE_HALF_OPEN:
+        if (probe_cap_reached(m))
+            return 0;
+        break;
+    case BW_STATE_FORCED_OPEN:
+        return 0;
+    default: /* CLOSED, DISABLED, METRICS_ONLY */
+        *gen = m->gen;
+        return 1;
+    }
+    m->admitted++;
+    m->in_flight++;
+    *gen = m->gen;
+    return 1;
+}
+
+/* CLOSED or METRICS_ONLY: record and, when `evaluate`, decide whether to trip. */
+static void record_closed(bw__machine *m, int outcome, int slow, bw__now *now, int evaluate)
+{
+    int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
+    if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
+        if (failed) {
+            if (m->cerr < UINT32_MAX)
+                m->cerr++;
+            m->csucc = 0;
+            if (evaluate && m->cerr >= m->cfg.error_threshold)
+                trip(m, bw__now_get(now));
+        } else {
+            if (m->csucc < UINT32_MAX)
+                m->csucc++;
+            m->cerr = 0;
+        }
+        return;
+    }
+    int64_t t = m->win.kind == BW_WINDOW_TIME ? bw__now_get(now) : 0;
+    bw__window_record(&m->win, failed, slow, t);
+    /* Both rates are 0 without a failed or slow call: skip the divisions. */
+    if (!evaluate || m->win.total < m->cfg.min_calls || (m->win.failed == 0 && m->win.slow == 0))
+        return;
+    double total = (double)m->win.total;
+    if ((double)m->win.failed / total >= m->cfg.failure_rate || (double)m->win.slow / total >= m->cfg.slow_rate)
+        trip(m, bw__now_get(now));
+}
+
+/* HALF_OPEN: tally one probe and decide the round when it is complete. */
+static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
+{
+    if (m->in_flight)
+        m->in_flight--;
+    if (outcome == BW_IGNORED || outcome == BW_UNREACHABLE) {
+        /* No verdict: the slot and the budget unit come back. */
+        if (m->admitted)
+            m->admitted--;
+        if (outcome == BW_IGNORED)
+            return;
+        m->inconclusive++;
+        uint32_t limit = m->cfg.policy == BW_POLICY_RATE ? m->cfg.permitted : m->cfg.success_threshold;
+        if (m->inconclusive >= limit)
+            reopen(m, bw__now_get(now), 0); /* nothing was learned: wait again */
+        return;
+    }
+    int failed = outcome == BW_FAILURE;
+    m->completed++;
+    m->probe_failures += (uint32_t)failed;
+    m->probe_slows += (uint32_t)(slow != 0);
+    if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
+        if (failed) {
+            m->cerr++;
+            m->csucc = 0;
+            if (m->cerr >= m->cfg.error_threshold)
+                reopen(m, bw__now_get(now), 1);
+        } else {
+            m->csucc++;
+            m->cerr = 0;
+            if (m->csucc >= m->cfg.success_threshold)
+                close_(m);
+        }
+        return;
+    }
+    if (m->completed < m->cfg.permitted)
+        return;
+    double done = (double)m->completed;
+    if ((double)m->probe_failures / done >= m->cfg.failure_rate || (double)m->probe_slows / done >= m->cfg.slow_rate)
+        reopen(m, bw__now_get(now), 1);
+    else
+        close_(m);
+}
+
+int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now)
+{
+    expire_half_open(m, now);
+    if (gen != m->gen)
+        return -1;
+    if (outcome == BW_IGNORED && m->state != BW_STATE_HALF_OPEN)
+        return 0;
+    switch (m->state) {
+    case BW_STATE_CLOSED:
+        record_closed(m, outcome, slow, now, 1);
+        return 1;
+    case BW_STATE_METRICS_ONLY:
+        record_closed(m, outcome, slow, now, 0);
+        return 1;
+    case BW_STATE_HALF_OPEN:
+        record_probe(m, outcome, slow, now);
+        return 1;
+    default: /* OPEN, FORCED_OPEN, DISABLED record nothing */
+        return 0;
+    }
+}
+
+int bw__machine_advance(bw__machine *m, int64_t now)
+{
+    if (m->state == BW_STATE_OPEN && open_elapsed(m, now)) {
+        to_half_open(m, now);
+        return 1;
+    }
+    uint64_t before = m->gen;
+    bw__now t = bw__now_at(now);
+    expire_half_open(m, &t);
+    return m->gen != before;
+}
+
+int64_t bw__machine_deadline(const bw__machine *m)
+{
+    if (m->state == BW_STATE_OPEN)
+        return sat_add(m->opened_at, m->open_wait);
+    if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0)
+        return sat_add(m->ho_since, m->cfg.max_wait_ho);
+    return INT64_MAX;
+}
+
+int64_t bw__machine_retry_after(const bw__machine *m, int64_t now)
+{
+    if (m->state != BW_STATE_OPEN)
+        return BW_NO_TIME;
+    int64_t until = sat_add(m->opened_at, m->open_wait);
+    return now >= until ? 0 : until - now;
+}
+
+void bw__machine_reset(bw__machine *m)
+{
+    close_(m);
+}
+
+void bw__machine_override(bw__machine *m, int state)
+{
+    m->state = (uint8_t)state;
+    clear_probes(m);
+    m->cerr = m->csucc = 0;
+    m->gen++;
+}
+
+void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out)
+{
+    memset(out, 0, sizeof *out);
+    if (m->win.size && m->win.kind == BW_WINDOW_TIME)
+        bw__window_expire(&m->win, bw__now_get(now));
+    out->state = (bw_state)m->state;
+    out->total_calls = m->win.total;
+    out->failed_calls = m->win.failed;
+    out->slow_calls = m->win.slow;
+    if (m->win.total) {
+        out->failure_rate = (double)m->win.failed / (double)m->win.total;
+        out->slow_call_rate = (double)m->win.slow / (double)m->win.total;
+    }
+    out->consecutive_failures = m->cerr;
+    out->consecutive_successes = m->csucc;
+    out->probes_admitted = m->admitted;
+    out->probes_in_flight = m->in_flight;
+    out->probes_completed = m->completed;
+    out->probes_inconclusive = m->inconclusive;
+    out->failed_rounds = m->failed_rounds;
+    out->open_wait_ns = m->open_wait;
+    out->retry_after_ns = m->state == BW_STATE_OPEN ? bw__machine_retry_after(m, bw__now_get(now)) : BW_NO_TIME;
+    out->generation = m->gen;
+}

@@ -1,0 +1,122 @@
+/*
+ * machine.h — the pure circuit-breaker state machine (internal).
+ *
+ * Every rule of docs/states.md lives here and only here: both trip policies, the
+ * six states, probe rounds, inconclusive probes, generations, open-wait backoff,
+ * the half-open deadline and the operator verbs. The machine takes no locks,
+ * reads no clock (time is an argument, read lazily through bw__now so that a
+ * count-window call that trips nothing never reads it), and allocates nothing:
+ * the window memory is given to bw__machine_init. The engine (breaker.c) wraps it
+ * in a lock; the model-based test drives it directly.
+ */
+#ifndef BW_MACHINE_H
+#define BW_MACHINE_H
+
+#include <stdint.h>
+
+#include "breakwater/breaker.h"
+#include "window.h"
+
+/* Largest wait the backoff can reach when uncapped (about 73 years). */
+#define BW__WAIT_CEILING (INT64_MAX / 4)
+/* Open-wait growth stops after this many consecutive failed rounds. */
+#define BW__BACKOFF_ROUNDS 64
+
+/* A lazily read instant: `read(ctx)` is called at most once, when first needed. */
+typedef struct bw__now {
+    int64_t ns;
+    int known;
+    int64_t (*read)(void *ctx);
+    void *ctx;
+} bw__now;
+
+static inline int64_t bw__now_get(bw__now *t)
+{
+    if (!t->known) {
+        t->ns = t->read(t->ctx);
+        t->known = 1;
+    }
+    return t->ns;
+}
+
+static inline bw__now bw__now_at(int64_t ns)
+{
+    bw__now t = {ns, 1, 0, 0};
+    return t;
+}
+
+/* The thresholds the machine needs, resolved from a bw_config. */
+typedef struct bw__mcfg {
+    uint8_t policy;        /* bw_policy */
+    uint8_t window_kind;   /* bw_window_kind */
+    uint8_t initial_state; /* bw_state */
+    uint32_t window_size;  /* calls or seconds (rate policy) */
+    uint32_t min_calls;
+    uint32_t permitted;          /* rate: probes per round */
+    uint32_t max_concurrent;     /* rate: probes at once */
+    uint32_t error_threshold;    /* consecutive */
+    uint32_t success_threshold;  /* consecutive */
+    uint32_t half_open_capacity; /* consecutive: probes at once */
+    double failure_rate;
+    double slow_rate;
+    double wait_multiplier;
+    int64_t wait;        /* ns, > 0 */
+    int64_t wait_max;    /* ns, 0 = uncapped */
+    int64_t max_wait_ho; /* ns, 0 = a round may wait forever */
+} bw__mcfg;
+
+typedef struct bw__machine {
+    bw__mcfg cfg;
+    uint8_t state;
+    uint64_t gen;           /* bumped exactly once by every transition and verb */
+    int64_t opened_at;      /* when the current OPEN period started */
+    int64_t open_wait;      /* length of the current OPEN period */
+    int64_t ho_since;       /* when the current HALF_OPEN round started */
+    uint32_t failed_rounds; /* consecutive failed rounds since the last close */
+    /* Probe round (both policies). */
+    uint32_t admitted, in_flight, completed, probe_failures, probe_slows, inconclusive;
+    /* Consecutive policy counters. */
+    uint32_t cerr, csucc;
+    bw__window win; /* rate policy only (size 0 otherwise) */
+} bw__machine;
+
+/* Bytes of window memory bw__machine_init needs for this configuration. */
+size_t bw__machine_window_bytes(const bw__mcfg *cfg);
+/* Start in cfg->initial_state, generation 0, empty window, no backoff. */
+void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
+
+/*
+ * Admission. Returns 1 and sets *gen to the generation the permit must carry, or
+ * 0 for a rejection. May move OPEN -> HALF_OPEN (the caller is probe 1) and an
+ * expired HALF_OPEN -> OPEN.
+ */
+int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen);
+
+/*
+ * Settlement of a permit of generation `gen`. Returns 1 when the outcome was
+ * applied, 0 when the current state records nothing (or it was IGNORED outside
+ * HALF_OPEN), -1 when it was dropped as stale (the generation moved on).
+ */
+int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now);
+
+/*
+ * Timed transitions that need no caller (auto_transition): OPEN -> HALF_OPEN
+ * without admitting anyone once the wait ended, and HALF_OPEN -> OPEN once the
+ * round outlived max_wait_in_half_open. Returns 1 when a transition happened.
+ */
+int bw__machine_advance(bw__machine *m, int64_t now);
+
+/* The instant of the next timed transition, or INT64_MAX when none is pending. */
+int64_t bw__machine_deadline(const bw__machine *m);
+
+/* OPEN: max(0, remaining wait); any other state: BW_NO_TIME. */
+int64_t bw__machine_retry_after(const bw__machine *m, int64_t now);
+
+/* Operator verbs (see breaker.h). */
+void bw__machine_reset(bw__machine *m);
+void bw__machine_override(bw__machine *m, int state); /* FORCED_OPEN, DISABLED, METRICS_ONLY */
+
+/* Fill the counter part of a snapshot (expires a time window first). */
+void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out);
+
+#endif

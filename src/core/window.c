@@ -1,0 +1,120 @@
+/*
+ * window.c — the count and time sliding windows (see window.h).
+ *
+ * Time window invariant: the totals equal the sum of the buckets for seconds
+ * cur_sec-size+1 .. cur_sec, and every other bucket is zero. Bucket i holds
+ * second s where s mod size == i. Moving to a later second zeroes (and subtracts)
+ * the buckets it passes over, at most `size` of them, so each bucket is cleared
+ * once per lap: amortised O(1). A clock that goes back is treated as standing
+ * still, so a record then lands in the newest bucket.
+ */
+#include "window.h"
+
+#include <string.h>
+
+#include "breakwater/config.h"
+
+#define SLOT_USED 1u
+#define SLOT_FAILED 2u
+#define SLOT_SLOW 4u
+
+size_t bw__window_bytes(int kind, uint32_t size)
+{
+    return kind == BW_WINDOW_TIME ? (size_t)size * sizeof(bw__bucket) : (size_t)size;
+}
+
+void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem)
+{
+    w->kind = (uint8_t)kind;
+    w->size = size;
+    w->mem = mem;
+    bw__window_clear(w);
+}
+
+void bw__window_clear(bw__window *w)
+{
+    memset(w->mem, 0, bw__window_bytes(w->kind, w->size));
+    w->head = 0;
+    w->total = w->failed = w->slow = 0;
+    w->cur_sec = INT64_MIN;
+    w->sec_lo = w->sec_hi = 0;
+    w->cur_slot = 0;
+}
+
+static int64_t second_of(int64_t ns)
+{
+    int64_t s = ns / 1000000000;
+    if (ns % 1000000000 < 0)
+        s--; /* floor, so negative instants bucket correctly */
+    return s;
+}
+
+static uint32_t slot_of(const bw__window *w, int64_t sec)
+{
+    int64_t i = sec % (int64_t)w->size;
+    return (uint32_t)(i < 0 ? i + (int64_t)w->size : i);
+}
+
+static void advance(bw__window *w, int64_t sec)
+{
+    if (sec <= w->cur_sec)
+        return;
+    bw__bucket *b = (bw__bucket *)w->mem;
+    if (w->cur_sec == INT64_MIN || sec - w->cur_sec >= (int64_t)w->size) {
+        memset(b, 0, (size_t)w->size * sizeof *b);
+        w->total = w->failed = w->slow = 0;
+    } else {
+        for (int64_t s = w->cur_sec + 1; s <= sec; s++) {
+            bw__bucket *x = &b[slot_of(w, s)];
+            w->total -= x->total;
+            w->failed -= x->failed;
+            w->slow -= x->slow;
+            x->total = x->failed = x->slow = 0;
+        }
+    }
+    w->cur_sec = sec;
+    w->cur_slot = slot_of(w, sec);
+    w->sec_lo = sec > INT64_MIN / 1000000000 ? sec * 1000000000 : INT64_MIN;
+    w->sec_hi = sec < INT64_MAX / 1000000000 ? w->sec_lo + 1000000000 : INT64_MAX;
+}
+
+/* Move the time window to now_ns; within the current second this is two compares. */
+static void move_to(bw__window *w, int64_t now_ns)
+{
+    if (now_ns >= w->sec_lo && now_ns < w->sec_hi)
+        return;
+    advance(w, second_of(now_ns));
+}
+
+void bw__window_expire(bw__window *w, int64_t now_ns)
+{
+    if (w->kind == BW_WINDOW_TIME)
+        move_to(w, now_ns);
+}
+
+void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns)
+{
+    failed = failed != 0;
+    slow = slow != 0;
+    if (w->kind == BW_WINDOW_COUNT) {
+        uint8_t *ring = (uint8_t *)w->mem;
+        uint8_t old = ring[w->head];
+        if (old & SLOT_USED) {
+            w->total--;
+            w->failed -= (old & SLOT_FAILED) != 0;
+            w->slow -= (old & SLOT_SLOW) != 0;
+        }
+        ring[w->head] = (uint8_t)(SLOT_USED | (failed ? SLOT_FAILED : 0) | (slow ? SLOT_SLOW : 0));
+        if (++w->head == w->size)
+            w->head = 0;
+    } else {
+        move_to(w, now_ns);
+        bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
+        x->total++;
+        x->failed += (uint32_t)failed;
+        x->slow += (uint32_t)slow;
+    }
+    w->total++;
+    w->failed += (uint64_t)failed;
+    w->slow += (uint64_t)slow;
+}

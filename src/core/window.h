@@ -1,0 +1,42 @@
+/*
+ * window.h — the sliding windows of the rate policy (internal).
+ *
+ * Count window: a ring of the last N outcomes, one byte each, with running
+ * totals. Time window: N one-second buckets with running totals; buckets are
+ * expired incrementally as time moves on, so both record and read are amortised
+ * O(1). Pure: no locks, no clock reads, no allocation (the caller provides the
+ * memory, sized by bw__window_bytes).
+ */
+#ifndef BW_WINDOW_H
+#define BW_WINDOW_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+typedef struct bw__bucket {
+    uint32_t total, failed, slow;
+} bw__bucket;
+
+typedef struct bw__window {
+    uint8_t kind;  /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
+    uint32_t size; /* calls or seconds */
+    uint32_t head; /* count: next slot to write */
+    uint64_t total, failed, slow;
+    int64_t cur_sec;        /* time: newest second the totals cover */
+    int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
+    uint32_t cur_slot;      /* time: bucket of cur_sec */
+    void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
+} bw__window;
+
+/* Bytes of memory a window of this kind and size needs. */
+size_t bw__window_bytes(int kind, uint32_t size);
+/* Set up a window over `mem` (bw__window_bytes long) and clear it. */
+void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem);
+/* Forget every outcome. */
+void bw__window_clear(bw__window *w);
+/* Add one outcome at time now_ns (ignored by the count window). */
+void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns);
+/* Drop what has aged out of a time window by now_ns; no-op for a count window. */
+void bw__window_expire(bw__window *w, int64_t now_ns);
+
+#endif
