@@ -1,0 +1,90 @@
+/*
+ * harness.h — the tiny test harness every test executable uses.
+ *
+ * A test is a function; RUN() calls it and counts it as failed if any CHECK in it
+ * failed. Failed checks print both sides (and bw_strerror of a status), with the
+ * file and line. main() ends with TEST_SUMMARY(), which prints
+ * "N passed, N failed" and returns non-zero on any failure.
+ */
+#ifndef BW_TEST_HARNESS_H
+#define BW_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "breakwater/breakwater.h"
+
+static int h_failed_checks, h_tests_passed, h_tests_failed;
+static const char *h_current;
+
+#define H_FAIL(...)                                                                                                    \
+    do {                                                                                                               \
+        h_failed_checks++;                                                                                             \
+        fprintf(stderr, "%s:%d: [%s] ", __FILE__, __LINE__, h_current);                                                \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fputc('\n', stderr);                                                                                           \
+    } while (0)
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond))                                                                                                   \
+            H_FAIL("check failed: %s", #cond);                                                                         \
+    } while (0)
+
+#define CHECK_INT(a, b)                                                                                                \
+    do {                                                                                                               \
+        long long h_a = (long long)(a), h_b = (long long)(b);                                                          \
+        if (h_a != h_b)                                                                                                \
+            H_FAIL("%s == %s: %lld != %lld", #a, #b, h_a, h_b);                                                        \
+    } while (0)
+
+#define CHECK_DBL(a, b)                                                                                                \
+    do {                                                                                                               \
+        double h_a = (double)(a), h_b = (double)(b);                                                                   \
+        if (!(fabs(h_a - h_b) <= 1e-12 * (fabs(h_a) + fabs(h_b) + 1)))                                                 \
+            H_FAIL("%s == %s: %.17g != %.17g", #a, #b, h_a, h_b);                                                      \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                                                                \
+    do {                                                                                                               \
+        const char *h_a = (a), *h_b = (b);                                                                             \
+        if (!h_a || !h_b || strcmp(h_a, h_b) != 0)                                                                     \
+            H_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, h_a ? h_a : "(null)", h_b ? h_b : "(null)");                  \
+    } while (0)
+
+/* A status check: prints both codes and their bw_strerror. */
+#define CHECK_RC(expr, want)                                                                                           \
+    do {                                                                                                               \
+        int h_rc = (expr), h_want = (want);                                                                            \
+        if (h_rc != h_want)                                                                                            \
+            H_FAIL("%s: got %d (%s), want %d (%s)", #expr, h_rc, bw_strerror(h_rc), h_want, bw_strerror(h_want));      \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK_RC(expr, BW_OK)
+
+#define CHECK_STATE(b, s)                                                                                              \
+    do {                                                                                                               \
+        int h_s = bw_breaker_state(b);                                                                                 \
+        if (h_s != (int)(s))                                                                                           \
+            H_FAIL("state of %s: got %s, want %s", #b, bw_state_name((bw_state)h_s), bw_state_name(s));                \
+    } while (0)
+
+#define RUN(fn)                                                                                                        \
+    do {                                                                                                               \
+        int h_before = h_failed_checks;                                                                                \
+        h_current = #fn;                                                                                               \
+        fn();                                                                                                          \
+        if (h_failed_checks == h_before)                                                                               \
+            h_tests_passed++;                                                                                          \
+        else {                                                                                                         \
+            h_tests_failed++;                                                                                          \
+            fprintf(stderr, "FAIL %s\n", #fn);                                                                         \
+        }                                                                                                              \
+    } while (0)
+
+#define TEST_SUMMARY() (printf("%d passed, %d failed\n", h_tests_passed, h_tests_failed), h_tests_failed ? 1 : 0)
+
+#endif

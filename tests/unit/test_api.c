@@ -1,0 +1,73 @@
+/*
+ * test_api.c — the library's identity: version macros agree with bw_version(),
+ * every status has a distinct message, state and outcome names, components.
+ */
+#include "harness.h"
+
+static void test_version(void)
+{
+    CHECK_INT(bw_version(), BW_VERSION_NUM);
+    CHECK_INT(BW_VERSION_NUM, BW_VERSION_MAJOR * 10000 + BW_VERSION_MINOR * 100 + BW_VERSION_PATCH);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d.%d.%d", BW_VERSION_MAJOR, BW_VERSION_MINOR, BW_VERSION_PATCH);
+    CHECK_STR(bw_version_string(), buf);
+    CHECK_STR(BW_VERSION_STRING, buf);
+    CHECK(bw_components() & BW_COMPONENT_CORE);
+}
+
+static void test_strerror(void)
+{
+    const int codes[] = {BW_OK,     BW_REJECTED, BW_EINVAL, BW_ERANGE, BW_ENOMEM,
+                         BW_EPARSE, BW_EPERMIT,  BW_ESYS,   BW_ESTATE};
+    const int n = (int)(sizeof codes / sizeof codes[0]);
+    for (int i = 0; i < n; i++) {
+        CHECK(strcmp(bw_strerror(codes[i]), "unknown error") != 0);
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(bw_strerror(codes[i]), bw_strerror(codes[j])) != 0);
+    }
+    CHECK_STR(bw_strerror(-9999), "unknown error");
+    CHECK_STR(bw_strerror(BW_ERANGE), "value out of range");
+}
+
+static void test_names(void)
+{
+    CHECK_STR(bw_state_name(BW_STATE_CLOSED), "closed");
+    CHECK_STR(bw_state_name(BW_STATE_OPEN), "open");
+    CHECK_STR(bw_state_name(BW_STATE_HALF_OPEN), "half_open");
+    CHECK_STR(bw_state_name(BW_STATE_FORCED_OPEN), "forced_open");
+    CHECK_STR(bw_state_name(BW_STATE_DISABLED), "disabled");
+    CHECK_STR(bw_state_name(BW_STATE_METRICS_ONLY), "metrics_only");
+    CHECK_STR(bw_state_name((bw_state)6), "unknown");
+    CHECK_STR(bw_state_name((bw_state)-1), "unknown");
+    CHECK_STR(bw_outcome_name(BW_SUCCESS), "success");
+    CHECK_STR(bw_outcome_name(BW_FAILURE), "failure");
+    CHECK_STR(bw_outcome_name(BW_IGNORED), "ignored");
+    CHECK_STR(bw_outcome_name(BW_UNREACHABLE), "unreachable");
+    CHECK_STR(bw_outcome_name((bw_outcome)4), "unknown");
+}
+
+/* The append-only enum keeps its values: a renumbering breaks every compiled client. */
+static void test_stable_values(void)
+{
+    CHECK_INT(BW_OK, 0);
+    CHECK_INT(BW_REJECTED, 1);
+    CHECK_INT(BW_EINVAL, -1);
+    CHECK_INT(BW_ERANGE, -2);
+    CHECK_INT(BW_ENOMEM, -3);
+    CHECK_INT(BW_EPARSE, -4);
+    CHECK_INT(BW_EPERMIT, -5);
+    CHECK_INT(BW_ESYS, -6);
+    CHECK_INT(BW_ESTATE, -7);
+    CHECK_INT(BW_STATE_METRICS_ONLY, 5);
+    CHECK_INT(BW_UNREACHABLE, 3);
+    CHECK_INT(BW_EVENT_RESET, 3);
+}
+
+int main(void)
+{
+    RUN(test_version);
+    RUN(test_strerror);
+    RUN(test_names);
+    RUN(test_stable_values);
+    return TEST_SUMMARY();
+}

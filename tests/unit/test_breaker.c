@@ -1,0 +1,765 @@
+/*
+ * test_breaker.c — the breaker engine through the public API: permits, events
+ * and their order, retry_after, last failure, slow-call timing, operator verbs,
+ * the auto-transition timer (manual and custom clocks), and bad input. Every
+ * timing rule runs on a manual clock.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "harness.h"
+
+#define S BW_NS_PER_S
+#define MS BW_NS_PER_MS
+
+/* ---- a recording listener ---- */
+
+typedef struct rec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    char log[64][64];
+    bw_event ev[64];
+    bw_breaker *reenter; /* when set, the listener calls back into this breaker */
+} rec;
+
+static void rec_init(rec *r)
+{
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+static void rec_fini(rec *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+static void on_event(const bw_event *e, void *user)
+{
+    rec *r = user;
+    if (r->reenter && e->type == BW_EVENT_STATE_CHANGE) {
+        bw_snapshot s;
+        bw_permit p;
+        bw_breaker_snapshot(r->reenter, &s); /* must not deadlock */
+        if (bw_acquire(r->reenter, &p, NULL) == BW_OK)
+            bw_settle(r->reenter, &p, BW_IGNORED);
+    }
+    pthread_mutex_lock(&r->mu);
+    if (r->n < 64) {
+        char *l = r->log[r->n];
+        switch (e->type) {
+        case BW_EVENT_STATE_CHANGE:
+            snprintf(l, 64, "state %s->%s", bw_state_name(e->from), bw_state_name(e->to));
+            break;
+        case BW_EVENT_CALL:
+            snprintf(l, 64, "call %s%s%s", bw_outcome_name(e->outcome), e->slow ? " slow" : "",
+                     e->stale ? " stale" : "");
+            break;
+        case BW_EVENT_REJECTED:
+            snprintf(l, 64, "rejected %s", bw_state_name(e->to));
+            break;
+        case BW_EVENT_RESET:
+            snprintf(l, 64, "reset");
+            break;
+        }
+        r->ev[r->n] = *e;
+        r->n++;
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The events recorded since `from`, joined with ", ". */
+static const char *rec_since(rec *r, int from)
+{
+    static char buf[2048];
+    buf[0] = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = from; i < r->n; i++) {
+        if (i > from)
+            strcat(buf, ", ");
+        strcat(buf, r->log[i]);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return buf;
+}
+
+static int rec_count(rec *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->n;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* ---- fixtures ---- */
+
+static bw_clock *clk;
+
+static bw_breaker *make(const char *text, rec *r)
+{
+    bw_config *c = bw_config_new();
+    bw_error err = {0};
+    bw_breaker *b = NULL;
+    CHECK(c != NULL);
+    CHECK_OK(bw_config_parse(c, text, &err));
+    if (err.code)
+        fprintf(stderr, "config: %s\n", err.message);
+    bw_config_set_clock(c, clk);
+    if (r)
+        bw_config_set_listener(c, BW_EVENTS_ALL, on_event, r);
+    CHECK_OK(bw_breaker_new("svc", c, &b, &err));
+    bw_config_free(c);
+    return b;
+}
+
+static void call(bw_breaker *b, bw_outcome o)
+{
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, o));
+}
+
+static void setup(void)
+{
+    bw_clock_free(clk);
+    clk = NULL;
+    CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
+}
+
+/* ---- tests ---- */
+
+/* interlock's verified event order (spec §5.4). */
+static void test_event_order(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=2 failure_rate=0.5 wait=10s permitted_probes=1", &r);
+    call(b, BW_FAILURE);
+    call(b, BW_FAILURE);
+    CHECK_STR(rec_since(&r, 0), "call failure, call failure, state closed->open");
+    int mark = rec_count(&r);
+    bw_permit p;
+    bw_rejection why;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_STR(rec_since(&r, mark), "rejected open");
+    mark = rec_count(&r);
+    bw_clock_manual_advance(clk, 10 * S);
+    call(b, BW_SUCCESS);
+    CHECK_STR(rec_since(&r, mark), "state open->half_open, call success, state half_open->closed");
+    mark = rec_count(&r);
+    bw_breaker_reset(b);
+    CHECK_STR(rec_since(&r, mark), "reset");
+    mark = rec_count(&r);
+    bw_breaker_force_open(b);
+    bw_breaker_force_open(b);
+    CHECK_STR(rec_since(&r, mark), "state closed->forced_open");
+    mark = rec_count(&r);
+    bw_breaker_reset(b);
+    CHECK_STR(rec_since(&r, mark), "state forced_open->closed, reset");
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_rejection_details(void)
+{
+    setup();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=5s", NULL);
+    bw_permit p;
+    bw_rejection why;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle_ex(b, &p, BW_FAILURE, 503));
+    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 5 * S);
+    CHECK_INT(why.has_last_failure, 1);
+    CHECK_INT(why.last_failure, 503);
+    bw_clock_manual_advance(clk, 5 * S - 1);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 1);
+    CHECK_RC(bw_acquire(b, &p, NULL), BW_REJECTED); /* why may be NULL */
+    bw_breaker_force_open(b);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(why.retry_after_ns, BW_NO_TIME);
+    CHECK_INT(why.last_failure, 503);
+    int code = 0;
+    CHECK_OK(bw_breaker_last_failure(b, &code));
+    CHECK_INT(code, 503);
+    bw_breaker_reset(b);
+    CHECK_RC(bw_breaker_last_failure(b, &code), BW_ESTATE);
+    bw_breaker_free(b);
+}
+
+static void test_half_open_caps_reject_without_retry_after(void)
+{
+    setup();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=1s permitted_probes=2 max_concurrent_probes=1", NULL);
+    call(b, BW_FAILURE);
+    bw_clock_manual_advance(clk, S);
+    bw_permit p1, p2;
+    bw_rejection why;
+    CHECK_OK(bw_acquire(b, &p1, NULL));
+    CHECK_STATE(b, BW_STATE_HALF_OPEN);
+    CHECK_RC(bw_acquire(b, &p2, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(why.retry_after_ns, BW_NO_TIME);
+    CHECK_OK(bw_settle(b, &p1, BW_SUCCESS));
+    CHECK_OK(bw_acquire(b, &p2, NULL));
+    CHECK_OK(bw_settle(b, &p2, BW_SUCCESS));
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    bw_breaker_free(b);
+}
+
+static void test_permit_misuse(void)
+{
+    setup();
+    bw_breaker *a = make("min_calls=1", NULL);
+    bw_breaker *b = make("min_calls=1", NULL);
+    bw_permit p;
+    CHECK_OK(bw_acquire(a, &p, NULL));
+    CHECK_RC(bw_settle(b, &p, BW_FAILURE), BW_EPERMIT); /* wrong breaker */
+    CHECK_RC(bw_settle(a, &p, (bw_outcome)7), BW_EINVAL);
+    CHECK_OK(bw_settle(a, &p, BW_SUCCESS));
+    CHECK_RC(bw_settle(a, &p, BW_FAILURE), BW_EPERMIT); /* twice */
+    bw_permit never;
+    memset(&never, 0, sizeof never);
+    CHECK_RC(bw_settle(a, &never, BW_FAILURE), BW_EPERMIT);
+    CHECK_RC(bw_settle(NULL, &p, BW_FAILURE), BW_EINVAL);
+    CHECK_RC(bw_settle(a, NULL, BW_FAILURE), BW_EINVAL);
+    CHECK_RC(bw_acquire(NULL, &p, NULL), BW_EINVAL);
+    CHECK_RC(bw_acquire(a, NULL, NULL), BW_EINVAL);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(a, &s));
+    CHECK_INT(s.total_calls, 1); /* only the one honest settle counted */
+    CHECK_INT(s.failed_calls, 0);
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.total_calls, 0);
+    /* A rejected acquire leaves a permit that cannot be settled. */
+    bw_breaker_force_open(a);
+    CHECK_RC(bw_acquire(a, &p, NULL), BW_REJECTED);
+    CHECK_RC(bw_settle(a, &p, BW_FAILURE), BW_EPERMIT);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+}
+
+static void test_slow_call_boundary(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("slow_call_duration=1s min_calls=100", &r);
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    bw_clock_manual_advance(clk, S - 1);
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    bw_clock_manual_advance(clk, S);
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    bw_clock_manual_advance(clk, S + 1);
+    CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+    CHECK_STR(rec_since(&r, 0), "call success, call success slow, call failure slow");
+    CHECK_INT(r.ev[0].duration_ns, S - 1);
+    CHECK_INT(r.ev[1].duration_ns, S);
+    CHECK_INT(r.ev[2].duration_ns, S + 1);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 3);
+    CHECK_INT(s.slow_calls, 2);
+    CHECK_INT(s.failed_calls, 1);
+    CHECK_DBL(s.slow_call_rate, 2.0 / 3.0);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+/* Slowness alone trips with the default slow_call_rate of 1.0 (interlock §11 item 1). */
+static void test_all_slow_trips(void)
+{
+    setup();
+    bw_breaker *b = make("slow_call_duration=100ms min_calls=3", NULL);
+    for (int i = 0; i < 3; i++) {
+        bw_permit p;
+        CHECK_OK(bw_acquire(b, &p, NULL));
+        bw_clock_manual_advance(clk, 100 * MS);
+        CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+        CHECK_STATE(b, i < 2 ? BW_STATE_CLOSED : BW_STATE_OPEN);
+    }
+    bw_breaker_free(b);
+}
+
+static void test_stale_outcome_after_trip(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1", &r);
+    bw_permit early, late;
+    CHECK_OK(bw_acquire(b, &early, NULL));
+    CHECK_OK(bw_acquire(b, &late, NULL));
+    CHECK_OK(bw_settle(b, &early, BW_FAILURE));
+    CHECK_STATE(b, BW_STATE_OPEN);
+    int mark = rec_count(&r);
+    CHECK_OK(bw_settle(b, &late, BW_SUCCESS));
+    CHECK_STR(rec_since(&r, mark), "call success stale");
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 1);
+    CHECK_INT(s.failed_calls, 1);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_disabled_and_metrics_only(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=2 failure_rate=0.5", &r);
+    call(b, BW_FAILURE);
+    call(b, BW_FAILURE);
+    CHECK_STATE(b, BW_STATE_OPEN);
+    /* metrics_only after OPEN keeps adding to the tripped window (interlock §2.6). */
+    bw_breaker_metrics_only(b);
+    call(b, BW_SUCCESS);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 3);
+    CHECK_INT(s.failed_calls, 2);
+    for (int i = 0; i < 10; i++)
+        call(b, BW_FAILURE);
+    CHECK_STATE(b, BW_STATE_METRICS_ONLY); /* never trips */
+    bw_breaker_disable(b);
+    int mark = rec_count(&r);
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle_ex(b, &p, BW_FAILURE, 77));
+    CHECK_STR(rec_since(&r, mark), "call failure"); /* the event still fires */
+    bw_snapshot s2;
+    bw_breaker_snapshot(b, &s2);
+    CHECK_INT(s2.total_calls, 13); /* nothing recorded while disabled */
+    int code;
+    CHECK_OK(bw_breaker_last_failure(b, &code));
+    CHECK_INT(code, 77); /* but the last failure is */
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_initial_states(void)
+{
+    setup();
+    bw_breaker *b = make("initial_state=forced_open", NULL);
+    CHECK_STATE(b, BW_STATE_FORCED_OPEN);
+    bw_permit p;
+    CHECK_RC(bw_acquire(b, &p, NULL), BW_REJECTED);
+    bw_breaker_free(b);
+    rec r;
+    rec_init(&r);
+    b = make("initial_state=metrics_only min_calls=1", &r);
+    CHECK_INT(rec_count(&r), 0); /* construction emits nothing */
+    call(b, BW_FAILURE);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 1);
+    CHECK_STATE(b, BW_STATE_METRICS_ONLY);
+    bw_breaker_free(b);
+    rec_fini(&r);
+    b = make("initial_state=disabled", NULL);
+    CHECK_STATE(b, BW_STATE_DISABLED);
+    bw_breaker_free(b);
+}
+
+static int ok_fn(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static int fail_fn(void *arg)
+{
+    return *(int *)arg;
+}
+
+static bw_outcome http_classifier(int rc, void *arg, void *user)
+{
+    (void)arg;
+    (void)user;
+    if (rc == 404)
+        return BW_IGNORED;
+    if (rc == 999)
+        return (bw_outcome)42; /* a buggy classifier */
+    return rc >= 500 ? BW_FAILURE : BW_SUCCESS;
+}
+
+static void test_call_helper(void)
+{
+    setup();
+    bw_config *c = bw_config_new();
+    bw_config_parse(c, "min_calls=100", NULL);
+    bw_config_set_clock(c, clk);
+    bw_config_set_classifier(c, http_classifier, NULL);
+    bw_breaker *b;
+    CHECK_OK(bw_breaker_new("http", c, &b, NULL));
+    bw_config_free(c);
+    int rc = -1, code;
+    CHECK_OK(bw_breaker_call(b, ok_fn, NULL, &rc, NULL));
+    CHECK_INT(rc, 0);
+    code = 404;
+    CHECK_OK(bw_breaker_call(b, fail_fn, &code, &rc, NULL));
+    CHECK_INT(rc, 404);
+    code = 503;
+    CHECK_OK(bw_breaker_call(b, fail_fn, &code, NULL, NULL));
+    code = 999;
+    CHECK_OK(bw_breaker_call(b, fail_fn, &code, NULL, NULL));
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 3);  /* 404 ignored */
+    CHECK_INT(s.failed_calls, 2); /* 503 and the unknown outcome */
+    CHECK_OK(bw_breaker_last_failure(b, &code));
+    CHECK_INT(code, 999);
+    CHECK_RC(bw_breaker_call(b, NULL, NULL, NULL, NULL), BW_EINVAL);
+    bw_breaker_force_open(b);
+    bw_rejection why;
+    rc = -1;
+    CHECK_RC(bw_breaker_call(b, ok_fn, NULL, &rc, &why), BW_REJECTED);
+    CHECK_INT(rc, -1); /* not run */
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    bw_breaker_free(b);
+}
+
+static void test_auto_transition_manual_clock(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", &r);
+    call(b, BW_FAILURE);
+    int mark = rec_count(&r);
+    bw_clock_manual_advance(clk, 30 * S - 1);
+    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_STR(rec_since(&r, mark), "");
+    bw_clock_manual_advance(clk, 1);
+    CHECK_STATE(b, BW_STATE_HALF_OPEN);
+    CHECK_STR(rec_since(&r, mark), "state open->half_open");
+    bw_clock_manual_advance(clk, S);
+    CHECK_STR(rec_since(&r, mark), "state open->half_open"); /* exactly once */
+    /* The timer admitted nobody: the first call is still probe 1. */
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.probes_admitted, 0);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+/* The timer moves first; the next call is then probe 1 of that round, and no second event fires. */
+static void test_auto_transition_then_call(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true permitted_probes=1", &r);
+    call(b, BW_FAILURE);
+    int mark = rec_count(&r);
+    bw_clock_manual_advance(clk, 30 * S);
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_STR(rec_since(&r, mark), "state open->half_open, call success, state half_open->closed");
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_auto_transition_cancelled_by_reset(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", &r);
+    call(b, BW_FAILURE);
+    bw_breaker_reset(b);
+    int mark = rec_count(&r);
+    bw_clock_manual_advance(clk, 60 * S);
+    CHECK_STR(rec_since(&r, mark), "");
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    call(b, BW_FAILURE);
+    bw_breaker_force_open(b);
+    mark = rec_count(&r);
+    bw_clock_manual_advance(clk, 60 * S);
+    CHECK_STR(rec_since(&r, mark), "");
+    CHECK_STATE(b, BW_STATE_FORCED_OPEN);
+    bw_breaker_free(b);
+    /* A freed breaker is no longer driven by the clock (ASan would catch a use after free). */
+    bw_clock_manual_advance(clk, 60 * S);
+    rec_fini(&r);
+}
+
+static void test_half_open_deadline(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s permitted_probes=2 max_wait_in_half_open=5s "
+                         "wait_multiplier=2",
+                         &r);
+    call(b, BW_FAILURE);
+    bw_clock_manual_advance(clk, 10 * S);
+    bw_permit hung;
+    CHECK_OK(bw_acquire(b, &hung, NULL)); /* a probe that never comes back */
+    bw_clock_manual_advance(clk, 5 * S - 1);
+    bw_permit p;
+    bw_rejection why;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    bw_clock_manual_advance(clk, 1);
+    int mark = rec_count(&r);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 20 * S); /* a failed round doubles the wait */
+    CHECK_STR(rec_since(&r, mark), "state half_open->open, rejected open");
+    CHECK_OK(bw_settle(b, &hung, BW_SUCCESS)); /* late: stale */
+    CHECK_STATE(b, BW_STATE_OPEN);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_half_open_deadline_by_timer(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s max_wait_in_half_open=5s auto_transition=true", &r);
+    call(b, BW_FAILURE);
+    bw_clock_manual_advance(clk, 10 * S);
+    int mark = rec_count(&r);
+    bw_permit hung;
+    CHECK_OK(bw_acquire(b, &hung, NULL));
+    bw_clock_manual_advance(clk, 5 * S);
+    CHECK_STR(rec_since(&r, mark), "state half_open->open");
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_listener_may_reenter(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=1s", &r);
+    r.reenter = b;
+    call(b, BW_FAILURE); /* the state-change listener snapshots and acquires */
+    CHECK_STATE(b, BW_STATE_OPEN);
+    bw_clock_manual_advance(clk, S);
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK(rec_count(&r) >= 3);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+static void test_time_window_engine(void)
+{
+    setup();
+    bw_breaker *b = make("window=time:3s min_calls=3 failure_rate=0.5", NULL);
+    call(b, BW_FAILURE);
+    bw_clock_manual_advance(clk, 2 * S);
+    call(b, BW_FAILURE);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 2);
+    bw_clock_manual_advance(clk, S); /* the first failure ages out */
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, 1);
+    call(b, BW_SUCCESS);
+    call(b, BW_SUCCESS);
+    CHECK_STATE(b, BW_STATE_CLOSED); /* 1 of 3 failed */
+    call(b, BW_FAILURE);
+    CHECK_STATE(b, BW_STATE_OPEN); /* 2 of 4 */
+    bw_breaker_free(b);
+}
+
+static void test_consecutive_engine(void)
+{
+    setup();
+    rec r;
+    rec_init(&r);
+    bw_breaker *b = make("policy=consecutive error_threshold=3 success_threshold=2", &r);
+    call(b, BW_FAILURE);
+    call(b, BW_FAILURE);
+    call(b, BW_SUCCESS);
+    call(b, BW_FAILURE);
+    call(b, BW_FAILURE);
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    call(b, BW_FAILURE);
+    CHECK_STATE(b, BW_STATE_OPEN);
+    bw_permit p;
+    bw_rejection why;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 30 * S); /* grelmicro's default reset_timeout */
+    bw_clock_manual_advance(clk, 30 * S);
+    call(b, BW_SUCCESS);
+    CHECK_STATE(b, BW_STATE_HALF_OPEN);
+    call(b, BW_SUCCESS);
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    bw_breaker_free(b);
+    rec_fini(&r);
+}
+
+/* ---- the timer thread, on a custom clock the test controls ---- */
+
+static _Atomic int64_t custom_now;
+
+static int64_t custom_clock(void *user)
+{
+    (void)user;
+    return atomic_load(&custom_now);
+}
+
+static int wait_events(rec *r, int n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock(&r->mu);
+    while (r->n < n && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0) {
+    }
+    int got = r->n;
+    pthread_mutex_unlock(&r->mu);
+    return got;
+}
+
+static void test_timer_thread(void)
+{
+    bw_clock *cc;
+    CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
+    atomic_store(&custom_now, 0);
+    rec r;
+    rec_init(&r);
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1ms auto_transition=true", NULL));
+    bw_config_set_clock(c, cc);
+    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &r);
+    bw_breaker *b;
+    CHECK_OK(bw_breaker_new("timer", c, &b, NULL));
+    bw_config_free(c);
+    call(b, BW_FAILURE);
+    CHECK_INT(wait_events(&r, 1), 1);
+    /* Time has not moved on the breaker's clock, so the timer cannot have fired. */
+    CHECK_STATE(b, BW_STATE_OPEN);
+    atomic_store(&custom_now, BW_NS_PER_MS);
+    CHECK_INT(wait_events(&r, 2), 2);
+    CHECK_STR(rec_since(&r, 0), "state closed->open, state open->half_open");
+    CHECK_STATE(b, BW_STATE_HALF_OPEN);
+    bw_breaker_free(b); /* joins the timer thread */
+    bw_clock_free(cc);
+    rec_fini(&r);
+}
+
+static void test_bad_input(void)
+{
+    bw_snapshot s;
+    int code;
+    CHECK_RC(bw_breaker_snapshot(NULL, &s), BW_EINVAL);
+    CHECK_RC(bw_breaker_state(NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_reset(NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_force_open(NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_disable(NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_metrics_only(NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_last_failure(NULL, &code), BW_EINVAL);
+    CHECK(bw_breaker_name(NULL) == NULL);
+    CHECK_INT(bw_breaker_bytes(NULL), 0);
+    bw_breaker_free(NULL);
+    bw_breaker *b = NULL;
+    CHECK_RC(bw_breaker_new("x", NULL, NULL, NULL), BW_EINVAL);
+    bw_error err;
+    CHECK_RC(bw_breaker_new("has space", NULL, &b, &err), BW_EINVAL);
+    CHECK_STR(err.field, "name");
+    CHECK(b == NULL);
+    CHECK_OK(bw_breaker_new("defaults", NULL, &b, &err));
+    CHECK_STR(bw_breaker_name(b), "defaults");
+    CHECK_RC(bw_breaker_snapshot(b, NULL), BW_EINVAL);
+    CHECK_RC(bw_breaker_last_failure(b, NULL), BW_EINVAL);
+    bw_breaker_free(b);
+    CHECK_RC(bw_clock_manual_advance(NULL, 1), BW_EINVAL);
+    CHECK_RC(bw_clock_manual_advance(bw_clock_system(), 1), BW_EINVAL);
+    bw_clock *m;
+    CHECK_OK(bw_clock_manual_new(5, &m));
+    CHECK_RC(bw_clock_manual_advance(m, -1), BW_EINVAL);
+    CHECK_RC(bw_clock_manual_set(m, 4), BW_EINVAL);
+    CHECK_INT(bw_clock_now(m), 5);
+    CHECK_OK(bw_clock_manual_set(m, 9));
+    CHECK_INT(bw_clock_now(m), 9);
+    bw_clock_free(m);
+    bw_clock_free(bw_clock_system()); /* ignored */
+    CHECK_RC(bw_clock_custom_new(NULL, NULL, &m), BW_EINVAL);
+    CHECK_RC(bw_clock_manual_new(0, NULL), BW_EINVAL);
+}
+
+static void test_system_clock_moves(void)
+{
+    bw_clock *c = bw_clock_system();
+    int64_t a = bw_clock_now(c);
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    int64_t b = bw_clock_now(c);
+    CHECK(b - a >= 2 * BW_NS_PER_MS);
+    CHECK(b - a < 5 * BW_NS_PER_S);
+}
+
+static void test_snapshot_fields(void)
+{
+    setup();
+    bw_breaker *b = make("min_calls=4 failure_rate=0.5 wait=7s", NULL);
+    call(b, BW_SUCCESS);
+    call(b, BW_UNREACHABLE); /* a failure in CLOSED */
+    call(b, BW_IGNORED);     /* not recorded */
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.state, BW_STATE_CLOSED);
+    CHECK_INT(s.total_calls, 2);
+    CHECK_INT(s.failed_calls, 1);
+    CHECK_DBL(s.failure_rate, 0.5);
+    CHECK_INT(s.retry_after_ns, BW_NO_TIME);
+    CHECK_INT(s.open_wait_ns, 7 * S);
+    call(b, BW_SUCCESS);
+    call(b, BW_FAILURE);
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.state, BW_STATE_OPEN);
+    CHECK_INT(s.retry_after_ns, 7 * S);
+    CHECK_INT(s.generation, 1);
+    bw_breaker_free(b);
+}
+
+int main(void)
+{
+    RUN(test_event_order);
+    RUN(test_rejection_details);
+    RUN(test_half_open_caps_reject_without_retry_after);
+    RUN(test_permit_misuse);
+    RUN(test_slow_call_boundary);
+    RUN(test_all_slow_trips);
+    RUN(test_stale_outcome_after_trip);
+    RUN(test_disabled_and_metrics_only);
+    RUN(test_initial_states);
+    RUN(test_call_helper);
+    RUN(test_auto_transition_manual_clock);
+    RUN(test_auto_transition_then_call);
+    RUN(test_auto_transition_cancelled_by_reset);
+    RUN(test_half_open_deadline);
+    RUN(test_half_open_deadline_by_timer);
+    RUN(test_listener_may_reenter);
+    RUN(test_time_window_engine);
+    RUN(test_consecutive_engine);
+    RUN(test_timer_thread);
+    RUN(test_bad_input);
+    RUN(test_system_clock_moves);
+    RUN(test_snapshot_fields);
+    bw_clock_free(clk);
+    return TEST_SUMMARY();
+}

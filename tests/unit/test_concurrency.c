@@ -1,0 +1,284 @@
+/*
+ * test_concurrency.c — real threads on one breaker: window totals add up, the
+ * probe caps hold in every round, a concurrent trip emits exactly one
+ * CLOSED->OPEN event, and a call racing the auto-transition timer sees exactly
+ * one OPEN->HALF_OPEN event. Run it under TSan too. Removing the breaker's lock
+ * makes test_totals_add_up and test_probe_caps fail (checked by hand).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "harness.h"
+
+#define THREADS 4
+
+static bw_breaker *make(const char *text, bw_clock *clk, bw_listener_cb fn, void *user)
+{
+    bw_config *c = bw_config_new();
+    bw_error err = {0};
+    CHECK_OK(bw_config_parse(c, text, &err));
+    if (clk)
+        bw_config_set_clock(c, clk);
+    if (fn)
+        bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), fn, user);
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("shared", c, &b, &err));
+    bw_config_free(c);
+    return b;
+}
+
+static void run_threads(void *(*fn)(void *), void *arg, int n)
+{
+    pthread_t t[16];
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, fn, arg);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* ---- totals ---- */
+
+#define CALLS 100000
+
+static void *hammer(void *arg)
+{
+    bw_breaker *b = arg;
+    for (int i = 0; i < CALLS; i++) {
+        bw_permit p;
+        if (bw_acquire(b, &p, NULL) == BW_OK)
+            bw_settle(b, &p, i % 3 == 0 ? BW_FAILURE : BW_SUCCESS);
+    }
+    return NULL;
+}
+
+static void test_totals_add_up(void)
+{
+    /* A window larger than all calls and a min_calls it never reaches: nothing is evicted. */
+    bw_breaker *b = make("window=count:1000000 min_calls=1000000000 slow_call_duration=off", NULL, NULL, NULL);
+    run_threads(hammer, b, THREADS);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, THREADS * CALLS);
+    CHECK_INT(s.failed_calls, THREADS * ((CALLS + 2) / 3));
+    bw_breaker_free(b);
+
+    b = make("window=time:3600s min_calls=1000000000", NULL, NULL, NULL);
+    run_threads(hammer, b, THREADS);
+    bw_breaker_snapshot(b, &s);
+    CHECK_INT(s.total_calls, THREADS * CALLS);
+    bw_breaker_free(b);
+}
+
+/* ---- probe caps ---- */
+
+#define MAX_GEN 65536
+#define PERMITTED 3
+#define MAXCONC 2
+
+typedef struct probe_ctx {
+    bw_breaker *b;
+    bw_clock *clk;
+    _Atomic int admitted[MAX_GEN];
+    _Atomic int in_flight[MAX_GEN];
+    _Atomic int violations;
+    _Atomic int probes;
+} probe_ctx;
+
+static void *prober(void *arg)
+{
+    probe_ctx *c = arg;
+    for (int i = 0; i < 20000; i++) {
+        bw_clock_manual_advance(c->clk, 1); /* the 1 ns wait always elapses */
+        bw_permit p;
+        if (bw_acquire(c->b, &p, NULL) != BW_OK)
+            continue;
+        uint64_t g = p.generation_; /* test-only peek at the private field */
+        if (g >= MAX_GEN)
+            break;
+        int adm = atomic_fetch_add(&c->admitted[g], 1) + 1;
+        int fly = atomic_fetch_add(&c->in_flight[g], 1) + 1;
+        if (adm > PERMITTED || fly > MAXCONC)
+            atomic_fetch_add(&c->violations, 1);
+        atomic_fetch_add(&c->probes, 1);
+        atomic_fetch_sub(&c->in_flight[g], 1);
+        bw_settle(c->b, &p, BW_FAILURE);
+    }
+    return NULL;
+}
+
+static void test_probe_caps(void)
+{
+    static probe_ctx c;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(bw_clock_manual_new(0, &c.clk));
+    /*
+     * Every probe fails, so each round reopens and the breaker cycles
+     * OPEN <-> HALF_OPEN without ever closing: every admission is a probe.
+     */
+    c.b = make("min_calls=1 failure_rate=0.5 wait=1ns permitted_probes=3 max_concurrent_probes=2 "
+               "slow_call_duration=off max_wait_in_half_open=off",
+               c.clk, NULL, NULL);
+    /* Start open: one failure. */
+    bw_permit p;
+    CHECK_OK(bw_acquire(c.b, &p, NULL));
+    CHECK_OK(bw_settle(c.b, &p, BW_FAILURE));
+    run_threads(prober, &c, THREADS);
+    CHECK_INT(atomic_load(&c.violations), 0);
+    CHECK(atomic_load(&c.probes) > 1000); /* the test exercised many rounds */
+    bw_breaker_free(c.b);
+    bw_clock_free(c.clk);
+}
+
+/* ---- exactly one event per transition ---- */
+
+typedef struct trip_ctx {
+    bw_breaker *b;
+    _Atomic int closed_to_open;
+    _Atomic int open_to_half;
+    _Atomic int go;
+} trip_ctx;
+
+static void count_events(const bw_event *e, void *user)
+{
+    trip_ctx *c = user;
+    if (e->from == BW_STATE_CLOSED && e->to == BW_STATE_OPEN)
+        atomic_fetch_add(&c->closed_to_open, 1);
+    if (e->from == BW_STATE_OPEN && e->to == BW_STATE_HALF_OPEN)
+        atomic_fetch_add(&c->open_to_half, 1);
+}
+
+static void *failer(void *arg)
+{
+    trip_ctx *c = arg;
+    while (!atomic_load(&c->go)) {
+    }
+    for (int i = 0; i < 2000; i++) {
+        bw_permit p;
+        if (bw_acquire(c->b, &p, NULL) == BW_OK)
+            bw_settle(c->b, &p, BW_FAILURE);
+    }
+    return NULL;
+}
+
+static void test_concurrent_trip_one_event(void)
+{
+    static trip_ctx c;
+    memset(&c, 0, sizeof c);
+    c.b = make("min_calls=50 failure_rate=0.5 wait=1h", NULL, count_events, &c);
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&c.go, 0);
+        pthread_t t[8];
+        for (int i = 0; i < 8; i++)
+            pthread_create(&t[i], NULL, failer, &c);
+        atomic_store(&c.go, 1);
+        for (int i = 0; i < 8; i++)
+            pthread_join(t[i], NULL);
+        CHECK_STATE(c.b, BW_STATE_OPEN);
+        CHECK_INT(atomic_load(&c.closed_to_open), round + 1);
+        bw_breaker_reset(c.b);
+    }
+    bw_breaker_free(c.b);
+}
+
+typedef struct race_ctx {
+    bw_breaker *b;
+    bw_clock *clk;
+    _Atomic int go;
+} race_ctx;
+
+static void *racer_call(void *arg)
+{
+    race_ctx *c = arg;
+    while (!atomic_load(&c->go)) {
+    }
+    bw_permit p;
+    for (int i = 0; i < 100; i++)
+        if (bw_acquire(c->b, &p, NULL) == BW_OK)
+            return NULL; /* hold the probe: the round stays open */
+    return NULL;
+}
+
+static void *racer_clock(void *arg)
+{
+    race_ctx *c = arg;
+    while (!atomic_load(&c->go)) {
+    }
+    bw_clock_manual_advance(c->clk, BW_NS_PER_S);
+    return NULL;
+}
+
+static void test_timer_races_call(void)
+{
+    for (int round = 0; round < 200; round++) {
+        static trip_ctx t;
+        memset(&t, 0, sizeof t);
+        race_ctx c = {0};
+        CHECK_OK(bw_clock_manual_new(0, &c.clk));
+        c.b = make("min_calls=1 failure_rate=1 wait=1s auto_transition=true", c.clk, count_events, &t);
+        bw_permit p;
+        CHECK_OK(bw_acquire(c.b, &p, NULL));
+        CHECK_OK(bw_settle(c.b, &p, BW_FAILURE));
+        pthread_t a, b;
+        pthread_create(&a, NULL, racer_call, &c);
+        pthread_create(&b, NULL, racer_clock, &c);
+        atomic_store(&c.go, 1);
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        CHECK_INT(atomic_load(&t.open_to_half), 1);
+        CHECK_STATE(c.b, BW_STATE_HALF_OPEN);
+        bw_breaker_free(c.b);
+        bw_clock_free(c.clk);
+    }
+}
+
+/* Operator verbs racing calls never corrupt the counters. */
+static void *verbs(void *arg)
+{
+    bw_breaker *b = arg;
+    for (int i = 0; i < 2000; i++) {
+        switch (i % 4) {
+        case 0:
+            bw_breaker_metrics_only(b);
+            break;
+        case 1:
+            bw_breaker_disable(b);
+            break;
+        case 2:
+            bw_breaker_force_open(b);
+            break;
+        default:
+            bw_breaker_reset(b);
+        }
+    }
+    return NULL;
+}
+
+static void test_verbs_race_calls(void)
+{
+    bw_breaker *b = make("min_calls=5 failure_rate=0.5 wait=1h window=count:50", NULL, NULL, NULL);
+    pthread_t v, h[2];
+    pthread_create(&v, NULL, verbs, b);
+    for (int i = 0; i < 2; i++)
+        pthread_create(&h[i], NULL, hammer, b);
+    pthread_join(v, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(h[i], NULL);
+    bw_snapshot s;
+    bw_breaker_snapshot(b, &s);
+    CHECK(s.total_calls <= 50);
+    CHECK(s.failed_calls <= s.total_calls);
+    CHECK(s.state == BW_STATE_CLOSED || s.state == BW_STATE_OPEN); /* the last verb was reset */
+    CHECK_INT(s.probes_in_flight, 0);
+    bw_breaker_free(b);
+}
+
+int main(void)
+{
+    RUN(test_totals_add_up);
+    RUN(test_probe_caps);
+    RUN(test_concurrent_trip_one_event);
+    RUN(test_timer_races_call);
+    RUN(test_verbs_race_calls);
+    return TEST_SUMMARY();
+}
