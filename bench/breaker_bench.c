@@ -1,0 +1,510 @@
+/*
+ * breaker_bench.c — micro-benchmarks of the breaker's hot paths.
+ *
+ * Prints one line per figure, `BENCH <name> <value> <unit>`, each timed value the
+ * median of RUNS runs after a warm-up; lines starting with '#' are comments.
+ *
+ *   closed_success_ns           acquire + settle(SUCCESS), CLOSED, count window of
+ *                               100, slow-call detection on (default config), system clock
+ *   closed_success_noclock_ns   the same with slow_call_duration off (no clock read)
+ *   open_reject_ns              acquire rejected by an OPEN breaker, with a bw_rejection
+ *   two_threads_one_breaker_ns  2 threads (pinned to 2 CPUs), one breaker
+ *                               (window=time:60s), acquire + settle(SUCCESS);
+ *                               wall time / total calls
+ *   naive_closed_success_ns     closed_success on the naive reference breaker below
+ *   naive_two_threads_ns        two_threads_one_breaker on the naive breaker
+ *   two_threads_vs_naive_ratio  two_threads_one_breaker_ns / naive_two_threads_ns
+ *   allocations_per_call        heap allocations per acquire + settle after setup
+ *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
+ *
+ * Allocations are counted by defining malloc and friends in this program and
+ * forwarding them to glibc's __libc_* entry points (glibc supports replacing
+ * malloc this way). Sanitizer builds bring their own allocator, so there the
+ * interposition is compiled out and allocations_per_call is not reported.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "breakwater/breakwater.h"
+
+#define RUNS 7
+
+/* Iterations per timed run (tuned for roughly 10-20 s in all on a 2-core machine). */
+#define ITERS_CLOSED 8000000L
+#define ITERS_OPEN 12000000L
+#define ITERS_THREADS 2500000L /* per thread */
+#define ITERS_NAIVE 4000000L
+#define ITERS_NAIVE_THREADS 1500000L /* per thread */
+#define ITERS_ALLOC 1000000L
+
+#define BARRIER() __asm__ __volatile__("" ::: "memory")
+
+/* ---- allocation counting ---- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BENCH_COUNT_ALLOCS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define BENCH_COUNT_ALLOCS 0
+#endif
+#endif
+#ifndef BENCH_COUNT_ALLOCS
+#define BENCH_COUNT_ALLOCS 1
+#endif
+
+static _Atomic unsigned long alloc_count;
+
+#if BENCH_COUNT_ALLOCS
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t size);
+extern void __libc_free(void *p);
+extern void *__libc_memalign(size_t align, size_t size);
+
+/* Exported even under -fvisibility=hidden, so that libc's own calls come here too. */
+#define INTERPOSE __attribute__((visibility("default")))
+
+static inline void counted(void)
+{
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+}
+
+INTERPOSE void *malloc(size_t size)
+{
+    counted();
+    return __libc_malloc(size);
+}
+
+INTERPOSE void *calloc(size_t n, size_t size)
+{
+    counted();
+    return __libc_calloc(n, size);
+}
+
+INTERPOSE void *realloc(void *p, size_t size)
+{
+    counted();
+    return __libc_realloc(p, size);
+}
+
+INTERPOSE void free(void *p)
+{
+    __libc_free(p);
+}
+
+INTERPOSE void *aligned_alloc(size_t align, size_t size)
+{
+    counted();
+    return __libc_memalign(align, size);
+}
+
+INTERPOSE int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (align < sizeof(void *) || (align & (align - 1)) != 0)
+        return EINVAL;
+    counted();
+    void *p = __libc_memalign(align, size);
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+#endif
+
+static unsigned long allocs_now(void)
+{
+    return atomic_load_explicit(&alloc_count, memory_order_relaxed);
+}
+
+/* ---- helpers ---- */
+
+static volatile int sink;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "breaker_bench: %s failed: %s (%d)\n", what, bw_strerror(rc), rc);
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int verbose; /* BENCH_VERBOSE set: print every run as a comment */
+
+static double median(double *v, int n)
+{
+    if (verbose) {
+        printf("#  runs:");
+        for (int i = 0; i < n; i++)
+            printf(" %.2f", v[i]);
+        printf("\n");
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void report(const char *name, double value, const char *unit)
+{
+    printf("BENCH %s %.2f %s\n", name, value, unit);
+    fflush(stdout);
+}
+
+static bw_breaker *make_breaker(const char *name, const char *text, int slow_off)
+{
+    bw_error err;
+    bw_config *cfg = bw_config_new();
+    if (!cfg)
+        die("bw_config_new", BW_ENOMEM);
+    int rc;
+    if (text && (rc = bw_config_parse(cfg, text, &err)) != BW_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        die("bw_config_parse", rc);
+    }
+    if (slow_off && (rc = bw_config_set_slow_call_duration(cfg, 0, &err)) != BW_OK)
+        die("bw_config_set_slow_call_duration", rc);
+    bw_breaker *b = NULL;
+    if ((rc = bw_breaker_new(name, cfg, &b, &err)) != BW_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        die("bw_breaker_new", rc);
+    }
+    bw_config_free(cfg);
+    return b;
+}
+
+static void expect_state(bw_breaker *b, int state, const char *when)
+{
+    int st = bw_breaker_state(b);
+    if (st != state) {
+        fprintf(stderr, "breaker_bench: %s: state %s, expected %s\n", when, bw_state_name((bw_state)st),
+                bw_state_name((bw_state)state));
+        exit(1);
+    }
+}
+
+/* ---- breakwater loads ---- */
+
+static long success_loop(bw_breaker *b, long iters)
+{
+    long bad = 0;
+    for (long i = 0; i < iters; i++) {
+        bw_permit p;
+        bad += bw_acquire(b, &p, NULL);
+        bad += bw_settle(b, &p, BW_SUCCESS);
+        BARRIER();
+    }
+    return bad;
+}
+
+static double time_success(bw_breaker *b, long iters)
+{
+    int64_t t0 = mono_ns();
+    long bad = success_loop(b, iters);
+    int64_t t1 = mono_ns();
+    if (bad)
+        die("acquire/settle in the success loop", BW_EINVAL);
+    sink = (int)bad;
+    return (double)(t1 - t0) / (double)iters;
+}
+
+static double bench_closed(bw_breaker *b, long iters)
+{
+    double v[RUNS];
+    success_loop(b, iters / 4); /* warm-up */
+    for (int r = 0; r < RUNS; r++)
+        v[r] = time_success(b, iters);
+    expect_state(b, BW_STATE_CLOSED, "after the closed loop");
+    return median(v, RUNS);
+}
+
+static double bench_open_reject(long iters)
+{
+    bw_breaker *b = make_breaker("bench-open", "wait=1h", 0);
+    for (int i = 0; i < 100 && bw_breaker_state(b) == BW_STATE_CLOSED; i++) {
+        bw_permit p;
+        if (bw_acquire(b, &p, NULL) == BW_OK)
+            bw_settle_ex(b, &p, BW_FAILURE, 503);
+    }
+    expect_state(b, BW_STATE_OPEN, "after tripping");
+    double v[RUNS];
+    for (int r = -1; r < RUNS; r++) { /* run -1 is the warm-up */
+        long admitted = 0;
+        int64_t t0 = mono_ns();
+        for (long i = 0; i < iters; i++) {
+            bw_permit p;
+            bw_rejection why;
+            admitted += bw_acquire(b, &p, &why) != BW_REJECTED;
+            BARRIER();
+        }
+        int64_t t1 = mono_ns();
+        if (admitted)
+            die("the open breaker admitted a call", BW_ESTATE);
+        if (r >= 0)
+            v[r] = (double)(t1 - t0) / (double)iters;
+    }
+    expect_state(b, BW_STATE_OPEN, "after the reject loop");
+    bw_breaker_free(b);
+    return median(v, RUNS);
+}
+
+/* ---- the naive reference breaker ---- */
+
+/*
+ * What a straightforward implementation looks like: one mutex taken by both
+ * acquire (to read the state) and settle (to record), a count window of 100 calls
+ * as a ring, CLOCK_MONOTONIC read at acquire and at settle, and the failure and
+ * slow rates recomputed on every settle. Same thresholds as the defaults.
+ */
+#define NAIVE_WINDOW 100
+
+typedef struct naive {
+    pthread_mutex_t mu;
+    int open;
+    int64_t open_until;
+    unsigned char ring[NAIVE_WINDOW]; /* bit 0 used, bit 1 failed, bit 2 slow */
+    unsigned head, total, failed, slow;
+} naive;
+
+static void naive_init(naive *n)
+{
+    memset(n, 0, sizeof *n);
+    pthread_mutex_init(&n->mu, NULL);
+}
+
+static int naive_acquire(naive *n, int64_t *start)
+{
+    int64_t now = mono_ns();
+    int ok = 1;
+    pthread_mutex_lock(&n->mu);
+    if (n->open) {
+        if (now < n->open_until) {
+            ok = 0;
+        } else {
+            n->open = 0;
+            memset(n->ring, 0, sizeof n->ring);
+            n->head = n->total = n->failed = n->slow = 0;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    *start = now;
+    return ok;
+}
+
+static void naive_settle(naive *n, int64_t start, int failed)
+{
+    int64_t now = mono_ns();
+    int slow = now - start >= 60 * BW_NS_PER_S;
+    pthread_mutex_lock(&n->mu);
+    unsigned char old = n->ring[n->head];
+    if (old & 1) {
+        n->total--;
+        n->failed -= (old >> 1) & 1;
+        n->slow -= (old >> 2) & 1;
+    }
+    n->ring[n->head] = (unsigned char)(1 | (failed ? 2 : 0) | (slow ? 4 : 0));
+    n->head = (n->head + 1) % NAIVE_WINDOW;
+    n->total++;
+    n->failed += (unsigned)(failed != 0);
+    n->slow += (unsigned)slow;
+    if (!n->open && n->total >= 10 && ((double)n->failed / n->total >= 0.5 || (double)n->slow / n->total >= 1.0)) {
+        n->open = 1;
+        n->open_until = now + 60 * BW_NS_PER_S;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+static long naive_loop(naive *n, long iters)
+{
+    long bad = 0;
+    for (long i = 0; i < iters; i++) {
+        int64_t start;
+        if (naive_acquire(n, &start))
+            naive_settle(n, start, 0);
+        else
+            bad++;
+        BARRIER();
+    }
+    return bad;
+}
+
+static double bench_naive_closed(long iters)
+{
+    naive n;
+    naive_init(&n);
+    double v[RUNS];
+    naive_loop(&n, iters / 4);
+    for (int r = 0; r < RUNS; r++) {
+        int64_t t0 = mono_ns();
+        long bad = naive_loop(&n, iters);
+        int64_t t1 = mono_ns();
+        if (bad)
+            die("the naive breaker rejected a call", BW_ESTATE);
+        v[r] = (double)(t1 - t0) / (double)iters;
+    }
+    pthread_mutex_destroy(&n.mu);
+    return median(v, RUNS);
+}
+
+/* ---- two threads, one breaker ---- */
+
+typedef struct worker {
+    bw_breaker *b; /* NULL: use the naive breaker */
+    naive *n;
+    long iters;
+    long bad;
+    pthread_barrier_t *start;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pthread_barrier_wait(w->start);
+    w->bad = w->b ? success_loop(w->b, w->iters) : naive_loop(w->n, w->iters);
+    return NULL;
+}
+
+/* Wall time of two threads doing `iters` calls each, in ns per call. */
+static double two_threads_run(bw_breaker *b, naive *n, long iters)
+{
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 3);
+    worker w[2];
+    pthread_t th[2];
+    /* The first two CPUs this process may run on, or -1 when there are fewer. */
+    int cpu[2] = {-1, -1};
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+        int k = 0;
+        for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
+            if (CPU_ISSET(c, &allowed))
+                cpu[k++] = c;
+        if (k < 2)
+            cpu[0] = cpu[1] = -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        w[i] = (worker){b, n, iters, 0, &start};
+        /*
+         * Pin the workers to different CPUs when there are two: left alone, the
+         * scheduler often runs both on one CPU for a whole run, which measures
+         * time-slicing rather than two threads contending for one breaker.
+         */
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (cpu[i] >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu[i], &set);
+            pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+        }
+        int rc = pthread_create(&th[i], &attr, worker_main, &w[i]);
+        if (rc != 0 && cpu[i] >= 0) /* pinning refused: run unpinned */
+            rc = pthread_create(&th[i], NULL, worker_main, &w[i]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0)
+            die("pthread_create", BW_ESYS);
+    }
+    pthread_barrier_wait(&start);
+    int64_t t0 = mono_ns();
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    int64_t t1 = mono_ns();
+    pthread_barrier_destroy(&start);
+    if (w[0].bad || w[1].bad)
+        die("a call in the two-thread loop", BW_EINVAL);
+    return (double)(t1 - t0) / (double)(2 * iters);
+}
+
+/*
+ * The breakwater and naive two-thread loads, their runs interleaved so that both
+ * see the same phases of a noisy machine (a VM's vCPUs come and go).
+ */
+static void bench_two_threads(bw_breaker *b, naive *n, double *bw_ns, double *naive_ns)
+{
+    double vb[RUNS], vn[RUNS];
+    two_threads_run(b, NULL, ITERS_THREADS / 4); /* warm-up */
+    two_threads_run(NULL, n, ITERS_NAIVE_THREADS / 4);
+    for (int r = 0; r < RUNS; r++) {
+        vb[r] = two_threads_run(b, NULL, ITERS_THREADS);
+        vn[r] = two_threads_run(NULL, n, ITERS_NAIVE_THREADS);
+    }
+    *bw_ns = median(vb, RUNS);
+    *naive_ns = median(vn, RUNS);
+}
+
+/* ---- main ---- */
+
+int main(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    verbose = getenv("BENCH_VERBOSE") != NULL;
+    printf("# breakwater %s breaker_bench: nproc=%ld, %d runs per figure (median), clock=%s\n", bw_version_string(),
+           ncpu, RUNS, getenv("BW_CLOCK") ? getenv("BW_CLOCK") : "system");
+    fflush(stdout);
+
+    /* CLOSED, default config: count window of 100, slow calls at 60 s. */
+    unsigned long setup_allocs = allocs_now();
+    bw_breaker *closed = make_breaker("bench-closed", NULL, 0);
+    if (BENCH_COUNT_ALLOCS && allocs_now() == setup_allocs) {
+        fprintf(stderr, "breaker_bench: the malloc interposition counted nothing\n");
+        return 1;
+    }
+    report("closed_success_ns", bench_closed(closed, ITERS_CLOSED), "ns");
+
+    bw_breaker *noclock = make_breaker("bench-noclock", NULL, 1);
+    report("closed_success_noclock_ns", bench_closed(noclock, ITERS_CLOSED), "ns");
+    bw_breaker_free(noclock);
+
+    report("open_reject_ns", bench_open_reject(ITERS_OPEN), "ns");
+
+    bw_breaker *timed = make_breaker("bench-threads", "window=time:60s", 0);
+    naive n;
+    naive_init(&n);
+    double two, naive_two;
+    bench_two_threads(timed, &n, &two, &naive_two);
+    expect_state(timed, BW_STATE_CLOSED, "after the two-thread loop");
+    bw_breaker_free(timed);
+    pthread_mutex_destroy(&n.mu);
+    report("two_threads_one_breaker_ns", two, "ns");
+
+    report("naive_closed_success_ns", bench_naive_closed(ITERS_NAIVE), "ns");
+    report("naive_two_threads_ns", naive_two, "ns");
+    printf("BENCH two_threads_vs_naive_ratio %.3f ratio\n", two / naive_two);
+    fflush(stdout);
+
+    /* Allocations: the closed breaker is set up and warm; count N calls on it. */
+#if BENCH_COUNT_ALLOCS
+    success_loop(closed, 1000);
+    unsigned long a0 = allocs_now();
+    long bad = success_loop(closed, ITERS_ALLOC);
+    unsigned long a1 = allocs_now();
+    sink = (int)bad;
+    printf("BENCH allocations_per_call %.6f allocs\n", (double)(a1 - a0) / (double)ITERS_ALLOC);
+#else
+    (void)allocs_now;
+    printf("# allocations_per_call not measured: sanitizer build\n");
+#endif
+    bw_breaker_free(closed);
+
+    bw_breaker *sized = make_breaker("bench-bytes", "window=count:100", 0);
+    printf("BENCH breaker_bytes %zu bytes\n", bw_breaker_bytes(sized));
+    bw_breaker_free(sized);
+    return 0;
+}
