@@ -61,9 +61,18 @@ static uint64_t rnext(rng *r)
     return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
-static uint32_t rbelow(rng *r, uint32_t n) { return (uint32_t)((rnext(r) >> 11) % n); }
-static int64_t rbelow64(rng *r, int64_t n) { return n <= 0 ? 0 : (int64_t)((rnext(r) >> 1) % (uint64_t)n); }
-static int rchance(rng *r, uint32_t percent) { return rbelow(r, 100) < percent; }
+static uint32_t rbelow(rng *r, uint32_t n)
+{
+    return (uint32_t)((rnext(r) >> 11) % n);
+}
+static int64_t rbelow64(rng *r, int64_t n)
+{
+    return n <= 0 ? 0 : (int64_t)((rnext(r) >> 1) % (uint64_t)n);
+}
+static int rchance(rng *r, uint32_t percent)
+{
+    return rbelow(r, 100) < percent;
+}
 
 /* ------------------------------------------------------------------------- */
 /* The model: docs/states.md, written out as plainly as possible.             */
@@ -121,7 +130,10 @@ static void m_window(const model *m, int64_t now, uint64_t *t, uint64_t *f, uint
     }
 }
 
-static double rate_of(uint64_t part, uint64_t total) { return total ? (double)part / (double)total : 0.0; }
+static double rate_of(uint64_t part, uint64_t total)
+{
+    return total ? (double)part / (double)total : 0.0;
+}
 
 /* min(wait_max, wait * multiplier ^ min(failed_rounds, 64)), uncapped up to the ceiling. */
 static int64_t m_backoff(const bw__mcfg *c, uint32_t failed_rounds)
@@ -152,7 +164,10 @@ static void m_init(model *m, const bw__mcfg *c)
     m->open_wait = c->wait;
 }
 
-static void m_zero_probes(model *m) { m->admitted = m->in_flight = m->completed = m->pfail = m->pslow = m->inconcl = 0; }
+static void m_zero_probes(model *m)
+{
+    m->admitted = m->in_flight = m->completed = m->pfail = m->pslow = m->inconcl = 0;
+}
 
 /* CLOSED -> OPEN. */
 static void m_trip(model *m, int64_t now)
@@ -713,11 +728,10 @@ static const double k_rates[] = {0.25, 0.34, 0.5, 0.75, 1.0};
 
 static void random_cfg(rng *r, int policy, int window_kind, bw__mcfg *c, int *slow_on)
 {
-    static const int64_t waits[] = {NS_MS,      250 * NS_MS, NS_S,           1500 * NS_MS, 2 * NS_S,
-                                    3 * NS_S,   5 * NS_S,    1234567891,     NS_DAY,       365 * NS_DAY};
+    static const int64_t waits[] = {NS_MS,    250 * NS_MS, NS_S,       1500 * NS_MS, 2 * NS_S,
+                                    3 * NS_S, 5 * NS_S,    1234567891, NS_DAY,       365 * NS_DAY};
     static const int64_t ho_waits[] = {500 * NS_MS, NS_S, 2 * NS_S, 3 * NS_S, 2500 * NS_MS + 1};
-    static const uint8_t initials[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED,
-                                       BW_STATE_METRICS_ONLY};
+    static const uint8_t initials[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
     memset(c, 0, sizeof *c);
     c->policy = (uint8_t)policy;
     c->window_kind = (uint8_t)window_kind;
@@ -888,7 +902,10 @@ static uint64_t g_base_seed = UINT64_C(0xB2EA7A7E20240601);
 static long g_runs_per_kind = 700;
 static int g_single; /* --seed: replay exactly one seed (for every kind) */
 
-static uint64_t run_seed(long i, int kind) { return g_base_seed + (uint64_t)i * UINT64_C(0x9E3779B97F4A7C15) + (uint64_t)kind; }
+static uint64_t run_seed(long i, int kind)
+{
+    return g_base_seed + (uint64_t)i * UINT64_C(0x9E3779B97F4A7C15) + (uint64_t)kind;
+}
 
 static void random_kind(const char *name, int kind, int policy, int window_kind)
 {
@@ -897,8 +914,14 @@ static void random_kind(const char *name, int kind, int policy, int window_kind)
         random_run(name, g_single ? g_base_seed : run_seed(i, kind), policy, window_kind);
 }
 
-static void test_random_rate_count(void) { random_kind("rate/count", 0, BW_POLICY_RATE, BW_WINDOW_COUNT); }
-static void test_random_rate_time(void) { random_kind("rate/time", 1, BW_POLICY_RATE, BW_WINDOW_TIME); }
+static void test_random_rate_count(void)
+{
+    random_kind("rate/count", 0, BW_POLICY_RATE, BW_WINDOW_COUNT);
+}
+static void test_random_rate_time(void)
+{
+    random_kind("rate/time", 1, BW_POLICY_RATE, BW_WINDOW_TIME);
+}
 static void test_random_consecutive(void)
 {
     random_kind("consecutive/count", 2, BW_POLICY_CONSECUTIVE, BW_WINDOW_COUNT);
@@ -931,7 +954,10 @@ static bw__mcfg base_cfg(int policy)
 }
 
 /* Settle the most recent permit. */
-static void settle_last(ctx *x, int outcome, int slow) { op_settle(x, x->npool - 1, outcome, slow); }
+static void settle_last(ctx *x, int outcome, int slow)
+{
+    op_settle(x, x->npool - 1, outcome, slow);
+}
 
 static void test_doc_round_example(void)
 {
@@ -1136,7 +1162,10 @@ static void test_backoff_ceiling(void)
     ctx_end(&x);
 }
 
-static void test_ops_total(void) { CHECK(g_ops >= 100000); }
+static void test_ops_total(void)
+{
+    CHECK(g_ops >= 100000);
+}
 
 static int parse_args(int argc, char **argv)
 {
@@ -1176,8 +1205,8 @@ int main(int argc, char **argv)
            g_stat_trips, g_stat_stale, g_stat_rejects);
     printf("model: rules reached: trip=%ld close=%ld failed_reopen=%ld inconclusive_reopen=%ld half_open_expired=%ld "
            "lazy_half_open=%ld timer_half_open=%ld wait_capped=%ld wait_at_ceiling=%ld max_failed_rounds=%u\n",
-           cov_trip, cov_close, cov_failed_reopen, cov_inconclusive_reopen, cov_expired, cov_lazy, cov_timer, cov_capped,
-           cov_ceiling, cov_max_failed_rounds);
+           cov_trip, cov_close, cov_failed_reopen, cov_inconclusive_reopen, cov_expired, cov_lazy, cov_timer,
+           cov_capped, cov_ceiling, cov_max_failed_rounds);
     if (!g_single && g_runs_per_kind >= 700)
         RUN(test_ops_total);
     return TEST_SUMMARY();
