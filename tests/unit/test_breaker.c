@@ -708,7 +708,7 @@ static void test_system_clock_moves(void)
     struct timespec ts = {0, 2 * 1000 * 1000};
     nanosleep(&ts, NULL);
     int64_t b = bw_clock_now(c);
-    CHECK(b - a >= 2 * BW_NS_PER_MS);
+    CHECK(b - a >= 19 * BW_NS_PER_MS / 10); /* 2 ms, less calibration error */
     CHECK(b - a < 5 * BW_NS_PER_S);
 }
 

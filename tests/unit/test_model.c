@@ -15,7 +15,20 @@
  * the seed, the step, the configuration and the tail of the operation history,
  * and stops that run.
  *
- * Replay one run:  ./test_model --seed 0x...      More runs: ./test_model --runs N
+ * Operations: acquire (permits kept in a pool with their generations, stale ones
+ * included), settle of a random permit with any outcome and a random slow flag
+ * (also after time passed, with no snapshot in between), clock moves (small,
+ * large, to a second boundary, exactly to the deadline or 1 ns before it, and
+ * short backward excursions), advance(), reset and the three overrides.
+ *
+ * Readings where the rule book is silent (chosen, and checked, here):
+ * - a reopen (HALF_OPEN -> OPEN) zeroes the consecutive counters, like a trip;
+ *   the round's probe counters are kept, as at a trip;
+ * - the window reads "standing still" against the latest clock reading; the
+ *   walk never empties a window while the clock is behind.
+ *
+ * Replay: ./test_model --seed 0x...  (runs that seed once for every policy and
+ * window kind; the failing kind reproduces). More runs: ./test_model --runs N
  */
 #include <stdarg.h>
 
@@ -94,6 +107,7 @@ typedef struct model {
     int state;
     uint64_t gen;
     int64_t opened_at, open_wait, ho_since;
+    int64_t latest; /* the latest clock reading seen: a clock that goes back stands still for the window */
     uint32_t failed_rounds;
     uint32_t admitted, in_flight, completed, pfail, pslow, inconcl;
     uint32_t cerr, csucc;
@@ -109,10 +123,19 @@ static int64_t floor_sec(int64_t t)
     return q;
 }
 
+/* The time the window works at: a clock that went back is treated as standing still. */
+static int64_t m_window_time(model *m, int64_t now)
+{
+    if (now > m->latest)
+        m->latest = now;
+    return m->latest;
+}
+
 /* Window totals at `now`: count window = the last N records; time window = the
  * records whose second lies in s-N+1 .. s. The consecutive policy has none. */
-static void m_window(const model *m, int64_t now, uint64_t *t, uint64_t *f, uint64_t *s)
+static void m_window(model *m, int64_t now, uint64_t *t, uint64_t *f, uint64_t *s)
 {
+    now = m_window_time(m, now);
     *t = *f = *s = 0;
     if (m->c.policy != BW_POLICY_RATE)
         return;
@@ -162,6 +185,7 @@ static void m_init(model *m, const bw__mcfg *c)
     m->state = c->initial_state;
     m->gen = 0;
     m->open_wait = c->wait;
+    m->latest = INT64_MIN;
 }
 
 static void m_zero_probes(model *m)
@@ -293,7 +317,7 @@ static int m_record(model *m, uint64_t gen, int outcome, int slow, int64_t now)
         if (rate) {
             if (m->nrec >= MAXREC)
                 return -98; /* the test's own limit; runs are far shorter */
-            m->rec[m->nrec].sec = floor_sec(now);
+            m->rec[m->nrec].sec = floor_sec(m_window_time(m, now));
             m->rec[m->nrec].failed = failed;
             m->rec[m->nrec].slow = slow;
             m->nrec++;
@@ -424,6 +448,7 @@ typedef struct ctx {
     void *mem;
     model mod;
     int64_t now;
+    int64_t tmax; /* the latest clock reading so far; now < tmax during a backward excursion */
     permit pool[POOL];
     int npool;
     char hist[HIST][HISTLEN];
@@ -432,7 +457,7 @@ typedef struct ctx {
 } ctx;
 
 static long g_ops, g_steps, g_runs, g_failed_runs;
-static long g_stat_state[6], g_stat_trips, g_stat_stale, g_stat_rejects;
+static long g_stat_state[6], g_stat_trips, g_stat_stale, g_stat_rejects, g_stat_back;
 
 static const char *sname(int s)
 {
@@ -541,7 +566,7 @@ static void check_all(ctx *x)
 {
     if (x->failed)
         return;
-    const model *m = &x->mod;
+    model *m = &x->mod;
     bw_snapshot s;
     memset(&s, 0xAB, sizeof s);
     bw__now t = bw__now_at(x->now);
@@ -586,8 +611,12 @@ static void ctx_start(ctx *x, const char *name, uint64_t seed, const bw__mcfg *c
     x->cfg = *cfg;
     x->slow_on = slow_on;
     x->now = start;
+    x->tmax = start;
     size_t bytes = bw__machine_window_bytes(cfg);
     x->mem = malloc(bytes ? bytes : 1);
+    if (x->mem)
+        memset(x->mem, 0xA5, bytes ? bytes : 1); /* init must not rely on zeroed memory */
+    memset(&x->mach, 0xA5, sizeof x->mach);
     bw__machine_init(&x->mach, cfg, x->mem);
     m_init(&x->mod, cfg);
     g_runs++;
@@ -680,6 +709,19 @@ static void op_clock(ctx *x, int64_t to)
         return;
     x->ops++;
     hist(x, "clock += %" PRId64 " -> %" PRId64, to - x->now, to);
+    x->now = to;
+    if (to > x->tmax)
+        x->tmax = to;
+}
+
+/* The clock goes back (a custom clock may): the window must treat it as standing still. */
+static void op_clock_back(ctx *x, int64_t to)
+{
+    if (x->failed || to > x->now || to < 0)
+        return;
+    x->ops++;
+    g_stat_back++;
+    hist(x, "clock -= %" PRId64 " -> %" PRId64 " (back)", x->now - to, to);
     x->now = to;
 }
 
@@ -850,7 +892,16 @@ static void random_run(const char *name, uint64_t seed, int policy, int window_k
     long nsteps = 60 + (long)rbelow(&r, 240);
     for (long i = 0; i < nsteps && !x.failed; i++) {
         uint32_t v = rbelow(&r, 100);
-        if (v < 28) {
+        int closed_like = x.mod.state == BW_STATE_CLOSED || x.mod.state == BW_STATE_METRICS_ONLY;
+        if (x.now < x.tmax && !closed_like) {
+            /* A backward excursion ends as soon as the breaker leaves CLOSED or
+               METRICS_ONLY, so that no window is emptied while the clock is behind
+               (which reading an emptied window would then take as "now" is not
+               something the rule book settles). */
+            op_clock(&x, x.tmax + rbelow64(&r, 2 * NS_S));
+        } else if (v < 3 && closed_like) {
+            op_clock_back(&x, x.now - rbelow64(&r, rchance(&r, 50) ? NS_S : 4 * NS_S));
+        } else if (v < 28) {
             op_acquire(&x);
         } else if (v < 54) {
             random_settle(&x, &r, fail_pct);
@@ -871,7 +922,10 @@ static void random_run(const char *name, uint64_t seed, int policy, int window_k
             /* overrides only leave by a verb: prefer reset there, so the walk spends
                most of its time in the automatic lifecycle */
             int in_override = x.mod.state >= BW_STATE_FORCED_OPEN;
-            switch (in_override ? (rchance(&r, 60) ? 0 : 1 + rbelow(&r, 3)) : rbelow(&r, 4)) {
+            int verb = in_override ? (rchance(&r, 60) ? 0 : 1 + (int)rbelow(&r, 3)) : (int)rbelow(&r, 4);
+            if (verb == 0 && x.now < x.tmax)
+                verb = 1 + (int)rbelow(&r, 3); /* no reset (it empties the window) while the clock is behind */
+            switch (verb) {
             case 0:
                 op_reset(&x);
                 break;
@@ -1105,7 +1159,7 @@ static void test_doc_consecutive_example(void)
     op_acquire(&x), step_done(&x);
     settle_last(&x, BW_FAILURE, 0), step_done(&x);
     CHECK_INT(x.mod.state, BW_STATE_HALF_OPEN);
-    /* the half-open deadline ends the round at acquire time */
+    /* max_wait_in_half_open=off: no deadline, the round may wait forever */
     CHECK_INT(bw__machine_deadline(&x.mach), INT64_MAX);
     CHECK(!x.failed);
     ctx_end(&x);
@@ -1200,9 +1254,9 @@ int main(int argc, char **argv)
     printf("model: %ld runs, %ld steps, %ld operations executed (%ld runs failed)\n", g_runs, g_steps, g_ops,
            g_failed_runs);
     printf("model: steps ending in closed=%ld open=%ld half_open=%ld forced_open=%ld disabled=%ld metrics_only=%ld; "
-           "trips=%ld stale settles=%ld rejections=%ld\n",
+           "trips=%ld stale settles=%ld rejections=%ld clock_back=%ld\n",
            g_stat_state[0], g_stat_state[1], g_stat_state[2], g_stat_state[3], g_stat_state[4], g_stat_state[5],
-           g_stat_trips, g_stat_stale, g_stat_rejects);
+           g_stat_trips, g_stat_stale, g_stat_rejects, g_stat_back);
     printf("model: rules reached: trip=%ld close=%ld failed_reopen=%ld inconclusive_reopen=%ld half_open_expired=%ld "
            "lazy_half_open=%ld timer_half_open=%ld wait_capped=%ld wait_at_ceiling=%ld max_failed_rounds=%u\n",
            cov_trip, cov_close, cov_failed_reopen, cov_inconclusive_reopen, cov_expired, cov_lazy, cov_timer,
