@@ -15,6 +15,16 @@
  *   the machine (OPEN whose wait ended, HALF_OPEN) takes the lock and decides again.
  * - The generation only grows, so a settle whose permit generation differs from
  *   the published one is stale and is dropped without taking the lock.
+ * - Striped time windows: a rate-policy breaker with a time window on a machine
+ *   with several CPUs splits its window into `nstripes` stripes, each behind its
+ *   own spin lock, so threads settling at once do not all write one cache line.
+ *   A CLOSED or METRICS_ONLY settle records into its thread's stripe holding only
+ *   that stripe's lock. Everything else (transitions, the trip test over the
+ *   whole window, snapshots, verbs) holds `lock` and then every stripe lock in
+ *   order (lock_all). So the word read under one stripe lock is exact: nobody
+ *   can publish while that lock is held, and a stale permit is never recorded.
+ *   Lock order: `lock`, then stripes 0..n-1; a stripe lock alone is never
+ *   followed by `lock`.
  * - `timer->mu` guards the timer thread's stop/kick flags; it is never held
  *   together with `lock`. A manual clock's mutex may be held while a timed
  *   transition takes `lock` (clock.c); never the other way round.
@@ -27,14 +37,22 @@
  * rejection compares with open_until in stamps. Only what is reported (a
  * duration, retry_after) or what the machine needs (an instant) is converted to
  * nanoseconds. On manual and custom clocks a stamp is simply nanoseconds.
+ *
+ * A striped success need not run the trip test: if a test earlier in the same
+ * second found at least min_calls and both rates below their thresholds, a
+ * success that is not slow only adds to the total (nothing expires within a
+ * second), so both rates can only fall. `eval_sec` remembers that second; every
+ * failure, slow call or new second runs the test as the machine would.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "spin.h"
@@ -42,37 +60,50 @@
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
 #define NAME_MAX_LEN 255
+#define MAX_STRIPES 8
 
+/* One stripe of a striped time window: its own line, lock and buckets. */
+typedef struct bw_stripe {
+    alignas(64) bw__spin lock;
+    bw__window win;
+} bw_stripe;
+
+/* Auto-transition: a thread (system and custom clocks) or a clock watch (manual). */
 typedef struct bw_timer {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started, stop, kicked;
+    int manual;      /* a manual clock's watch instead of a thread */
+    bw__watch watch; /* manual */
 } bw_timer;
 
 struct bw_breaker {
-    /* Read by every call; written only on transitions. */
+    /* Line 0, read by every call; written only by transitions (and eval_sec). */
     _Atomic uint64_t word;
     _Atomic int64_t open_until; /* stamp */
-    uint8_t clock_sys;          /* read the inlined system clock */
-    uint8_t timed;              /* acquire and settle read the clock (slow calls or CALL events) */
-    uint8_t auto_transition;
-    int64_t slow_stamp; /* slow_call_duration in stamp units; 0 = off */
+    int64_t slow_stamp;         /* slow_call_duration in stamp units; 0 = off */
     bw_clock *clock;
-    unsigned listener_mask;
     bw_listener_cb listener;
     void *listener_user;
-    bw_classifier_cb classifier;
-    void *classifier_user;
-    const char *name;
-    size_t bytes;
-    bw_timer *timer;
-    bw__watch watch;
-    /* Written by every settle: its own cache line. */
+    _Atomic int64_t eval_sec; /* see the design notes; INT64_MIN = none */
+    unsigned listener_mask;
+    uint8_t clock_sys; /* read the inlined system clock */
+    uint8_t timed;     /* acquire and settle read the clock (slow calls or CALL events) */
+    uint8_t auto_transition;
+    /* Written by every unstriped settle: the lock, then the machine. */
     alignas(64) bw__spin lock;
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
     bw__machine m;
-    /* Window memory, then the name. */
+    /* Cold. */
+    bw_classifier_cb classifier;
+    void *classifier_user;
+    const char *name;
+    bw_timer *timer;
+    bw_stripe *stripes; /* nstripes > 1 */
+    uint32_t nstripes;  /* 1: no stripes, the machine's own window */
+    uint32_t bytes;
+    /* Window memory, then the name; then the stripes, if any. */
     alignas(8) unsigned char data[];
 };
 
@@ -125,14 +156,43 @@ static int64_t stamped_thunk(void *ctx)
     return stamp_ns(s->b, s->stamp);
 }
 
+static inline void lock_all(bw_breaker *b)
+{
+    bw__spin_lock(&b->lock);
+    if (BW_UNLIKELY(b->stripes))
+        for (uint32_t i = 0; i < b->nstripes; i++)
+            bw__spin_lock(&b->stripes[i].lock);
+}
+
+static inline void unlock_all(bw_breaker *b)
+{
+    if (BW_UNLIKELY(b->stripes))
+        for (uint32_t i = b->nstripes; i-- > 0;)
+            bw__spin_unlock(&b->stripes[i].lock);
+    bw__spin_unlock(&b->lock);
+}
+
+/* This thread's stripe: threads are numbered round-robin on first use. */
+static _Thread_local uint32_t thread_slot;
+static atomic_uint next_slot;
+
+static inline bw_stripe *my_stripe(bw_breaker *b)
+{
+    uint32_t s = thread_slot;
+    if (BW_UNLIKELY(!s))
+        s = thread_slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) + 1;
+    return &b->stripes[s & (b->nstripes - 1)];
+}
+
 static inline uint64_t word_of(const bw__machine *m)
 {
     return (m->gen << 3) | m->state;
 }
 
-/* Mirror the machine into the lock-free fields. Call with `lock` held. */
+/* Mirror the machine into the lock-free fields. Call with lock_all held. */
 static void publish(bw_breaker *b)
 {
+    atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
     if (b->m.state == BW_STATE_OPEN)
         atomic_store_explicit(&b->open_until,
                               b->clock_sys ? bw__sys_ns_to_stamp(bw__machine_deadline(&b->m), 1)
@@ -176,12 +236,12 @@ static void tick(bw_breaker *b, int64_t now)
 {
     pending p;
     p.n = 0;
-    bw__spin_lock(&b->lock);
+    lock_all(b);
     int before = b->m.state;
     if (bw__machine_advance(&b->m, now))
         publish(b);
     int after = b->m.state;
-    bw__spin_unlock(&b->lock);
+    unlock_all(b);
     add_change(b, &p, before, after);
     deliver(b, &p);
 }
@@ -231,7 +291,7 @@ static void *timer_main(void *arg)
 static void timer_kick(bw_breaker *b)
 {
     bw_timer *t = b->timer;
-    if (!t)
+    if (!t || t->manual)
         return; /* no auto_transition, or a manual clock (driven by its advances) */
     pthread_mutex_lock(&t->mu);
     if (!t->started && !t->stop) {
@@ -249,6 +309,15 @@ static int timer_new(bw_breaker *b)
     bw_timer *t = calloc(1, sizeof *t);
     if (!t)
         return BW_ENOMEM;
+    b->timer = t;
+    b->bytes += (uint32_t)sizeof *t;
+    if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
+        t->manual = 1;
+        t->watch.fire = watch_fire;
+        t->watch.ctx = b;
+        bw__clock_watch(b->clock, &t->watch);
+        return BW_OK;
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -260,10 +329,9 @@ static int timer_new(bw_breaker *b)
     pthread_condattr_destroy(&ca);
     if (bad) {
         free(t);
+        b->timer = NULL;
         return BW_ESYS;
     }
-    b->timer = t;
-    b->bytes += sizeof *t;
     return BW_OK;
 }
 
@@ -272,6 +340,11 @@ static void timer_free(bw_breaker *b)
     bw_timer *t = b->timer;
     if (!t)
         return;
+    if (t->manual) {
+        bw__clock_unwatch(b->clock, &t->watch);
+        free(t);
+        return;
+    }
     pthread_mutex_lock(&t->mu);
     t->stop = 1;
     pthread_cond_signal(&t->cv);
@@ -285,6 +358,22 @@ static void timer_free(bw_breaker *b)
 }
 
 /* ---- construction ---- */
+
+/*
+ * Stripes for a time window on a machine with several CPUs (a power of two, at
+ * most MAX_STRIPES); 1 otherwise. A count window ("the last N calls") has one
+ * order and cannot be split, and consecutive counters are a single sequence.
+ */
+static uint32_t stripes_for(const bw__mcfg *mc)
+{
+    if (mc->policy != BW_POLICY_RATE || mc->window_kind != BW_WINDOW_TIME)
+        return 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t n = 1;
+    while (n < MAX_STRIPES && (long)n < cpus)
+        n *= 2;
+    return n;
+}
 
 static int check_name(const char *name, bw_error *err)
 {
@@ -327,13 +416,18 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     mc.wait = bw__config_wait(cfg);
     size_t wbytes = bw__machine_window_bytes(&mc);
     size_t nlen = strlen(name);
-    size_t size = sizeof(bw_breaker) + wbytes + nlen + 1;
-    size = (size + 63) / 64 * 64;
-    bw_breaker *b = aligned_alloc(64, size);
-    if (!b)
+    uint32_t nstripes = stripes_for(&mc);
+    size_t stripe_mem = nstripes > 1 ? (wbytes + 63) / 64 * 64 : 0;
+    size_t size = offsetof(bw_breaker, data) + wbytes + nlen + 1;
+    size_t stripes_at = (size + 63) / 64 * 64;
+    if (nstripes > 1)
+        size = stripes_at + nstripes * (sizeof(bw_stripe) + stripe_mem);
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, size) != 0)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    memset(b, 0, sizeof *b);
-    b->bytes = size;
+    bw_breaker *b = mem;
+    memset(b, 0, offsetof(bw_breaker, data));
+    b->bytes = (uint32_t)size;
     b->clock = cfg->clock ? cfg->clock : bw_clock_system();
     b->clock_sys = bw__clock_kind(b->clock) == BW__CLOCK_SYSTEM;
     b->slow_stamp = b->clock_sys ? bw__sys_ns_to_stamp(cfg->slow_ns, 0) : cfg->slow_ns;
@@ -352,17 +446,23 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     atomic_init(&b->last_failure, 0);
     atomic_init(&b->lock.v, 0);
     bw__machine_init(&b->m, &mc, b->data);
+    b->nstripes = 1;
+    atomic_init(&b->eval_sec, INT64_MIN);
+    if (nstripes > 1) {
+        b->nstripes = nstripes;
+        b->stripes = (bw_stripe *)((char *)b + stripes_at);
+        char *buckets = (char *)(b->stripes + nstripes);
+        for (uint32_t i = 0; i < nstripes; i++) {
+            atomic_init(&b->stripes[i].lock.v, 0);
+            bw__window_init(&b->stripes[i].win, mc.window_kind, mc.window_size, buckets + i * stripe_mem);
+        }
+        bw__machine_use_stripes(&b->m, &b->stripes[0].win, sizeof(bw_stripe), nstripes);
+    }
     atomic_init(&b->word, word_of(&b->m));
     atomic_init(&b->open_until, 0);
-    if (b->auto_transition) {
-        if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
-            b->watch.fire = watch_fire;
-            b->watch.ctx = b;
-            bw__clock_watch(b->clock, &b->watch);
-        } else if ((rc = timer_new(b)) != BW_OK) {
-            free(b);
-            return bw__fail(err, rc, "", "could not create the auto-transition timer");
-        }
+    if (b->auto_transition && (rc = timer_new(b)) != BW_OK) {
+        free(b);
+        return bw__fail(err, rc, "", "could not create the auto-transition timer");
     }
     *out = b;
     return BW_OK;
@@ -372,8 +472,6 @@ void bw_breaker_free(bw_breaker *b)
 {
     if (!b)
         return;
-    if (b->watch.fire)
-        bw__clock_unwatch(b->clock, &b->watch);
     timer_free(b);
     free(b);
 }
@@ -419,7 +517,7 @@ static int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_
     int64_t now = stamp_ns(b, stamp);
     bw__now t = bw__now_at(now);
     uint64_t gen = 0;
-    bw__spin_lock(&b->lock);
+    lock_all(b);
     int before = b->m.state;
     uint64_t gen0 = b->m.gen;
     int ok = bw__machine_acquire(&b->m, &t, &gen);
@@ -427,7 +525,7 @@ static int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_
         publish(b);
     int after = b->m.state;
     int64_t retry_after = ok ? BW_NO_TIME : bw__machine_retry_after(&b->m, now);
-    bw__spin_unlock(&b->lock);
+    unlock_all(b);
     add_change(b, &ev, before, after);
     deliver(b, &ev);
     if (before != after)
@@ -479,6 +577,61 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
 
 /* ---- settlement ---- */
 
+/* Record through the machine with every lock held. */
+static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before,
+                                int *after)
+{
+    lock_all(b);
+    *before = b->m.state;
+    uint64_t gen0 = b->m.gen;
+    uint32_t stripe = b->stripes ? (uint32_t)(my_stripe(b) - b->stripes) : 0;
+    int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
+    if (b->m.gen != gen0)
+        publish(b);
+    *after = b->m.state;
+    unlock_all(b);
+    return applied;
+}
+
+/* CLOSED or METRICS_ONLY on a striped window: record into this thread's stripe. */
+static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now,
+                                      int *before, int *after)
+{
+    int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
+    int64_t t = bw__now_get(now);
+    bw_stripe *s = my_stripe(b);
+    bw__spin_lock(&s->lock);
+    uint64_t w = load_word(b); /* exact: publishing needs this lock too */
+    unsigned st = (unsigned)(w & 7);
+    if ((w >> 3) != gen) {
+        bw__spin_unlock(&s->lock);
+        return -1;
+    }
+    if (st != BW_STATE_CLOSED && st != BW_STATE_METRICS_ONLY) {
+        bw__spin_unlock(&s->lock);
+        return settle_locked(b, gen, outcome, slow, now, before, after);
+    }
+    bw__window_record(&s->win, failed, slow, t);
+    bw__spin_unlock(&s->lock);
+    if (st == BW_STATE_METRICS_ONLY)
+        return 1;
+    int64_t sec = t / BW_NS_PER_S - (t % BW_NS_PER_S < 0);
+    if (!failed && !slow && atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == sec)
+        return 1; /* cannot trip: see the design notes */
+    lock_all(b);
+    *before = b->m.state;
+    if (b->m.gen == gen) {
+        int r = bw__machine_evaluate(&b->m, now);
+        if (r == 1)
+            publish(b);
+        else
+            atomic_store_explicit(&b->eval_sec, r == 0 ? sec : INT64_MIN, memory_order_relaxed);
+    }
+    *after = b->m.state;
+    unlock_all(b);
+    return 1;
+}
+
 int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
@@ -508,18 +661,12 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
     uint64_t w = load_word(b);
     if ((w >> 3) == p->generation_) {
         unsigned st = (unsigned)(w & 7);
-        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN)) {
+        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        } else {
-            bw__spin_lock(&b->lock);
-            before = b->m.state;
-            uint64_t gen0 = b->m.gen;
-            applied = bw__machine_record(&b->m, p->generation_, outcome, slow, &now);
-            if (b->m.gen != gen0)
-                publish(b);
-            after = b->m.state;
-            bw__spin_unlock(&b->lock);
-        }
+        else if (b->nstripes > 1 && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
+            applied = settle_striped(b, p->generation_, outcome, slow, &now, &before, &after);
+        else
+            applied = settle_locked(b, p->generation_, outcome, slow, &now, &before, &after);
     }
     if (BW_UNLIKELY(b->listener_mask)) {
         if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) {
@@ -578,9 +725,9 @@ int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
     if (!b || !out)
         return BW_EINVAL;
     bw__now now = lazy_now(b);
-    bw__spin_lock(&b->lock);
+    lock_all(b);
     bw__machine_snapshot(&b->m, &now, out);
-    bw__spin_unlock(&b->lock);
+    unlock_all(b);
     return BW_OK;
 }
 
@@ -603,7 +750,7 @@ static int verb(bw_breaker *b, int target)
         return BW_EINVAL;
     pending ev;
     ev.n = 0;
-    bw__spin_lock(&b->lock);
+    lock_all(b);
     int before = b->m.state;
     if (target == BW_STATE_CLOSED)
         bw__machine_reset(&b->m);
@@ -612,7 +759,7 @@ static int verb(bw_breaker *b, int target)
     publish(b);
     if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
-    bw__spin_unlock(&b->lock);
+    unlock_all(b);
     add_change(b, &ev, before, target);
     if (target == BW_STATE_CLOSED && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
         ev.ev[ev.n++] = event_of(b, BW_EVENT_RESET);

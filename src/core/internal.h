@@ -11,7 +11,9 @@
 #define BW_LIKELY(x) __builtin_expect(!!(x), 1)
 #define BW_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define BW_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define BW_NOINLINE __attribute__((noinline))
 #else
+#define BW_NOINLINE
 #define BW_LIKELY(x) (x)
 #define BW_UNLIKELY(x) (x)
 #define BW_PRINTF(a, b)

@@ -68,7 +68,8 @@ static void close_(bw__machine *m)
 {
     m->state = BW_STATE_CLOSED;
     if (m->win.size)
-        bw__window_clear(&m->win);
+        for (uint32_t i = 0; i < m->nwin; i++)
+            bw__window_clear(bw__machine_stripe(m, i));
     clear_probes(m);
     m->failed_rounds = 0;
     m->open_wait = m->cfg.wait;
@@ -89,6 +90,60 @@ void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
     m->open_wait = cfg->wait;
     if (cfg->policy == BW_POLICY_RATE)
         bw__window_init(&m->win, cfg->window_kind, cfg->window_size, window_mem);
+    m->wins = &m->win;
+    m->stride = (uint32_t)sizeof m->win;
+    m->nwin = 1;
+}
+
+void bw__machine_use_stripes(bw__machine *m, bw__window *first, size_t stride, uint32_t n)
+{
+    m->wins = first;
+    m->stride = (uint32_t)stride;
+    m->nwin = n;
+}
+
+/* The whole window's counts as of now: expire every time stripe, then sum. */
+static void window_counts(bw__machine *m, bw__now *now, uint64_t *total, uint64_t *failed, uint64_t *slow)
+{
+    if (m->nwin == 1) { /* the common case, without the loop */
+        if (m->win.kind == BW_WINDOW_TIME)
+            bw__window_expire(&m->win, bw__now_get(now));
+        *total = m->win.total;
+        *failed = m->win.failed;
+        *slow = m->win.slow;
+        return;
+    }
+    *total = *failed = *slow = 0;
+    for (uint32_t i = 0; i < m->nwin; i++) {
+        bw__window *w = bw__machine_stripe(m, i);
+        if (w->kind == BW_WINDOW_TIME)
+            bw__window_expire(w, bw__now_get(now));
+        *total += w->total;
+        *failed += w->failed;
+        *slow += w->slow;
+    }
+}
+
+/* The trip test over the whole window; see bw__machine_evaluate. */
+static int evaluate(bw__machine *m, bw__now *now)
+{
+    uint64_t total, failed, slow;
+    window_counts(m, now, &total, &failed, &slow);
+    if (total < m->cfg.min_calls)
+        return -1;
+    /* Both rates are 0 without a failed or slow call: skip the divisions. */
+    if (failed == 0 && slow == 0)
+        return 0;
+    if ((double)failed / (double)total >= m->cfg.failure_rate || (double)slow / (double)total >= m->cfg.slow_rate) {
+        trip(m, bw__now_get(now));
+        return 1;
+    }
+    return 0;
+}
+
+int bw__machine_evaluate(bw__machine *m, bw__now *now)
+{
+    return m->state == BW_STATE_CLOSED && m->cfg.policy == BW_POLICY_RATE ? evaluate(m, now) : -1;
 }
 
 static int open_elapsed(const bw__machine *m, int64_t now)
@@ -140,8 +195,8 @@ int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
     return 1;
 }
 
-/* CLOSED or METRICS_ONLY: record and, when `evaluate`, decide whether to trip. */
-static void record_closed(bw__machine *m, int outcome, int slow, bw__now *now, int evaluate)
+/* CLOSED or METRICS_ONLY: record into a stripe and, when `check`, decide whether to trip. */
+static void record_closed(bw__machine *m, uint32_t stripe, int outcome, int slow, bw__now *now, int check)
 {
     int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
     if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
@@ -149,7 +204,7 @@ static void record_closed(bw__machine *m, int outcome, int slow, bw__now *now, i
             if (m->cerr < UINT32_MAX)
                 m->cerr++;
             m->csucc = 0;
-            if (evaluate && m->cerr >= m->cfg.error_threshold)
+            if (check && m->cerr >= m->cfg.error_threshold)
                 trip(m, bw__now_get(now));
         } else {
             if (m->csucc < UINT32_MAX)
@@ -158,14 +213,11 @@ static void record_closed(bw__machine *m, int outcome, int slow, bw__now *now, i
         }
         return;
     }
-    int64_t t = m->win.kind == BW_WINDOW_TIME ? bw__now_get(now) : 0;
-    bw__window_record(&m->win, failed, slow, t);
-    /* Both rates are 0 without a failed or slow call: skip the divisions. */
-    if (!evaluate || m->win.total < m->cfg.min_calls || (m->win.failed == 0 && m->win.slow == 0))
-        return;
-    double total = (double)m->win.total;
-    if ((double)m->win.failed / total >= m->cfg.failure_rate || (double)m->win.slow / total >= m->cfg.slow_rate)
-        trip(m, bw__now_get(now));
+    bw__window *w = bw__machine_stripe(m, stripe);
+    bw__window_record(w, failed, slow, w->kind == BW_WINDOW_TIME ? bw__now_get(now) : 0);
+    /* One window, just brought up to date: most records need no trip test. */
+    if (check && (m->nwin > 1 || (w->total >= m->cfg.min_calls && (w->failed | w->slow))))
+        evaluate(m, now);
 }
 
 /* HALF_OPEN: tally one probe and decide the round when it is complete. */
@@ -214,6 +266,11 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
 
 int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now)
 {
+    return bw__machine_record_in(m, 0, gen, outcome, slow, now);
+}
+
+int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int outcome, int slow, bw__now *now)
+{
     expire_half_open(m, now);
     if (gen != m->gen)
         return -1;
@@ -221,10 +278,10 @@ int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__
         return 0;
     switch (m->state) {
     case BW_STATE_CLOSED:
-        record_closed(m, outcome, slow, now, 1);
+        record_closed(m, stripe, outcome, slow, now, 1);
         return 1;
     case BW_STATE_METRICS_ONLY:
-        record_closed(m, outcome, slow, now, 0);
+        record_closed(m, stripe, outcome, slow, now, 0);
         return 1;
     case BW_STATE_HALF_OPEN:
         record_probe(m, outcome, slow, now);
@@ -279,15 +336,12 @@ void bw__machine_override(bw__machine *m, int state)
 void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out)
 {
     memset(out, 0, sizeof *out);
-    if (m->win.size && m->win.kind == BW_WINDOW_TIME)
-        bw__window_expire(&m->win, bw__now_get(now));
     out->state = (bw_state)m->state;
-    out->total_calls = m->win.total;
-    out->failed_calls = m->win.failed;
-    out->slow_calls = m->win.slow;
-    if (m->win.total) {
-        out->failure_rate = (double)m->win.failed / (double)m->win.total;
-        out->slow_call_rate = (double)m->win.slow / (double)m->win.total;
+    if (m->win.size)
+        window_counts(m, now, &out->total_calls, &out->failed_calls, &out->slow_calls);
+    if (out->total_calls) {
+        out->failure_rate = (double)out->failed_calls / (double)out->total_calls;
+        out->slow_call_rate = (double)out->slow_calls / (double)out->total_calls;
     }
     out->consecutive_failures = m->cerr;
     out->consecutive_successes = m->csucc;

@@ -66,8 +66,6 @@ typedef struct bw__mcfg {
 } bw__mcfg;
 
 typedef struct bw__machine {
-    bw__mcfg cfg;
-    uint8_t state;
     uint64_t gen;           /* bumped exactly once by every transition and verb */
     int64_t opened_at;      /* when the current OPEN period started */
     int64_t open_wait;      /* length of the current OPEN period */
@@ -77,13 +75,37 @@ typedef struct bw__machine {
     uint32_t admitted, in_flight, completed, probe_failures, probe_slows, inconclusive;
     /* Consecutive policy counters. */
     uint32_t cerr, csucc;
+    uint8_t state;
     bw__window win; /* rate policy only (size 0 otherwise) */
+    /*
+     * The window is the union of `nwin` sub-windows (stripes) whose counts are
+     * summed: `wins` points at the first, the next is `stride` bytes further.
+     * By default one: &win. The engine stripes a time window across threads
+     * (bw__machine_use_stripes); a union of time windows over the same seconds is
+     * exactly the whole window, so no rule changes.
+     */
+    bw__window *wins;
+    uint32_t stride;
+    uint32_t nwin;
+    bw__mcfg cfg; /* read-only after init */
 } bw__machine;
 
 /* Bytes of window memory bw__machine_init needs for this configuration. */
 size_t bw__machine_window_bytes(const bw__mcfg *cfg);
 /* Start in cfg->initial_state, generation 0, empty window, no backoff. */
 void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
+
+/*
+ * Use `n` initialised, empty time windows of the machine's size as its stripes;
+ * the first is at `first`, each next one `stride` bytes further.
+ */
+void bw__machine_use_stripes(bw__machine *m, bw__window *first, size_t stride, uint32_t n);
+
+/* Stripe i of the machine's window. */
+static inline bw__window *bw__machine_stripe(const bw__machine *m, uint32_t i)
+{
+    return (bw__window *)((char *)m->wins + (size_t)i * m->stride);
+}
 
 /*
  * Admission. Returns 1 and sets *gen to the generation the permit must carry, or
@@ -98,6 +120,17 @@ int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen);
  * HALF_OPEN), -1 when it was dropped as stale (the generation moved on).
  */
 int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now);
+
+/* The same, recording into stripe `stripe` of the window (< nwin). */
+int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int outcome, int slow, bw__now *now);
+
+/*
+ * The CLOSED trip test over the whole window as of now (for an engine that
+ * recorded into a stripe itself). Returns 1 when it tripped, 0 when the window
+ * holds at least min_calls and stayed below both thresholds, -1 otherwise (not
+ * CLOSED, or below min_calls).
+ */
+int bw__machine_evaluate(bw__machine *m, bw__now *now);
 
 /*
  * Timed transitions that need no caller (auto_transition): OPEN -> HALF_OPEN

@@ -94,27 +94,25 @@ void bw__window_expire(bw__window *w, int64_t now_ns)
 
 void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns)
 {
-    failed = failed != 0;
-    slow = slow != 0;
+    uint64_t f = failed != 0, sl = slow != 0;
     if (w->kind == BW_WINDOW_COUNT) {
-        uint8_t *ring = (uint8_t *)w->mem;
-        uint8_t old = ring[w->head];
-        if (old & SLOT_USED) {
-            w->total--;
-            w->failed -= (old & SLOT_FAILED) != 0;
-            w->slow -= (old & SLOT_SLOW) != 0;
-        }
-        ring[w->head] = (uint8_t)(SLOT_USED | (failed ? SLOT_FAILED : 0) | (slow ? SLOT_SLOW : 0));
+        /* Branch-free, in 64-bit arithmetic: an empty slot is 0 and subtracts nothing. */
+        uint8_t *slot = (uint8_t *)w->mem + w->head;
+        uint64_t old = *slot;
+        *slot = (uint8_t)(SLOT_USED | f << 1 | sl << 2);
+        w->total += 1 - (old & SLOT_USED);
+        w->failed += f - ((old >> 1) & 1);
+        w->slow += sl - (old >> 2);
         if (++w->head == w->size)
             w->head = 0;
-    } else {
-        move_to(w, now_ns);
-        bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
-        x->total++;
-        x->failed += (uint32_t)failed;
-        x->slow += (uint32_t)slow;
+        return;
     }
+    move_to(w, now_ns);
+    bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
+    x->total++;
+    x->failed += (uint32_t)f;
+    x->slow += (uint32_t)sl;
     w->total++;
-    w->failed += (uint64_t)failed;
-    w->slow += (uint64_t)slow;
+    w->failed += f;
+    w->slow += sl;
 }

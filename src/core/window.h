@@ -18,14 +18,14 @@ typedef struct bw__bucket {
 } bw__bucket;
 
 typedef struct bw__window {
-    uint8_t kind;  /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
-    uint32_t size; /* calls or seconds */
-    uint32_t head; /* count: next slot to write */
     uint64_t total, failed, slow;
+    void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
     int64_t cur_sec;        /* time: newest second the totals cover */
     int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
+    uint32_t size;          /* calls or seconds */
+    uint32_t head;          /* count: next slot to write */
     uint32_t cur_slot;      /* time: bucket of cur_sec */
-    void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
+    uint8_t kind;           /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
 } bw__window;
 
 /* Bytes of memory a window of this kind and size needs. */

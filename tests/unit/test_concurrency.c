@@ -161,11 +161,11 @@ static void *failer(void *arg)
     return NULL;
 }
 
-static void test_concurrent_trip_one_event(void)
+static void concurrent_trip(const char *config)
 {
     static trip_ctx c;
     memset(&c, 0, sizeof c);
-    c.b = make("min_calls=50 failure_rate=0.5 wait=1h", NULL, count_events, &c);
+    c.b = make(config, NULL, count_events, &c);
     for (int round = 0; round < 20; round++) {
         atomic_store(&c.go, 0);
         pthread_t t[8];
@@ -176,8 +176,68 @@ static void test_concurrent_trip_one_event(void)
             pthread_join(t[i], NULL);
         CHECK_STATE(c.b, BW_STATE_OPEN);
         CHECK_INT(atomic_load(&c.closed_to_open), round + 1);
+        bw_snapshot s;
+        bw_breaker_snapshot(c.b, &s);
+        CHECK(s.total_calls >= 50); /* it tripped no earlier than min_calls */
+        CHECK_INT(s.failed_calls, s.total_calls);
         bw_breaker_reset(c.b);
     }
+    bw_breaker_free(c.b);
+}
+
+static void test_concurrent_trip_one_event(void)
+{
+    concurrent_trip("min_calls=50 failure_rate=0.5 wait=1h");
+}
+
+/* The same on a time window, which is striped across threads. */
+static void test_concurrent_trip_one_event_time_window(void)
+{
+    concurrent_trip("min_calls=50 failure_rate=0.5 wait=1h window=time:60s");
+}
+
+/* Successes and failures from several threads into a striped time window trip exactly as the rates say. */
+static void *mixed(void *arg)
+{
+    trip_ctx *c = arg;
+    while (!atomic_load(&c->go)) {
+    }
+    for (int i = 0; i < 20000; i++) {
+        bw_permit p;
+        if (bw_acquire(c->b, &p, NULL) == BW_OK)
+            bw_settle(c->b, &p, i % 4 == 0 ? BW_FAILURE : BW_SUCCESS);
+    }
+    return NULL;
+}
+
+static void test_striped_rates(void)
+{
+    static trip_ctx c;
+    memset(&c, 0, sizeof c);
+    /* 25% failures stay under 30%: never trips; the totals add up across stripes. */
+    c.b = make("min_calls=100 failure_rate=0.3 window=time:3600s", NULL, count_events, &c);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, mixed, &c);
+    atomic_store(&c.go, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    bw_snapshot s;
+    bw_breaker_snapshot(c.b, &s);
+    CHECK_STATE(c.b, BW_STATE_CLOSED);
+    CHECK_INT(s.total_calls, 80000);
+    CHECK_INT(s.failed_calls, 20000);
+    bw_breaker_free(c.b);
+    /* At 20% the threshold is reached: it trips, once. */
+    memset(&c, 0, sizeof c);
+    c.b = make("min_calls=100 failure_rate=0.2 window=time:3600s wait=1h", NULL, count_events, &c);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, mixed, &c);
+    atomic_store(&c.go, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    CHECK_STATE(c.b, BW_STATE_OPEN);
+    CHECK_INT(atomic_load(&c.closed_to_open), 1);
     bw_breaker_free(c.b);
 }
 
@@ -278,6 +338,8 @@ int main(void)
     RUN(test_totals_add_up);
     RUN(test_probe_caps);
     RUN(test_concurrent_trip_one_event);
+    RUN(test_concurrent_trip_one_event_time_window);
+    RUN(test_striped_rates);
     RUN(test_timer_races_call);
     RUN(test_verbs_race_calls);
     return TEST_SUMMARY();

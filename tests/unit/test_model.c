@@ -446,6 +446,15 @@ typedef struct ctx {
     bw__mcfg cfg;
     bw__machine mach;
     void *mem;
+    /*
+     * Time windows are sometimes split into STRIPES stripes, as the engine does
+     * for threads; each settle then records into a stripe chosen from the seed.
+     * The model keeps one window: striping must not change any rule.
+     */
+    bw__window stripes[3];
+    void *stripe_mem[3];
+    uint32_t nstripes;
+    uint64_t stripe_pick;
     model mod;
     int64_t now;
     int64_t tmax; /* the latest clock reading so far; now < tmax during a backward excursion */
@@ -618,6 +627,16 @@ static void ctx_start(ctx *x, const char *name, uint64_t seed, const bw__mcfg *c
         memset(x->mem, 0xA5, bytes ? bytes : 1); /* init must not rely on zeroed memory */
     memset(&x->mach, 0xA5, sizeof x->mach);
     bw__machine_init(&x->mach, cfg, x->mem);
+    x->nstripes = 1;
+    if (cfg->policy == BW_POLICY_RATE && cfg->window_kind == BW_WINDOW_TIME && seed % 2 == 0) {
+        x->nstripes = 3;
+        for (int i = 0; i < 3; i++) {
+            x->stripe_mem[i] = malloc(bytes);
+            bw__window_init(&x->stripes[i], cfg->window_kind, cfg->window_size, x->stripe_mem[i]);
+        }
+        bw__machine_use_stripes(&x->mach, &x->stripes[0], sizeof x->stripes[0], 3);
+    }
+    x->stripe_pick = seed;
     m_init(&x->mod, cfg);
     g_runs++;
     check_all(x);
@@ -629,6 +648,8 @@ static void ctx_end(ctx *x)
     g_steps += x->step;
     free(x->mem);
     x->mem = NULL;
+    for (uint32_t i = 0; x->nstripes > 1 && i < x->nstripes; i++)
+        free(x->stripe_mem[i]);
 }
 
 /* --- operations (each applied to both sides, its own result compared) ------ */
@@ -687,7 +708,9 @@ static void op_settle(ctx *x, int idx, int outcome, int slow)
     uint64_t gen_before = x->mod.gen;
     int mr = m_record(&x->mod, p.gen, outcome, slow, x->now);
     bw__now t = bw__now_at(x->now);
-    int rr = bw__machine_record(&x->mach, p.gen, outcome, slow, &t);
+    x->stripe_pick = x->stripe_pick * 6364136223846793005u + 1442695040888963407u;
+    uint32_t stripe = (uint32_t)(x->stripe_pick >> 33) % x->nstripes;
+    int rr = bw__machine_record_in(&x->mach, stripe, p.gen, outcome, slow, &t);
     if (mr == -1)
         g_stat_stale++;
     if (before == BW_STATE_CLOSED && x->mod.state == BW_STATE_OPEN)
