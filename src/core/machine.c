@@ -271,24 +271,24 @@ int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__
 
 int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int outcome, int slow, bw__now *now)
 {
-    expire_half_open(m, now);
+    int st = m->state;
+    if (st == BW_STATE_HALF_OPEN) {
+        expire_half_open(m, now);
+        st = m->state;
+    }
     if (gen != m->gen)
         return -1;
-    if (outcome == BW_IGNORED && m->state != BW_STATE_HALF_OPEN)
-        return 0;
-    switch (m->state) {
-    case BW_STATE_CLOSED:
-        record_closed(m, stripe, outcome, slow, now, 1);
+    if (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY) {
+        if (outcome == BW_IGNORED)
+            return 0;
+        record_closed(m, stripe, outcome, slow, now, st == BW_STATE_CLOSED);
         return 1;
-    case BW_STATE_METRICS_ONLY:
-        record_closed(m, stripe, outcome, slow, now, 0);
-        return 1;
-    case BW_STATE_HALF_OPEN:
+    }
+    if (st == BW_STATE_HALF_OPEN) {
         record_probe(m, outcome, slow, now);
         return 1;
-    default: /* OPEN, FORCED_OPEN, DISABLED record nothing */
-        return 0;
     }
+    return 0; /* OPEN, FORCED_OPEN, DISABLED record nothing */
 }
 
 int bw__machine_advance(bw__machine *m, int64_t now)
