@@ -5,10 +5,12 @@
  *
  * Locking:
  * - `lock` (a spin lock, spin.h) guards `m`, the machine. It is held only for a
- *   machine call and the publication below; never while user code runs.
+ *   machine call and the publication below; never while user code runs. Every
+ *   path that may change the machine takes it through lock_all (below).
  * - `word` mirrors (generation << 3 | state) and `open_until` mirrors the end of
- *   the current OPEN wait (in stamp units, see below). Both are written only under `lock`, open_until first,
- *   word last with release order, and read without it. That lets bw_acquire admit
+ *   the current OPEN wait (in stamp units, see below). Both are written only
+ *   under `lock`, open_until first, word last with release order, and read
+ *   without it. That lets bw_acquire admit
  *   in CLOSED/DISABLED/METRICS_ONLY and reject in OPEN/FORCED_OPEN with one atomic
  *   load and no lock. A reader that sees a stale word decides as of an instant
  *   just before the transition, which is linearisable; anything that must change
@@ -103,7 +105,7 @@ struct bw_breaker {
     bw_stripe *stripes; /* nstripes > 1 */
     uint32_t nstripes;  /* 1: no stripes, the machine's own window */
     uint32_t bytes;
-    /* Window memory, then the name; then the stripes, if any. */
+    /* The machine's window memory (unless striped), the name, then any stripes. */
     alignas(8) unsigned char data[];
 };
 
@@ -133,27 +135,20 @@ static inline int64_t now_of(const bw_breaker *b)
     return stamp_ns(b, stamp_of(b));
 }
 
-static int64_t now_thunk(void *ctx)
-{
-    return now_of((const bw_breaker *)ctx);
-}
-
-static inline bw__now lazy_now(bw_breaker *b)
-{
-    bw__now t = {0, 0, now_thunk, b};
-    return t;
-}
-
-/* An instant already read as a stamp, converted only if the machine asks. */
-typedef struct stamped {
+/*
+ * The machine's lazy "now" (bw__now) for a call: the stamp the call already
+ * read, converted only if the machine asks, or else a fresh reading.
+ */
+typedef struct lazy_clock {
     const bw_breaker *b;
     int64_t stamp;
-} stamped;
+    int have;
+} lazy_clock;
 
-static int64_t stamped_thunk(void *ctx)
+static int64_t lazy_read(void *ctx)
 {
-    const stamped *s = ctx;
-    return stamp_ns(s->b, s->stamp);
+    const lazy_clock *c = ctx;
+    return c->have ? stamp_ns(c->b, c->stamp) : now_of(c->b);
 }
 
 static inline void lock_all(bw_breaker *b)
@@ -208,7 +203,6 @@ static bw_event event_of(bw_breaker *b, bw_event_type type)
     e.type = type;
     e.breaker = b;
     e.name = b->name;
-    e.duration_ns = 0;
     e.retry_after_ns = BW_NO_TIME;
     return e;
 }
@@ -414,11 +408,12 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
 
     bw__mcfg mc = cfg->m;
     mc.wait = bw__config_wait(cfg);
-    size_t wbytes = bw__machine_window_bytes(&mc);
-    size_t nlen = strlen(name);
     uint32_t nstripes = stripes_for(&mc);
+    size_t wbytes = bw__machine_window_bytes(&mc);
     size_t stripe_mem = nstripes > 1 ? (wbytes + 63) / 64 * 64 : 0;
-    size_t size = offsetof(bw_breaker, data) + wbytes + nlen + 1;
+    size_t own = nstripes > 1 ? 0 : wbytes; /* the machine's own window, unless striped */
+    size_t nlen = strlen(name);
+    size_t size = offsetof(bw_breaker, data) + own + nlen + 1;
     size_t stripes_at = (size + 63) / 64 * 64;
     if (nstripes > 1)
         size = stripes_at + nstripes * (sizeof(bw_stripe) + stripe_mem);
@@ -440,12 +435,12 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     b->classifier_user = cfg->classifier_user;
     b->timed = cfg->slow_ns > 0 || (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL));
     b->auto_transition = (uint8_t)cfg->auto_transition;
-    char *nm = (char *)b->data + wbytes;
+    char *nm = (char *)b->data + own;
     memcpy(nm, name, nlen + 1);
     b->name = nm;
     atomic_init(&b->last_failure, 0);
     atomic_init(&b->lock.v, 0);
-    bw__machine_init(&b->m, &mc, b->data);
+    bw__machine_init(&b->m, &mc, own ? b->data : NULL);
     b->nstripes = 1;
     atomic_init(&b->eval_sec, INT64_MIN);
     if (nstripes > 1) {
@@ -640,16 +635,15 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
         return BW_EPERMIT;
     p->magic_ = PERMIT_SETTLED;
 
-    bw__now now = lazy_now(b);
-    stamped at = {b, 0};
+    lazy_clock lc = {b, 0, 0};
+    bw__now now = {0, 0, lazy_read, &lc};
     int slow = 0;
     int64_t span = 0;
     if (b->timed) {
-        at.stamp = stamp_of(b);
-        span = at.stamp - p->start_ns_;
+        lc.stamp = stamp_of(b); /* reused if the machine needs the time */
+        lc.have = 1;
+        span = lc.stamp - p->start_ns_;
         slow = b->slow_stamp > 0 && span >= b->slow_stamp;
-        now.read = stamped_thunk; /* reuse this reading if the machine needs the time */
-        now.ctx = &at;
     }
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
@@ -724,7 +718,8 @@ int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
 {
     if (!b || !out)
         return BW_EINVAL;
-    bw__now now = lazy_now(b);
+    lazy_clock lc = {b, 0, 0};
+    bw__now now = {0, 0, lazy_read, &lc};
     lock_all(b);
     bw__machine_snapshot(&b->m, &now, out);
     unlock_all(b);

@@ -67,7 +67,7 @@ static void to_half_open(bw__machine *m, int64_t now)
 static void close_(bw__machine *m)
 {
     m->state = BW_STATE_CLOSED;
-    if (m->win.size)
+    if (m->cfg.policy == BW_POLICY_RATE)
         for (uint32_t i = 0; i < m->nwin; i++)
             bw__window_clear(bw__machine_stripe(m, i));
     clear_probes(m);
@@ -88,11 +88,13 @@ void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
     m->cfg = *cfg;
     m->state = cfg->initial_state;
     m->open_wait = cfg->wait;
-    if (cfg->policy == BW_POLICY_RATE)
-        bw__window_init(&m->win, cfg->window_kind, cfg->window_size, window_mem);
     m->wins = &m->win;
     m->stride = (uint32_t)sizeof m->win;
     m->nwin = 1;
+    if (cfg->policy == BW_POLICY_RATE && window_mem)
+        bw__window_init(&m->win, cfg->window_kind, cfg->window_size, window_mem);
+    else if (cfg->policy == BW_POLICY_RATE)
+        m->nwin = 0; /* stripes to come */
 }
 
 void bw__machine_use_stripes(bw__machine *m, bw__window *first, size_t stride, uint32_t n)
@@ -337,7 +339,7 @@ void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out)
 {
     memset(out, 0, sizeof *out);
     out->state = (bw_state)m->state;
-    if (m->win.size)
+    if (m->cfg.policy == BW_POLICY_RATE)
         window_counts(m, now, &out->total_calls, &out->failed_calls, &out->slow_calls);
     if (out->total_calls) {
         out->failure_rate = (double)out->failed_calls / (double)out->total_calls;

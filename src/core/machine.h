@@ -92,7 +92,11 @@ typedef struct bw__machine {
 
 /* Bytes of window memory bw__machine_init needs for this configuration. */
 size_t bw__machine_window_bytes(const bw__mcfg *cfg);
-/* Start in cfg->initial_state, generation 0, empty window, no backoff. */
+/*
+ * Start in cfg->initial_state, generation 0, empty window, no backoff. With the
+ * rate policy, window_mem (bw__machine_window_bytes long) holds the window; NULL
+ * means stripes will be given by bw__machine_use_stripes before any other call.
+ */
 void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
 
 /*
