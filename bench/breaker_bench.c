@@ -17,10 +17,9 @@
  *   allocations_per_call        heap allocations per acquire + settle after setup
  *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
  *
- * Allocations are counted by defining malloc and friends in this program and
- * forwarding them to glibc's __libc_* entry points (glibc supports replacing
- * malloc this way). Sanitizer builds bring their own allocator, so there the
- * interposition is compiled out and allocations_per_call is not reported.
+ * Allocations are counted by tests/alloc_hook.h, which replaces malloc and
+ * friends in this program. Sanitizer builds bring their own allocator, so there
+ * the hook is compiled out and allocations_per_call is not reported.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,82 +47,10 @@
 
 #define BARRIER() __asm__ __volatile__("" ::: "memory")
 
-/* ---- allocation counting ---- */
+/* ---- allocation counting: tests/alloc_hook.h ---- */
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BENCH_COUNT_ALLOCS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define BENCH_COUNT_ALLOCS 0
-#endif
-#endif
-#ifndef BENCH_COUNT_ALLOCS
-#define BENCH_COUNT_ALLOCS 1
-#endif
-
-static _Atomic unsigned long alloc_count;
-
-#if BENCH_COUNT_ALLOCS
-extern void *__libc_malloc(size_t size);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t size);
-extern void __libc_free(void *p);
-extern void *__libc_memalign(size_t align, size_t size);
-
-/* Exported even under -fvisibility=hidden, so that libc's own calls come here too. */
-#define INTERPOSE __attribute__((visibility("default")))
-
-static inline void counted(void)
-{
-    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
-}
-
-INTERPOSE void *malloc(size_t size)
-{
-    counted();
-    return __libc_malloc(size);
-}
-
-INTERPOSE void *calloc(size_t n, size_t size)
-{
-    counted();
-    return __libc_calloc(n, size);
-}
-
-INTERPOSE void *realloc(void *p, size_t size)
-{
-    counted();
-    return __libc_realloc(p, size);
-}
-
-INTERPOSE void free(void *p)
-{
-    __libc_free(p);
-}
-
-INTERPOSE void *aligned_alloc(size_t align, size_t size)
-{
-    counted();
-    return __libc_memalign(align, size);
-}
-
-INTERPOSE int posix_memalign(void **out, size_t align, size_t size)
-{
-    if (align < sizeof(void *) || (align & (align - 1)) != 0)
-        return EINVAL;
-    counted();
-    void *p = __libc_memalign(align, size);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-#endif
-
-static unsigned long allocs_now(void)
-{
-    return atomic_load_explicit(&alloc_count, memory_order_relaxed);
-}
+#include "alloc_hook.h"
+#define BENCH_COUNT_ALLOCS ALLOC_HOOK
 
 /* ---- helpers ---- */
 
@@ -498,7 +425,6 @@ int main(void)
     sink = (int)bad;
     printf("BENCH allocations_per_call %.6f allocs\n", (double)(a1 - a0) / (double)ITERS_ALLOC);
 #else
-    (void)allocs_now;
     printf("# allocations_per_call not measured: sanitizer build\n");
 #endif
     bw_breaker_free(closed);
