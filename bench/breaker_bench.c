@@ -11,6 +11,8 @@
  *   two_threads_one_breaker_ns  2 threads (pinned to 2 CPUs), one breaker
  *                               (window=time:60s), acquire + settle(SUCCESS);
  *                               wall time / total calls
+ *   two_threads_count_window_ns the same on the default count window (not
+ *                               striped: the threads share one lock)
  *   naive_closed_success_ns     closed_success on the naive reference breaker below
  *   naive_two_threads_ns        two_threads_one_breaker on the naive breaker
  *   two_threads_vs_naive_ratio  two_threads_one_breaker_ns / naive_two_threads_ns
@@ -410,6 +412,15 @@ int main(void)
     bw_breaker_free(timed);
     pthread_mutex_destroy(&n.mu);
     report("two_threads_one_breaker_ns", two, "ns");
+
+    /* The same load on a count window, which is not striped (one lock). */
+    bw_breaker *counted = make_breaker("bench-threads-count", NULL, 0);
+    double vc[RUNS];
+    two_threads_run(counted, NULL, ITERS_THREADS / 4);
+    for (int r = 0; r < RUNS; r++)
+        vc[r] = two_threads_run(counted, NULL, ITERS_THREADS);
+    bw_breaker_free(counted);
+    report("two_threads_count_window_ns", median(vc, RUNS), "ns");
 
     report("naive_closed_success_ns", bench_naive_closed(ITERS_NAIVE), "ns");
     report("naive_two_threads_ns", naive_two, "ns");
