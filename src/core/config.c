@@ -77,38 +77,50 @@ int64_t bw__config_wait(const bw_config *cfg)
     return cfg->m.policy == BW_POLICY_CONSECUTIVE ? 30 * BW_NS_PER_S : 60 * BW_NS_PER_S;
 }
 
-/* ---- range checks shared by setters and the parser ---- */
+/* ---- typed setters: each is a range check and a store ---- */
 
 static int null_cfg(bw_error *err)
 {
     return bw__fail(err, BW_EINVAL, "", "config is NULL");
 }
 
-static int check_rate(const char *field, double v, bw_error *err)
+/* A rate in (0, 1]; the negated test also rejects NaN. */
+static int set_rate(bw_config *cfg, const char *field, double v, double *dst, bw_error *err)
 {
-    if (!(v > 0.0 && v <= 1.0)) /* also rejects NaN */
+    if (!cfg)
+        return null_cfg(err);
+    if (!(v > 0.0 && v <= 1.0))
         return bw__fail(err, BW_ERANGE, field, "%s must be in (0, 1], got %g", field, v);
+    *dst = v;
     return BW_OK;
 }
 
-static int check_count(const char *field, int64_t v, int64_t lo, int64_t hi, bw_error *err)
+/* A whole number in [lo, hi]. */
+static int set_count(bw_config *cfg, const char *field, int64_t v, int64_t hi, uint32_t *dst, bw_error *err)
 {
-    if (v < lo || v > hi)
-        return bw__fail(err, BW_ERANGE, field, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, field, lo, hi,
-                        v);
+    if (!cfg)
+        return null_cfg(err);
+    if (v < 1 || v > hi)
+        return bw__fail(err, BW_ERANGE, field, "%s must be in [1, %" PRId64 "], got %" PRId64, field, hi, v);
+    *dst = (uint32_t)v;
     return BW_OK;
 }
 
 /* A duration in (0, 365d], or 0 where `zero_ok` (meaning off / none). */
-static int check_duration(const char *field, int64_t ns, int zero_ok, bw_error *err)
+static int set_duration(bw_config *cfg, const char *field, int64_t ns, int zero_ok, int64_t *dst, bw_error *err)
 {
-    if ((ns == 0 && zero_ok) || (ns > 0 && ns <= MAX_DURATION))
-        return BW_OK;
-    return bw__fail(err, BW_ERANGE, field, "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns",
-                    field, zero_ok ? "0 (off) or " : "", MAX_DURATION, ns);
+    if (!cfg)
+        return null_cfg(err);
+    if (!((ns == 0 && zero_ok) || (ns > 0 && ns <= MAX_DURATION)))
+        return bw__fail(err, BW_ERANGE, field,
+                        "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns", field,
+                        zero_ok ? "0 (off) or " : "", MAX_DURATION, ns);
+    *dst = ns;
+    return BW_OK;
 }
 
-/* ---- typed setters ---- */
+/* `cfg ? &cfg->member : NULL`, so that a NULL cfg reaches the helper's check. */
+#define FIELD(member) (cfg ? &cfg->member : NULL)
 
 int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err)
 {
@@ -122,90 +134,48 @@ int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err)
 
 int bw_config_set_failure_rate(bw_config *cfg, double rate, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_rate("failure_rate", rate, err);
-    if (rc == BW_OK)
-        cfg->m.failure_rate = rate;
-    return rc;
+    return set_rate(cfg, "failure_rate", rate, FIELD(m.failure_rate), err);
 }
 
 int bw_config_set_slow_call_rate(bw_config *cfg, double rate, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_rate("slow_call_rate", rate, err);
-    if (rc == BW_OK)
-        cfg->m.slow_rate = rate;
-    return rc;
+    return set_rate(cfg, "slow_call_rate", rate, FIELD(m.slow_rate), err);
 }
 
 int bw_config_set_slow_call_duration(bw_config *cfg, int64_t ns, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_duration("slow_call_duration", ns, 1, err);
-    if (rc == BW_OK)
-        cfg->slow_ns = ns;
-    return rc;
+    return set_duration(cfg, "slow_call_duration", ns, 1, FIELD(slow_ns), err);
 }
 
 int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_count("min_calls", calls, 1, MAX_COUNT, err);
-    if (rc == BW_OK)
-        cfg->m.min_calls = (uint32_t)calls;
-    return rc;
+    return set_count(cfg, "min_calls", calls, MAX_COUNT, FIELD(m.min_calls), err);
 }
 
 int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc;
-    if (kind == BW_WINDOW_COUNT)
-        rc = check_count("window", size, 1, MAX_WINDOW_CALLS, err);
-    else if (kind == BW_WINDOW_TIME)
-        rc = check_count("window", size, 1, MAX_WINDOW_SECONDS, err);
-    else
+    if (cfg && kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME)
         return bw__fail(err, BW_EINVAL, "window", "window kind must be count or time, got %d", (int)kind);
-    if (rc == BW_OK) {
+    int rc = set_count(cfg, "window", size, kind == BW_WINDOW_COUNT ? MAX_WINDOW_CALLS : MAX_WINDOW_SECONDS,
+                       FIELD(m.window_size), err);
+    if (rc == BW_OK)
         cfg->m.window_kind = (uint8_t)kind;
-        cfg->m.window_size = (uint32_t)size;
-    }
     return rc;
 }
 
 int bw_config_set_permitted_probes(bw_config *cfg, int64_t probes, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_count("permitted_probes", probes, 1, MAX_PROBES, err);
-    if (rc == BW_OK)
-        cfg->m.permitted = (uint32_t)probes;
-    return rc;
+    return set_count(cfg, "permitted_probes", probes, MAX_PROBES, FIELD(m.permitted), err);
 }
 
 int bw_config_set_max_concurrent_probes(bw_config *cfg, int64_t probes, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_count("max_concurrent_probes", probes, 1, MAX_PROBES, err);
-    if (rc == BW_OK)
-        cfg->m.max_concurrent = (uint32_t)probes;
-    return rc;
+    return set_count(cfg, "max_concurrent_probes", probes, MAX_PROBES, FIELD(m.max_concurrent), err);
 }
 
 int bw_config_set_wait(bw_config *cfg, int64_t ns, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_duration("wait", ns, 0, err);
-    if (rc == BW_OK)
-        cfg->m.wait = ns;
-    return rc;
+    return set_duration(cfg, "wait", ns, 0, FIELD(m.wait), err);
 }
 
 int bw_config_set_wait_multiplier(bw_config *cfg, double multiplier, bw_error *err)
@@ -220,22 +190,12 @@ int bw_config_set_wait_multiplier(bw_config *cfg, double multiplier, bw_error *e
 
 int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_duration("wait_max", ns, 1, err);
-    if (rc == BW_OK)
-        cfg->m.wait_max = ns;
-    return rc;
+    return set_duration(cfg, "wait_max", ns, 1, FIELD(m.wait_max), err);
 }
 
 int bw_config_set_max_wait_in_half_open(bw_config *cfg, int64_t ns, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    int rc = check_duration("max_wait_in_half_open", ns, 1, err);
-    if (rc == BW_OK)
-        cfg->m.max_wait_ho = ns;
-    return rc;
+    return set_duration(cfg, "max_wait_in_half_open", ns, 1, FIELD(m.max_wait_ho), err);
 }
 
 int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err)
@@ -260,19 +220,20 @@ int bw_config_set_initial_state(bw_config *cfg, bw_state state, bw_error *err)
     return BW_OK;
 }
 
-#define COUNT_SETTER(fn, field, member)                                                                                \
-    int fn(bw_config *cfg, int64_t count, bw_error *err)                                                               \
-    {                                                                                                                  \
-        if (!cfg)                                                                                                      \
-            return null_cfg(err);                                                                                      \
-        int rc = check_count(field, count, 1, MAX_COUNT, err);                                                         \
-        if (rc == BW_OK)                                                                                               \
-            cfg->m.member = (uint32_t)count;                                                                           \
-        return rc;                                                                                                     \
-    }
-COUNT_SETTER(bw_config_set_error_threshold, "error_threshold", error_threshold)
-COUNT_SETTER(bw_config_set_success_threshold, "success_threshold", success_threshold)
-COUNT_SETTER(bw_config_set_half_open_capacity, "half_open_capacity", half_open_capacity)
+int bw_config_set_error_threshold(bw_config *cfg, int64_t count, bw_error *err)
+{
+    return set_count(cfg, "error_threshold", count, MAX_COUNT, FIELD(m.error_threshold), err);
+}
+
+int bw_config_set_success_threshold(bw_config *cfg, int64_t count, bw_error *err)
+{
+    return set_count(cfg, "success_threshold", count, MAX_COUNT, FIELD(m.success_threshold), err);
+}
+
+int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *err)
+{
+    return set_count(cfg, "half_open_capacity", count, MAX_COUNT, FIELD(m.half_open_capacity), err);
+}
 
 int bw_config_set_clock(bw_config *cfg, bw_clock *clock)
 {

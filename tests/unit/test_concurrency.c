@@ -134,6 +134,8 @@ static void test_probe_caps(void)
 
 typedef struct trip_ctx {
     bw_breaker *b;
+    int calls;      /* per worker */
+    int fail_every; /* every n-th call of a worker fails (the first one too) */
     _Atomic int closed_to_open;
     _Atomic int open_to_half;
     _Atomic int go;
@@ -148,15 +150,15 @@ static void count_events(const bw_event *e, void *user)
         atomic_fetch_add(&c->open_to_half, 1);
 }
 
-static void *failer(void *arg)
+static void *worker(void *arg)
 {
     trip_ctx *c = arg;
     while (!atomic_load(&c->go)) {
     }
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < c->calls; i++) {
         bw_permit p;
         if (bw_acquire(c->b, &p, NULL) == BW_OK)
-            bw_settle(c->b, &p, BW_FAILURE);
+            bw_settle(c->b, &p, i % c->fail_every == 0 ? BW_FAILURE : BW_SUCCESS);
     }
     return NULL;
 }
@@ -166,11 +168,13 @@ static void concurrent_trip(const char *config)
     static trip_ctx c;
     memset(&c, 0, sizeof c);
     c.b = make(config, NULL, count_events, &c);
+    c.calls = 2000;
+    c.fail_every = 1;
     for (int round = 0; round < 20; round++) {
         atomic_store(&c.go, 0);
         pthread_t t[8];
         for (int i = 0; i < 8; i++)
-            pthread_create(&t[i], NULL, failer, &c);
+            pthread_create(&t[i], NULL, worker, &c);
         atomic_store(&c.go, 1);
         for (int i = 0; i < 8; i++)
             pthread_join(t[i], NULL);
@@ -197,28 +201,17 @@ static void test_concurrent_trip_one_event_time_window(void)
 }
 
 /* Successes and failures from several threads into a striped time window trip exactly as the rates say. */
-static void *mixed(void *arg)
-{
-    trip_ctx *c = arg;
-    while (!atomic_load(&c->go)) {
-    }
-    for (int i = 0; i < 20000; i++) {
-        bw_permit p;
-        if (bw_acquire(c->b, &p, NULL) == BW_OK)
-            bw_settle(c->b, &p, i % 4 == 0 ? BW_FAILURE : BW_SUCCESS);
-    }
-    return NULL;
-}
-
 static void test_striped_rates(void)
 {
     static trip_ctx c;
     memset(&c, 0, sizeof c);
     /* 25% failures stay under 30%: never trips; the totals add up across stripes. */
     c.b = make("min_calls=100 failure_rate=0.3 window=time:3600s", NULL, count_events, &c);
+    c.calls = 20000;
+    c.fail_every = 4;
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, mixed, &c);
+        pthread_create(&t[i], NULL, worker, &c);
     atomic_store(&c.go, 1);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
@@ -231,8 +224,10 @@ static void test_striped_rates(void)
     /* At 20% the threshold is reached: it trips, once. */
     memset(&c, 0, sizeof c);
     c.b = make("min_calls=100 failure_rate=0.2 window=time:3600s wait=1h", NULL, count_events, &c);
+    c.calls = 20000;
+    c.fail_every = 4;
     for (int i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, mixed, &c);
+        pthread_create(&t[i], NULL, worker, &c);
     atomic_store(&c.go, 1);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
