@@ -66,11 +66,6 @@ typedef struct bw__mcfg {
 } bw__mcfg;
 
 typedef struct bw__machine {
-    /*
-     * First, so that it shares a cache line with the engine's lock: a CLOSED
-     * record writes only the window's counters and head (and a ring slot).
-     */
-    bw__window win;         /* rate policy only (size 0 otherwise) */
     uint64_t gen;           /* bumped exactly once by every transition and verb */
     int64_t opened_at;      /* when the current OPEN period started */
     int64_t open_wait;      /* length of the current OPEN period */
@@ -81,6 +76,7 @@ typedef struct bw__machine {
     /* Consecutive policy counters. */
     uint32_t cerr, csucc;
     uint8_t state;
+    bw__window win; /* rate policy only (size 0 otherwise) */
     /*
      * The window is the union of `nwin` sub-windows (stripes) whose counts are
      * summed: `wins` points at the first, the next is `stride` bytes further.

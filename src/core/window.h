@@ -17,16 +17,15 @@ typedef struct bw__bucket {
     uint32_t total, failed, slow;
 } bw__bucket;
 
-/* Fields in the order a record touches them, so that one cache line holds them. */
 typedef struct bw__window {
     uint64_t total, failed, slow;
     void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
-    uint32_t head;          /* count: next slot to write */
+    int64_t cur_sec;        /* time: newest second the totals cover */
+    int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
     uint32_t size;          /* calls or seconds */
+    uint32_t head;          /* count: next slot to write */
     uint32_t cur_slot;      /* time: bucket of cur_sec */
     uint8_t kind;           /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
-    int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
-    int64_t cur_sec;        /* time: newest second the totals cover */
 } bw__window;
 
 /* Bytes of memory a window of this kind and size needs. */
