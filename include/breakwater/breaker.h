@@ -94,10 +94,12 @@ BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **o
  * bw_breaker_free — stop the breaker's timer (joining its thread) and release it.
  * NULL is ignored. No other call on the breaker may run concurrently or later;
  * permits still outstanding must not be settled afterwards.
+ * Thread safety: must not race any other call on this breaker (including a
+ * listener still running for it, and its own timer's listener).
  */
 BW_API void bw_breaker_free(bw_breaker *b);
 
-/* bw_breaker_name — the breaker's name (owned by the breaker), or NULL for NULL. */
+/* bw_breaker_name — the breaker's name (owned by the breaker), or NULL for NULL. Thread safety: any thread. */
 BW_API const char *bw_breaker_name(const bw_breaker *b);
 
 /*
@@ -111,12 +113,13 @@ BW_API const char *bw_breaker_name(const bw_breaker *b);
  * as the first probe.
  * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection or
  * a call listener needs durations); no lock, no allocation.
+ * Thread safety: any number of threads at once on the same breaker.
  */
 BW_API int bw_acquire(bw_breaker *b, bw_permit *permit, bw_rejection *why);
 
 /*
  * bw_settle — report the outcome of an admitted call; same as
- * bw_settle_ex(b, permit, outcome, 0).
+ * bw_settle_ex(b, permit, outcome, 0). Thread safety: as bw_settle_ex.
  */
 BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
 
@@ -131,6 +134,9 @@ BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
  * permit, or an unknown outcome; BW_EPERMIT when the permit was already settled,
  * never filled by bw_acquire, or belongs to another breaker — nothing is recorded
  * then. The permit is consumed by a BW_OK return.
+ * Thread safety: any number of threads at once on the same breaker; a permit may
+ * be settled from a thread other than the one that acquired it, but only once
+ * and not from two threads at once.
  */
 BW_API int bw_settle_ex(bw_breaker *b, bw_permit *permit, bw_outcome outcome, int failure_code);
 
@@ -143,26 +149,30 @@ typedef int (*bw_call_fn)(void *arg);
  * Returns BW_OK with *rc (may be NULL) set to fn's return code; BW_REJECTED when
  * the breaker refused (fn not run; *why may be NULL); BW_EINVAL for NULL b or fn.
  * A classifier returning an unknown outcome is treated as BW_FAILURE.
+ * Thread safety: as bw_acquire and bw_settle; fn and the classifier run on the
+ * calling thread with no breakwater lock held.
  */
 BW_API int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why);
 
 /*
  * bw_breaker_state — the current state (a bw_state, >= 0), or BW_EINVAL for NULL.
  * An OPEN breaker whose wait has ended still reads OPEN until a call or the
- * auto-transition timer moves it. Cost: one atomic load.
+ * auto-transition timer moves it. Cost: one atomic load. Thread safety: any thread.
  */
 BW_API int bw_breaker_state(const bw_breaker *b);
 
 /*
  * bw_breaker_snapshot — fill *out with the breaker's counters and state, all
  * taken at one instant under the breaker's lock. Returns BW_OK or BW_EINVAL.
+ * Thread safety: any thread, concurrently with calls (it briefly takes the
+ * breaker's locks).
  */
 BW_API int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out);
 
 /*
  * bw_breaker_last_failure — the failure code of the most recent failure since the
  * last reset. Returns BW_OK with *code set; BW_ESTATE when there is none;
- * BW_EINVAL for NULL arguments.
+ * BW_EINVAL for NULL arguments. Thread safety: any thread (one atomic load).
  */
 BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
 
@@ -178,6 +188,8 @@ BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
  * - metrics_only: METRICS_ONLY (shadow mode); admits every call and keeps
  *   recording into the window, but never trips.
  * Each returns BW_OK or BW_EINVAL (b NULL).
+ * Thread safety: any thread, concurrently with calls; listeners run on the
+ * calling thread after the breaker's locks are released.
  */
 BW_API int bw_breaker_reset(bw_breaker *b);
 BW_API int bw_breaker_force_open(bw_breaker *b);
@@ -186,7 +198,7 @@ BW_API int bw_breaker_metrics_only(bw_breaker *b);
 
 /*
  * bw_breaker_bytes — the memory the breaker holds (struct, window, name, timer),
- * for capacity planning. 0 for NULL.
+ * for capacity planning. 0 for NULL. Thread safety: any thread.
  */
 BW_API size_t bw_breaker_bytes(const bw_breaker *b);
 

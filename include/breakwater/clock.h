@@ -66,9 +66,10 @@ typedef int64_t (*bw_clock_now_cb)(void *user);
 /*
  * bw_clock_custom_new — a clock that calls fn(user) for the time. fn runs on
  * whichever thread needs the time, possibly under a breaker's internal lock, so
- * it must be fast and must not call into breakwater. Auto-transition timers on a
- * custom clock wait in real time and then re-check fn.
- * Returns BW_OK; BW_EINVAL if fn or out is NULL; BW_ENOMEM.
+ * it must be fast, thread-safe, and must not call into breakwater.
+ * Auto-transition timers on a custom clock wait in real time and then re-check
+ * fn. Returns BW_OK; BW_EINVAL if fn or out is NULL; BW_ENOMEM.
+ * Thread safety: any thread.
  */
 BW_API int bw_clock_custom_new(bw_clock_now_cb fn, void *user, bw_clock **out);
 
@@ -80,7 +81,8 @@ BW_API int64_t bw_clock_now(const bw_clock *clock);
 
 /*
  * bw_clock_free — release a manual or custom clock. NULL and the system clock are
- * ignored. No breaker may still use it.
+ * ignored. No breaker may still use it. Thread safety: must not race any other
+ * use of the clock.
  */
 BW_API void bw_clock_free(bw_clock *clock);
 

@@ -38,7 +38,7 @@ extern "C" {
  */
 BW_API int bw_version(void);
 
-/* bw_version_string — the run-time version as "MAJOR.MINOR.PATCH"; a static string. */
+/* bw_version_string — the run-time version as "MAJOR.MINOR.PATCH"; a static string. Thread safety: any thread. */
 BW_API const char *bw_version_string(void);
 
 /* Optional components, as bits of bw_components(). The core is always present. */
@@ -102,6 +102,7 @@ typedef enum bw_state {
 /*
  * bw_state_name — the lowercase name of a state ("closed", "open", "half_open",
  * "forced_open", "disabled", "metrics_only"), or "unknown". Static string.
+ * Thread safety: any thread.
  */
 BW_API const char *bw_state_name(bw_state state);
 
@@ -119,7 +120,7 @@ typedef enum bw_outcome {
                           probe that hands its slot back without a verdict */
 } bw_outcome;
 
-/* bw_outcome_name — "success", "failure", "ignored", "unreachable" or "unknown". */
+/* bw_outcome_name — "success", "failure", "ignored", "unreachable" or "unknown". Thread safety: any thread. */
 BW_API const char *bw_outcome_name(bw_outcome outcome);
 
 /* Durations and instants are signed 64-bit nanoseconds throughout the API. */

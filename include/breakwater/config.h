@@ -71,14 +71,17 @@ typedef bw_outcome (*bw_classifier_cb)(int rc, void *arg, void *user);
 
 /*
  * bw_config_new — a configuration holding every default. Free with
- * bw_config_free. Returns NULL when out of memory.
+ * bw_config_free. Returns NULL when out of memory. Thread safety: any thread.
  */
 BW_API bw_config *bw_config_new(void);
 
-/* bw_config_copy — a new configuration equal to src; NULL if src is NULL or out of memory. */
+/*
+ * bw_config_copy — a new configuration equal to src; NULL if src is NULL or out
+ * of memory. Thread safety: src must not be modified concurrently.
+ */
 BW_API bw_config *bw_config_copy(const bw_config *src);
 
-/* bw_config_free — release a configuration; NULL is ignored. */
+/* bw_config_free — release a configuration; NULL is ignored. Thread safety: no other use of cfg at once. */
 BW_API void bw_config_free(bw_config *cfg);
 
 /*
@@ -86,6 +89,7 @@ BW_API void bw_config_free(bw_config *cfg);
  * is unknown, or BW_ERANGE when the value is outside the range listed above; on
  * error the config is unchanged and *err (may be NULL) names the field and range.
  * Durations are nanoseconds; 0 means "off"/"none" where the table allows it.
+ * Thread safety: one thread at a time per config.
  */
 BW_API int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err);
 BW_API int bw_config_set_failure_rate(bw_config *cfg, double rate, bw_error *err);
@@ -116,7 +120,7 @@ BW_API int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_er
 /*
  * bw_config_set_clock — the clock breakers made from this config read; NULL means
  * the system clock. The clock is borrowed: it must outlive those breakers.
- * Returns BW_OK or BW_EINVAL (cfg NULL).
+ * Returns BW_OK or BW_EINVAL (cfg NULL). Thread safety: one thread at a time per config.
  */
 BW_API int bw_config_set_clock(bw_config *cfg, bw_clock *clock);
 
@@ -125,19 +129,24 @@ BW_API int bw_config_set_clock(bw_config *cfg, bw_clock *clock);
  * receives the event types whose bits are in `mask` (BW_EVENT_MASK, BW_EVENTS_ALL),
  * with `user` last. fn NULL removes the listener. `user` is borrowed: it must
  * outlive those breakers. Returns BW_OK or BW_EINVAL (cfg NULL).
+ * Thread safety: one thread at a time per config; fn itself is called from
+ * several threads at once (see listener.h).
  */
 BW_API int bw_config_set_listener(bw_config *cfg, unsigned mask, bw_listener_cb fn, void *user);
 
 /*
  * bw_config_set_classifier — the classifier bw_breaker_call uses; NULL restores
  * the default (rc == 0 is success). `user` is borrowed. Returns BW_OK or BW_EINVAL.
+ * Thread safety: one thread at a time per config; fn runs on whichever thread
+ * calls bw_breaker_call.
  */
 BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user);
 
 /*
  * bw_config_validate — run the cross-field checks (max_concurrent_probes <=
  * permitted_probes; wait_max either none or >= wait). Returns BW_OK, BW_EINVAL
- * (cfg NULL) or BW_ERANGE with *err naming the field.
+ * (cfg NULL) or BW_ERANGE with *err naming the field. Thread safety: cfg must
+ * not be modified concurrently.
  */
 BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
 
@@ -151,7 +160,9 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
  * (cfg or text NULL); BW_EPARSE for text that is not key=value, an unknown key
  * or a malformed value, with *err giving the byte offset and the offending text;
  * BW_ERANGE for a value out of range, with *err naming the field and range.
- * Cross-field checks are left to bw_config_validate.
+ * Cross-field checks are left to bw_config_validate. Positive durations below
+ * 1 ns round up to 1 ns; out-of-range and over-long numbers give BW_ERANGE.
+ * Thread safety: one thread at a time per config.
  */
 BW_API int bw_config_parse(bw_config *cfg, const char *text, bw_error *err);
 
@@ -160,6 +171,7 @@ BW_API int bw_config_parse(bw_config *cfg, const char *text, bw_error *err);
  * bw_config_parse reads back to the same values (clock, listener and classifier
  * are not text). Writes at most `size` bytes including the terminating NUL and
  * returns the length the full text needs (like snprintf), or BW_EINVAL.
+ * Thread safety: cfg must not be modified concurrently.
  */
 BW_API int bw_config_format(const bw_config *cfg, char *buf, size_t size);
 
