@@ -83,15 +83,15 @@ typedef struct bw_snapshot {
  * from a copy of `cfg` (NULL means all defaults). No event is emitted.
  * Returns BW_OK and stores the breaker in *out (free with bw_breaker_free);
  * BW_EINVAL for a NULL out or a bad name; BW_ERANGE when the config fails
- * bw_config_validate; BW_ENOMEM; BW_ESYS when the auto-transition timer's
- * mutex or condition variable cannot be made. *err (may be NULL) says which
- * field is wrong.
+ * bw_config_validate; BW_ENOMEM (also when the clock's timer service for
+ * auto_transition cannot be made). *err (may be NULL) says which field is wrong.
  * Thread safety: safe from any thread; cfg must not be modified concurrently.
  */
 BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err);
 
 /*
- * bw_breaker_free — stop the breaker's timer (joining its thread) and release it.
+ * bw_breaker_free — cancel the breaker's timed transitions (waiting out one that
+ * is running on the timer thread) and release it.
  * NULL is ignored. No other call on the breaker may run concurrently or later;
  * permits still outstanding must not be settled afterwards.
  * Thread safety: must not race any other call on this breaker (including a

@@ -67,8 +67,10 @@ typedef int64_t (*bw_clock_now_cb)(void *user);
  * bw_clock_custom_new — a clock that calls fn(user) for the time. fn runs on
  * whichever thread needs the time, possibly under a breaker's internal lock, so
  * it must be fast, thread-safe, and must not call into breakwater.
- * Auto-transition timers on a custom clock wait in real time and then re-check
- * fn. Returns BW_OK; BW_EINVAL if fn or out is NULL; BW_ENOMEM.
+ * Auto-transitions on a custom clock run on one timer thread per clock (started
+ * on first need, joined by bw_clock_free), which waits in real time and then
+ * re-checks fn. Returns BW_OK; BW_EINVAL if fn or out is NULL; BW_ENOMEM;
+ * BW_ESYS if its mutex cannot be made.
  * Thread safety: any thread.
  */
 BW_API int bw_clock_custom_new(bw_clock_now_cb fn, void *user, bw_clock **out);

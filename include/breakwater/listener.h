@@ -11,8 +11,9 @@
  * time may reach the listener in either order.
  *
  * Which thread runs the listener: the thread whose call produced the event
- * (acquire, settle, an operator verb), the breaker's timer thread for
- * auto-transitions on the system clock or a custom clock, or the thread that
+ * (acquire, settle, an operator verb), the clock's timer thread (one per clock,
+ * shared by its breakers) for auto-transitions on the system clock or a custom
+ * clock, or the thread that
  * advanced a manual clock. In that last case the manual clock's own mutex is
  * held (no breaker lock is): such a listener may call into any breaker, but must
  * not advance or set that clock, nor create or free an auto_transition breaker

@@ -27,9 +27,11 @@
  *   can publish while that lock is held, and a stale permit is never recorded.
  *   Lock order: `lock`, then stripes 0..n-1; a stripe lock alone is never
  *   followed by `lock`.
- * - `timer->mu` guards the timer thread's stop/kick flags; it is never held
- *   together with `lock`. A manual clock's mutex may be held while a timed
- *   transition takes `lock` (clock.c); never the other way round.
+ * - Timed transitions (auto_transition) run on the clock's timer service
+ *   (timer.c), which may take `lock` while holding its own mutex to read the
+ *   next deadline; this file calls into the service only with no lock held. A
+ *   manual clock's mutex may be held while a timed transition takes lock_all
+ *   (clock.c); never the other way round.
  * - Listener events are collected while `lock` is held and delivered after it is
  *   released, so a listener may call back into the breaker.
  *
@@ -58,6 +60,7 @@
 
 #include "internal.h"
 #include "spin.h"
+#include "timer.h"
 
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
@@ -70,14 +73,11 @@ typedef struct bw_stripe {
     bw__window win;
 } bw_stripe;
 
-/* Auto-transition: a thread (system and custom clocks) or a clock watch (manual). */
+/* Auto-transition: an entry in the clock's timer service, or a manual clock's watch. */
 typedef struct bw_timer {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int started, stop, kicked;
-    int manual;      /* a manual clock's watch instead of a thread */
-    bw__watch watch; /* manual */
+    bw__timers *service; /* system and custom clocks */
+    bw__timer_entry entry;
+    bw__watch watch; /* manual clocks */
 } bw_timer;
 
 struct bw_breaker {
@@ -225,7 +225,15 @@ static void deliver(bw_breaker *b, const pending *p)
 
 /* ---- the auto-transition timer ---- */
 
-/* Run due timed transitions at `now` (timer thread or manual clock advance). */
+/* Tell the timer service the machine's next deadline may have changed. */
+static void timer_kick(bw_breaker *b)
+{
+    bw_timer *t = b->timer;
+    if (t && t->service)
+        bw__timers_kick(t->service, &t->entry);
+}
+
+/* Run due timed transitions at `now` (the timer service, or a manual clock's advance). */
 static void tick(bw_breaker *b, int64_t now)
 {
     pending p;
@@ -238,64 +246,22 @@ static void tick(bw_breaker *b, int64_t now)
     unlock_all(b);
     add_change(b, &p, before, after);
     deliver(b, &p);
+    timer_kick(b); /* the next deadline, e.g. the half-open round's */
 }
 
-static void watch_fire(void *ctx, int64_t now)
+static void timer_fire(void *ctx, int64_t now)
 {
     tick((bw_breaker *)ctx, now);
 }
 
-static void *timer_main(void *arg)
+/* Called by the timer service with its lock held: take only the machine's lock. */
+static int64_t timer_deadline(void *ctx)
 {
-    bw_breaker *b = arg;
-    bw_timer *t = b->timer;
-    pthread_mutex_lock(&t->mu);
-    while (!t->stop) {
-        t->kicked = 0;
-        pthread_mutex_unlock(&t->mu);
-        bw__spin_lock(&b->lock);
-        int64_t deadline = bw__machine_deadline(&b->m);
-        bw__spin_unlock(&b->lock);
-        int64_t now = now_of(b);
-        if (deadline != INT64_MAX && now >= deadline) {
-            tick(b, now);
-            pthread_mutex_lock(&t->mu);
-            continue;
-        }
-        pthread_mutex_lock(&t->mu);
-        if (t->stop || t->kicked)
-            continue;
-        if (deadline == INT64_MAX) {
-            pthread_cond_wait(&t->cv, &t->mu);
-        } else {
-            /* Wait in CLOCK_MONOTONIC time, at most an hour at once, then re-check. */
-            int64_t wait = deadline - now;
-            if (wait > 3600 * BW_NS_PER_S)
-                wait = 3600 * BW_NS_PER_S;
-            int64_t at = bw__mono_now() + wait;
-            struct timespec ts = {(time_t)(at / BW_NS_PER_S), (long)(at % BW_NS_PER_S)};
-            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-/* Tell the timer the machine changed; start its thread on first need. */
-static void timer_kick(bw_breaker *b)
-{
-    bw_timer *t = b->timer;
-    if (!t || t->manual)
-        return; /* no auto_transition, or a manual clock (driven by its advances) */
-    pthread_mutex_lock(&t->mu);
-    if (!t->started && !t->stop) {
-        if (pthread_create(&t->thread, NULL, timer_main, b) == 0)
-            t->started = 1;
-        /* If the thread cannot start, the lazy path still moves OPEN -> HALF_OPEN. */
-    }
-    t->kicked = 1;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    bw_breaker *b = ctx;
+    bw__spin_lock(&b->lock);
+    int64_t d = bw__machine_deadline(&b->m);
+    bw__spin_unlock(&b->lock);
+    return d;
 }
 
 static int timer_new(bw_breaker *b)
@@ -303,51 +269,35 @@ static int timer_new(bw_breaker *b)
     bw_timer *t = calloc(1, sizeof *t);
     if (!t)
         return BW_ENOMEM;
-    b->timer = t;
-    b->bytes += (uint32_t)sizeof *t;
     if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
-        t->manual = 1;
-        t->watch.fire = watch_fire;
+        t->watch.fire = timer_fire;
         t->watch.ctx = b;
         bw__clock_watch(b->clock, &t->watch);
-        return BW_OK;
+    } else {
+        t->service = bw__clock_timers(b->clock);
+        if (!t->service) {
+            free(t);
+            return BW_ENOMEM;
+        }
+        t->entry.deadline = timer_deadline;
+        t->entry.fire = timer_fire;
+        t->entry.ctx = b;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int bad = pthread_mutex_init(&t->mu, NULL) != 0;
-    if (!bad && pthread_cond_init(&t->cv, &ca) != 0) {
-        pthread_mutex_destroy(&t->mu);
-        bad = 1;
-    }
-    pthread_condattr_destroy(&ca);
-    if (bad) {
-        free(t);
-        b->timer = NULL;
-        return BW_ESYS;
-    }
+    b->timer = t;
+    b->bytes += (uint32_t)sizeof *t;
     return BW_OK;
 }
 
+/* After this, no timed transition of b runs or starts. */
 static void timer_free(bw_breaker *b)
 {
     bw_timer *t = b->timer;
     if (!t)
         return;
-    if (t->manual) {
+    if (t->service)
+        bw__timers_cancel(t->service, &t->entry);
+    else
         bw__clock_unwatch(b->clock, &t->watch);
-        free(t);
-        return;
-    }
-    pthread_mutex_lock(&t->mu);
-    t->stop = 1;
-    pthread_cond_signal(&t->cv);
-    int started = t->started;
-    pthread_mutex_unlock(&t->mu);
-    if (started)
-        pthread_join(t->thread, NULL);
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->mu);
     free(t);
 }
 

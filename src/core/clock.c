@@ -5,7 +5,8 @@
  * new time, then calls every watcher's fire() with `mu` held, so that
  * bw__clock_unwatch (which takes `mu`) cannot return while a fire is running on
  * another thread. fire() takes a breaker's lock, so the order is clock mu, then
- * breaker lock; no path takes them the other way round.
+ * breaker lock; no path takes them the other way round. A custom clock's `mu`
+ * guards only the lazy creation of its timer service.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -16,14 +17,16 @@
 #include <time.h>
 
 #include "internal.h"
+#include "timer.h"
 
 struct bw_clock {
     int kind;
     _Atomic int64_t now; /* manual */
-    pthread_mutex_t mu;  /* manual: watcher list */
+    pthread_mutex_t mu;  /* manual: watcher list; custom: `timers` creation */
     bw__watch *watchers;
     bw_clock_now_cb fn; /* custom */
     void *user;
+    bw__timers *timers; /* custom: the auto-transition service, made on first use */
 };
 
 bw__tsc bw__tsc_state;
@@ -116,6 +119,10 @@ int bw_clock_custom_new(bw_clock_now_cb fn, void *user, bw_clock **out)
     bw_clock *c = calloc(1, sizeof *c);
     if (!c)
         return BW_ENOMEM;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return BW_ESYS;
+    }
     c->kind = BW__CLOCK_CUSTOM;
     c->fn = fn;
     c->user = user;
@@ -171,9 +178,33 @@ void bw_clock_free(bw_clock *c)
 {
     if (!c || c == &system_clock)
         return;
-    if (c->kind == BW__CLOCK_MANUAL)
-        pthread_mutex_destroy(&c->mu);
+    bw__timers_free(c->timers);
+    pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+static bw__timers *system_timers;
+
+static void make_system_timers(void)
+{
+    system_timers = bw__timers_new(&system_clock);
+}
+
+bw__timers *bw__clock_timers(bw_clock *c)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (c->kind == BW__CLOCK_SYSTEM) {
+        pthread_once(&once, make_system_timers);
+        return system_timers; /* lives as long as the process */
+    }
+    if (c->kind != BW__CLOCK_CUSTOM)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    if (!c->timers)
+        c->timers = bw__timers_new(c);
+    bw__timers *t = c->timers;
+    pthread_mutex_unlock(&c->mu);
+    return t;
 }
 
 int bw__clock_kind(const bw_clock *c)

@@ -47,6 +47,9 @@ typedef struct bw__watch {
 
 enum { BW__CLOCK_SYSTEM = 0, BW__CLOCK_MANUAL = 1, BW__CLOCK_CUSTOM = 2 };
 int bw__clock_kind(const bw_clock *c);
+/* The timer service of a system or custom clock (made on first use; NULL when
+ * out of memory, or for a manual clock). */
+struct bw__timers *bw__clock_timers(bw_clock *c);
 /* Manual clocks: run w->fire(ctx, now) on every advance until unwatched. */
 void bw__clock_watch(bw_clock *c, bw__watch *w);
 void bw__clock_unwatch(bw_clock *c, bw__watch *w);

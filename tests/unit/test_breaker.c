@@ -16,12 +16,14 @@
 
 /* ---- a recording listener ---- */
 
+#define REC_MAX 128
+
 typedef struct rec {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n;
-    char log[64][64];
-    bw_event ev[64];
+    char log[REC_MAX][64];
+    bw_event ev[REC_MAX];
     bw_breaker *reenter; /* when set, the listener calls back into this breaker */
 } rec;
 
@@ -49,7 +51,7 @@ static void on_event(const bw_event *e, void *user)
             bw_settle(r->reenter, &p, BW_IGNORED);
     }
     pthread_mutex_lock(&r->mu);
-    if (r->n < 64) {
+    if (r->n < REC_MAX) {
         char *l = r->log[r->n];
         switch (e->type) {
         case BW_EVENT_STATE_CHANGE:
@@ -634,8 +636,32 @@ static int wait_events(rec *r, int n)
     return got;
 }
 
-static void test_timer_thread(void)
+static void *noop_thread(void *arg)
 {
+    return arg;
+}
+
+/* Threads of this process, from /proc (Linux); -1 if unknown. */
+static int thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/*
+ * Many auto_transition breakers on one custom clock share one timer thread; each
+ * moves to HALF_OPEN once its wait is over on that clock, and not before.
+ */
+static void test_timer_service(void)
+{
+    enum { N = 50 };
     bw_clock *cc;
     CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
     atomic_store(&custom_now, 0);
@@ -645,20 +671,60 @@ static void test_timer_thread(void)
     CHECK_OK(bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1ms auto_transition=true", NULL));
     bw_config_set_clock(c, cc);
     bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &r);
-    bw_breaker *b;
-    CHECK_OK(bw_breaker_new("timer", c, &b, NULL));
+    bw_breaker *b[N];
+    /* A first thread makes a sanitizer start its own helper thread now, not below. */
+    pthread_t dummy;
+    pthread_create(&dummy, NULL, noop_thread, NULL);
+    pthread_join(dummy, NULL);
+    int threads_before = thread_count();
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "timer-%d", i);
+        CHECK_OK(bw_breaker_new(name, c, &b[i], NULL));
+        call(b[i], BW_FAILURE);
+    }
     bw_config_free(c);
-    call(b, BW_FAILURE);
-    CHECK_INT(wait_events(&r, 1), 1);
-    /* Time has not moved on the breaker's clock, so the timer cannot have fired. */
-    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_INT(wait_events(&r, N), N);
+    if (threads_before > 0)
+        CHECK_INT(thread_count() - threads_before, 1); /* one service thread for all */
+    /* Time has not moved on the breakers' clock, so no timer can have fired. */
+    for (int i = 0; i < N; i++)
+        CHECK_STATE(b[i], BW_STATE_OPEN);
     atomic_store(&custom_now, BW_NS_PER_MS);
-    CHECK_INT(wait_events(&r, 2), 2);
-    CHECK_STR(rec_since(&r, 0), "state closed->open, state open->half_open");
-    CHECK_STATE(b, BW_STATE_HALF_OPEN);
-    bw_breaker_free(b); /* joins the timer thread */
-    bw_clock_free(cc);
+    CHECK_INT(wait_events(&r, 2 * N), 2 * N);
+    for (int i = 0; i < N; i++)
+        CHECK_STATE(b[i], BW_STATE_HALF_OPEN);
+    int changes = 0;
+    for (int i = 0; i < r.n; i++)
+        changes += r.ev[i].from == BW_STATE_OPEN && r.ev[i].to == BW_STATE_HALF_OPEN;
+    CHECK_INT(changes, N); /* exactly one each */
+    for (int i = 0; i < N; i++)
+        bw_breaker_free(b[i]); /* cancels; no fire runs afterwards */
+    bw_clock_free(cc);         /* joins the service thread */
     rec_fini(&r);
+}
+
+/* Freeing breakers while the service is firing them is safe (run under TSan/ASan). */
+static void test_timer_free_while_firing(void)
+{
+    bw_clock *cc;
+    CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&custom_now, 0);
+        bw_config *c = bw_config_new();
+        CHECK_OK(bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1us auto_transition=true", NULL));
+        bw_config_set_clock(c, cc);
+        bw_breaker *b[8];
+        for (int i = 0; i < 8; i++) {
+            CHECK_OK(bw_breaker_new("racy", c, &b[i], NULL));
+            call(b[i], BW_FAILURE);
+        }
+        bw_config_free(c);
+        atomic_store(&custom_now, BW_NS_PER_MS); /* all due now */
+        for (int i = 0; i < 8; i++)
+            bw_breaker_free(b[i]);
+    }
+    bw_clock_free(cc);
 }
 
 static void test_bad_input(void)
@@ -756,7 +822,8 @@ int main(void)
     RUN(test_listener_may_reenter);
     RUN(test_time_window_engine);
     RUN(test_consecutive_engine);
-    RUN(test_timer_thread);
+    RUN(test_timer_service);
+    RUN(test_timer_free_while_firing);
     RUN(test_bad_input);
     RUN(test_system_clock_moves);
     RUN(test_snapshot_fields);
