@@ -328,6 +328,61 @@ static void test_verbs_race_calls(void)
     bw_breaker_free(b);
 }
 
+/*
+ * Snapshots taken while threads settle are never torn. Every call fails, so in a
+ * consistent snapshot failed == total; a snapshot that read `total` and `failed`
+ * at different moments would differ (checked by hand: without the snapshot's
+ * lock this test fails).
+ */
+typedef struct snap_ctx {
+    bw_breaker *b;
+    _Atomic int stop;
+    _Atomic int torn;
+    _Atomic long taken;
+} snap_ctx;
+
+static void *snapshotter(void *arg)
+{
+    snap_ctx *c = arg;
+    while (!atomic_load(&c->stop)) {
+        bw_snapshot s;
+        bw_breaker_snapshot(c->b, &s);
+        if (s.failed_calls != s.total_calls || (s.total_calls && s.failure_rate != 1.0))
+            atomic_fetch_add(&c->torn, 1);
+        atomic_fetch_add(&c->taken, 1);
+    }
+    return NULL;
+}
+
+static void test_snapshot_never_torn(void)
+{
+    static const char *configs[] = {"window=count:1000000 min_calls=1000000000 slow_call_duration=off",
+                                    "window=time:3600s min_calls=1000000000"};
+    for (int k = 0; k < 2; k++) {
+        snap_ctx c = {0};
+        static trip_ctx w;
+        memset(&w, 0, sizeof w);
+        w.b = c.b = make(configs[k], NULL, NULL, NULL);
+        w.calls = CALLS;
+        w.fail_every = 1;
+        atomic_store(&w.go, 1);
+        pthread_t s, h[2];
+        pthread_create(&s, NULL, snapshotter, &c);
+        for (int i = 0; i < 2; i++)
+            pthread_create(&h[i], NULL, worker, &w);
+        for (int i = 0; i < 2; i++)
+            pthread_join(h[i], NULL);
+        atomic_store(&c.stop, 1);
+        pthread_join(s, NULL);
+        CHECK_INT(atomic_load(&c.torn), 0);
+        CHECK(atomic_load(&c.taken) > 0);
+        bw_snapshot end;
+        bw_breaker_snapshot(c.b, &end);
+        CHECK_INT(end.total_calls, 2 * CALLS);
+        bw_breaker_free(c.b);
+    }
+}
+
 int main(void)
 {
     RUN(test_totals_add_up);
@@ -335,6 +390,7 @@ int main(void)
     RUN(test_concurrent_trip_one_event);
     RUN(test_concurrent_trip_one_event_time_window);
     RUN(test_striped_rates);
+    RUN(test_snapshot_never_torn);
     RUN(test_timer_races_call);
     RUN(test_verbs_race_calls);
     return TEST_SUMMARY();
