@@ -39,7 +39,9 @@ typedef struct bw_breaker bw_breaker;
 /*
  * A permit: proof that bw_acquire admitted a call. Allocate it wherever the call's
  * state lives (stack, request struct); bw_acquire fills it and bw_settle consumes
- * it. The fields are private and may change between versions.
+ * it. The fields are private and may change between versions. A copy of a permit
+ * is the same permit: settle only one of them (the library cannot tell copies
+ * apart, so settling both would count the call twice).
  */
 typedef struct bw_permit {
     struct bw_breaker *breaker_; /* private */
