@@ -438,7 +438,7 @@ static inline uint64_t load_word(const bw_breaker *b)
     return atomic_load_explicit(&((bw_breaker *)b)->word, memory_order_acquire);
 }
 
-static void fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
+static BW_NOINLINE void fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
 {
     uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
     if (why) {
@@ -455,7 +455,7 @@ static void fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t 
     }
 }
 
-static int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp)
+static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp)
 {
     pending ev;
     ev.n = 0;
@@ -577,6 +577,24 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     return 1;
 }
 
+/* The CALL event and any state change of a settle, for a breaker with a listener. */
+static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied,
+                                      int before, int after)
+{
+    pending ev;
+    ev.n = 0;
+    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) {
+        bw_event e = event_of(b, BW_EVENT_CALL);
+        e.outcome = outcome;
+        e.slow = slow;
+        e.stale = applied < 0;
+        e.duration_ns = span_ns(b, span);
+        ev.ev[ev.n++] = e;
+    }
+    add_change(b, &ev, before, after);
+    deliver(b, &ev);
+}
+
 int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
@@ -598,8 +616,6 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
 
-    pending ev;
-    ev.n = 0;
     int applied = -1;
     int before = 0, after = 0;
     uint64_t w = load_word(b);
@@ -612,18 +628,8 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
         else
             applied = settle_locked(b, p->generation_, outcome, slow, &now, &before, &after);
     }
-    if (BW_UNLIKELY(b->listener_mask)) {
-        if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) {
-            bw_event e = event_of(b, BW_EVENT_CALL);
-            e.outcome = outcome;
-            e.slow = slow;
-            e.stale = applied < 0;
-            e.duration_ns = span_ns(b, span);
-            ev.ev[ev.n++] = e;
-        }
-        add_change(b, &ev, before, after);
-        deliver(b, &ev);
-    }
+    if (BW_UNLIKELY(b->listener_mask))
+        settle_events(b, outcome, slow, span, applied, before, after);
     if (before != after)
         timer_kick(b);
     return BW_OK;
