@@ -48,7 +48,6 @@ typedef struct bw_permit {
     uint64_t generation_;        /* private */
     int64_t start_ns_;           /* private */
     uint32_t magic_;             /* private */
-    uint32_t flags_;             /* private */
 } bw_permit;
 
 /* Why bw_acquire said no. */

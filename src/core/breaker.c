@@ -96,7 +96,6 @@ struct bw_breaker {
     unsigned listener_mask;
     uint8_t clock_sys; /* read the inlined system clock */
     uint8_t timed;     /* acquire and settle read the clock (slow calls or CALL events) */
-    uint8_t auto_transition;
     /* Written by every unstriped settle: the lock, then the machine. */
     alignas(64) bw__spin lock;
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
@@ -106,8 +105,8 @@ struct bw_breaker {
     void *classifier_user;
     const char *name;
     bw_timer *timer;
-    bw_stripe *stripes; /* nstripes > 1 */
-    uint32_t nstripes;  /* 1: no stripes, the machine's own window */
+    bw_stripe *stripes; /* NULL when the window is not striped */
+    uint32_t nstripes;  /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;
     /* The machine's window memory (unless striped), the name, then any stripes. */
     alignas(8) unsigned char data[];
@@ -158,16 +157,14 @@ static int64_t lazy_read(void *ctx)
 static inline void lock_all(bw_breaker *b)
 {
     bw__spin_lock(&b->lock);
-    if (BW_UNLIKELY(b->stripes))
-        for (uint32_t i = 0; i < b->nstripes; i++)
-            bw__spin_lock(&b->stripes[i].lock);
+    for (uint32_t i = 0; i < b->nstripes; i++)
+        bw__spin_lock(&b->stripes[i].lock);
 }
 
 static inline void unlock_all(bw_breaker *b)
 {
-    if (BW_UNLIKELY(b->stripes))
-        for (uint32_t i = b->nstripes; i-- > 0;)
-            bw__spin_unlock(&b->stripes[i].lock);
+    for (uint32_t i = b->nstripes; i-- > 0;)
+        bw__spin_unlock(&b->stripes[i].lock);
     bw__spin_unlock(&b->lock);
 }
 
@@ -192,12 +189,38 @@ static inline uint64_t word_of(const bw__machine *m)
 static void publish(bw_breaker *b)
 {
     atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
-    if (b->m.state == BW_STATE_OPEN)
-        atomic_store_explicit(&b->open_until,
-                              b->clock_sys ? bw__sys_ns_to_stamp(bw__machine_deadline(&b->m), 1)
-                                           : bw__machine_deadline(&b->m),
+    if (b->m.state == BW_STATE_OPEN) {
+        int64_t until = bw__machine_deadline(&b->m);
+        atomic_store_explicit(&b->open_until, b->clock_sys ? bw__sys_ns_to_stamp(until, 1) : until,
                               memory_order_relaxed);
+    }
     atomic_store_explicit(&b->word, word_of(&b->m), memory_order_release);
+}
+
+/*
+ * Every change to the machine goes through change_begin / change_end: all locks
+ * held, the state before noted, the result published if the generation moved.
+ */
+typedef struct change {
+    int before;
+    uint64_t gen;
+} change;
+
+static inline change change_begin(bw_breaker *b)
+{
+    lock_all(b);
+    change c = {b->m.state, b->m.gen};
+    return c;
+}
+
+/* Publish, release every lock, and return the state after the change. */
+static inline int change_end(bw_breaker *b, change c)
+{
+    if (b->m.gen != c.gen)
+        publish(b);
+    int after = b->m.state;
+    unlock_all(b);
+    return after;
 }
 
 static bw_event event_of(bw_breaker *b, bw_event_type type)
@@ -227,6 +250,22 @@ static void deliver(bw_breaker *b, const pending *p)
         b->listener(&p->ev[i], b->listener_user);
 }
 
+static void timer_kick(bw_breaker *b);
+
+/*
+ * After a change, with no lock held: the events gathered in p, then the state
+ * change (and RESET after it, for a reset), then the timer's new deadline.
+ */
+static void announce(bw_breaker *b, pending *p, int before, int after, int reset)
+{
+    add_change(b, p, before, after);
+    if (reset && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
+        p->ev[p->n++] = event_of(b, BW_EVENT_RESET);
+    deliver(b, p);
+    if (before != after)
+        timer_kick(b);
+}
+
 /* ---- the auto-transition timer ---- */
 
 /* Tell the timer service the machine's next deadline may have changed. */
@@ -242,15 +281,9 @@ static void tick(bw_breaker *b, int64_t now)
 {
     pending p;
     p.n = 0;
-    lock_all(b);
-    int before = b->m.state;
-    if (bw__machine_advance(&b->m, now))
-        publish(b);
-    int after = b->m.state;
-    unlock_all(b);
-    add_change(b, &p, before, after);
-    deliver(b, &p);
-    timer_kick(b); /* the next deadline, e.g. the half-open round's */
+    change c = change_begin(b);
+    bw__machine_advance(&b->m, now);
+    announce(b, &p, c.before, change_end(b, c), 0);
 }
 
 static void timer_fire(void *ctx, int64_t now)
@@ -309,18 +342,18 @@ static void timer_free(bw_breaker *b)
 
 /*
  * Stripes for a time window on a machine with several CPUs (a power of two, at
- * most MAX_STRIPES); 1 otherwise. A count window ("the last N calls") has one
- * order and cannot be split, and consecutive counters are a single sequence.
+ * most MAX_STRIPES); 0 (none) otherwise. A count window ("the last N calls") has
+ * one order and cannot be split, and consecutive counters are a single sequence.
  */
 static uint32_t stripes_for(const bw__mcfg *mc)
 {
     if (mc->policy != BW_POLICY_RATE || mc->window_kind != BW_WINDOW_TIME)
-        return 1;
+        return 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t n = 1;
     while (n < MAX_STRIPES && (long)n < cpus)
         n *= 2;
-    return n;
+    return n > 1 ? n : 0;
 }
 
 static int check_name(const char *name, bw_error *err)
@@ -364,12 +397,12 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     mc.wait = bw__config_wait(cfg);
     uint32_t nstripes = stripes_for(&mc);
     size_t wbytes = bw__machine_window_bytes(&mc);
-    size_t stripe_mem = nstripes > 1 ? (wbytes + 63) / 64 * 64 : 0;
-    size_t own = nstripes > 1 ? 0 : wbytes; /* the machine's own window, unless striped */
+    size_t stripe_mem = (wbytes + 63) / 64 * 64;
+    size_t own = nstripes ? 0 : wbytes; /* the machine's own window, unless striped */
     size_t nlen = strlen(name);
     size_t size = offsetof(bw_breaker, data) + own + nlen + 1;
     size_t stripes_at = (size + 63) / 64 * 64;
-    if (nstripes > 1)
+    if (nstripes)
         size = stripes_at + nstripes * (sizeof(bw_stripe) + stripe_mem);
     void *mem = NULL;
     if (posix_memalign(&mem, 64, size) != 0)
@@ -388,16 +421,14 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     b->classifier = cfg->classifier;
     b->classifier_user = cfg->classifier_user;
     b->timed = cfg->slow_ns > 0 || (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL));
-    b->auto_transition = (uint8_t)cfg->auto_transition;
     char *nm = (char *)b->data + own;
     memcpy(nm, name, nlen + 1);
     b->name = nm;
     atomic_init(&b->last_failure, 0);
     atomic_init(&b->lock.v, 0);
     bw__machine_init(&b->m, &mc, own ? b->data : NULL);
-    b->nstripes = 1;
     atomic_init(&b->eval_sec, INT64_MIN);
-    if (nstripes > 1) {
+    if (nstripes) {
         b->nstripes = nstripes;
         b->stripes = (bw_stripe *)((char *)b + stripes_at);
         char *buckets = (char *)(b->stripes + nstripes);
@@ -409,7 +440,7 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     }
     atomic_init(&b->word, word_of(&b->m));
     atomic_init(&b->open_until, 0);
-    if (b->auto_transition && (rc = timer_new(b)) != BW_OK) {
+    if (cfg->auto_transition && (rc = timer_new(b)) != BW_OK) {
         free(b);
         return bw__fail(err, rc, "", "could not create the auto-transition timer");
     }
@@ -466,19 +497,11 @@ static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection 
     int64_t now = stamp_ns(b, stamp);
     bw__now t = bw__now_at(now);
     uint64_t gen = 0;
-    lock_all(b);
-    int before = b->m.state;
-    uint64_t gen0 = b->m.gen;
+    change c = change_begin(b);
     int ok = bw__machine_acquire(&b->m, &t, &gen);
-    if (b->m.gen != gen0)
-        publish(b);
-    int after = b->m.state;
     int64_t retry_after = ok ? BW_NO_TIME : bw__machine_retry_after(&b->m, now);
-    unlock_all(b);
-    add_change(b, &ev, before, after);
-    deliver(b, &ev);
-    if (before != after)
-        timer_kick(b);
+    int after = change_end(b, c);
+    announce(b, &ev, c.before, after, 0);
     if (!ok) {
         p->magic_ = PERMIT_SETTLED;
         fill_rejection(b, why, after, retry_after);
@@ -487,7 +510,6 @@ static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection 
     p->breaker_ = b;
     p->generation_ = gen;
     p->start_ns_ = stamp;
-    p->flags_ = 0;
     p->magic_ = PERMIT_LIVE;
     return BW_OK;
 }
@@ -502,7 +524,6 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
         p->breaker_ = b;
         p->generation_ = w >> 3;
         p->start_ns_ = b->timed ? stamp_of(b) : 0;
-        p->flags_ = 0;
         p->magic_ = PERMIT_LIVE;
         return BW_OK;
     }
@@ -530,15 +551,11 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
 static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before,
                                 int *after)
 {
-    lock_all(b);
-    *before = b->m.state;
-    uint64_t gen0 = b->m.gen;
+    change c = change_begin(b);
     uint32_t stripe = b->stripes ? (uint32_t)(my_stripe(b) - b->stripes) : 0;
     int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
-    if (b->m.gen != gen0)
-        publish(b);
-    *after = b->m.state;
-    unlock_all(b);
+    *before = c.before;
+    *after = change_end(b, c);
     return applied;
 }
 
@@ -567,21 +584,15 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     int64_t sec = t / BW_NS_PER_S - (t % BW_NS_PER_S < 0);
     if (!failed && !slow && atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == sec)
         return 1; /* cannot trip: see the design notes */
-    lock_all(b);
-    *before = b->m.state;
-    if (b->m.gen == gen) {
-        int r = bw__machine_evaluate(&b->m, now);
-        if (r == 1)
-            publish(b);
-        else
-            atomic_store_explicit(&b->eval_sec, r == 0 ? sec : INT64_MIN, memory_order_relaxed);
-    }
-    *after = b->m.state;
-    unlock_all(b);
+    change c = change_begin(b);
+    if (b->m.gen == gen && bw__machine_evaluate(&b->m, now) == 0)
+        atomic_store_explicit(&b->eval_sec, sec, memory_order_relaxed); /* passed in this second */
+    *before = c.before;
+    *after = change_end(b, c);
     return 1;
 }
 
-/* The CALL event and any state change of a settle, for a breaker with a listener. */
+/* The events of a settle (CALL, then any state change) and the timer's new deadline. */
 static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied,
                                       int before, int after)
 {
@@ -595,8 +606,7 @@ static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slo
         e.duration_ns = span_ns(b, span);
         ev.ev[ev.n++] = e;
     }
-    add_change(b, &ev, before, after);
-    deliver(b, &ev);
+    announce(b, &ev, before, after, 0);
 }
 
 int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
@@ -627,15 +637,13 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        else if (b->nstripes > 1 && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
+        else if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
             applied = settle_striped(b, p->generation_, outcome, slow, &now, &before, &after);
         else
             applied = settle_locked(b, p->generation_, outcome, slow, &now, &before, &after);
     }
-    if (BW_UNLIKELY(b->listener_mask))
+    if (BW_UNLIKELY(b->listener_mask || before != after))
         settle_events(b, outcome, slow, span, applied, before, after);
-    if (before != after)
-        timer_kick(b);
     return BW_OK;
 }
 
@@ -705,22 +713,14 @@ static int verb(bw_breaker *b, int target)
         return BW_EINVAL;
     pending ev;
     ev.n = 0;
-    lock_all(b);
-    int before = b->m.state;
-    if (target == BW_STATE_CLOSED)
+    change c = change_begin(b);
+    if (target == BW_STATE_CLOSED) {
         bw__machine_reset(&b->m);
-    else
-        bw__machine_override(&b->m, target);
-    publish(b);
-    if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
-    unlock_all(b);
-    add_change(b, &ev, before, target);
-    if (target == BW_STATE_CLOSED && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
-        ev.ev[ev.n++] = event_of(b, BW_EVENT_RESET);
-    deliver(b, &ev);
-    if (before != target)
-        timer_kick(b);
+    } else {
+        bw__machine_override(&b->m, target);
+    }
+    announce(b, &ev, c.before, change_end(b, c), target == BW_STATE_CLOSED);
     return BW_OK;
 }
 

@@ -3,9 +3,10 @@
  *
  * Locking: `mu` guards the heap, `firing`, and the thread's flags. The thread
  * releases `mu` to fire an entry, and marks it in `firing` meanwhile, so that
- * bw__timers_cancel can wait until the fire is over. A fire usually kicks its own
- * entry again (the breaker's next deadline), which takes `mu` on the service
- * thread: fine, since `mu` is not held during a fire. Lock order: `mu`, then
+ * bw__timers_cancel can wait until the fire is over; after the fire it re-reads
+ * the entry's deadline and queues it again if it has one. A fire may kick
+ * entries itself, which takes `mu` on the service thread: fine, since `mu` is
+ * not held during a fire. Lock order: `mu`, then
  * whatever the entry's deadline callback takes (a breaker's lock); a fire takes a
  * breaker's lock and then `mu` only after releasing it.
  */
@@ -119,8 +120,11 @@ static void *serve(void *arg)
             dequeue(t, e);
             t->firing = e;
             pthread_mutex_unlock(&t->mu);
-            e->fire(e->ctx, now); /* usually kicks e again */
+            e->fire(e->ctx, now);
             pthread_mutex_lock(&t->mu);
+            int64_t next = e->deadline(e->ctx); /* re-arm: e.g. the half-open round's end */
+            if (next != INT64_MAX)
+                enqueue(t, e, next);
             t->firing = NULL;
             pthread_cond_broadcast(&t->idle);
             continue;
@@ -203,7 +207,7 @@ void bw__timers_cancel(bw__timers *t, bw__timer_entry *e)
     dequeue(t, e);
     while (t->firing == e) {
         pthread_cond_wait(&t->idle, &t->mu);
-        dequeue(t, e); /* the fire may have queued it again */
+        dequeue(t, e); /* the fire, or the re-arm after it, may have queued it again */
     }
     pthread_mutex_unlock(&t->mu);
 }

@@ -17,7 +17,10 @@
 typedef struct bw__timer_entry {
     /* The entry's next due time, or INT64_MAX for none; called with the service lock held. */
     int64_t (*deadline)(void *ctx);
-    /* Run what is due at `now`; called on the service thread with no service lock held. */
+    /*
+     * Run what is due at `now`; called on the service thread with no service lock
+     * held. Afterwards the service re-reads the deadline and re-queues the entry.
+     */
     void (*fire)(void *ctx, int64_t now);
     void *ctx;
     int64_t due; /* the heap key */

@@ -704,6 +704,33 @@ static void test_timer_service(void)
     rec_fini(&r);
 }
 
+/* The service also ends a hung half-open round on time, after moving to HALF_OPEN. */
+static void test_timer_service_half_open_deadline(void)
+{
+    bw_clock *cc;
+    CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
+    atomic_store(&custom_now, 0);
+    rec r;
+    rec_init(&r);
+    bw_config *c = bw_config_new();
+    CHECK_OK(
+        bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1ms max_wait_in_half_open=2ms auto_transition=true", NULL));
+    bw_config_set_clock(c, cc);
+    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &r);
+    bw_breaker *b;
+    CHECK_OK(bw_breaker_new("ho-deadline", c, &b, NULL));
+    bw_config_free(c);
+    call(b, BW_FAILURE);
+    atomic_store(&custom_now, BW_NS_PER_MS); /* the wait ends: HALF_OPEN, no probe */
+    CHECK_INT(wait_events(&r, 2), 2);
+    atomic_store(&custom_now, 3 * BW_NS_PER_MS); /* the round outlived its 2 ms */
+    CHECK_INT(wait_events(&r, 3), 3);
+    CHECK_STR(rec_since(&r, 0), "state closed->open, state open->half_open, state half_open->open");
+    bw_breaker_free(b);
+    bw_clock_free(cc);
+    rec_fini(&r);
+}
+
 /* Freeing breakers while the service is firing them is safe (run under TSan/ASan). */
 static void test_timer_free_while_firing(void)
 {
@@ -823,6 +850,7 @@ int main(void)
     RUN(test_time_window_engine);
     RUN(test_consecutive_engine);
     RUN(test_timer_service);
+    RUN(test_timer_service_half_open_deadline);
     RUN(test_timer_free_while_firing);
     RUN(test_bad_input);
     RUN(test_system_clock_moves);
