@@ -105,14 +105,27 @@ static int set_window_time(bw_config *c, int64_t n, bw_error *e)
     return bw_config_set_window(c, BW_WINDOW_TIME, n, e);
 }
 
+/* One setter call: an int64 or a double setter with its value. */
+typedef struct setter_call {
+    set_i64_fn i64;
+    set_dbl_fn dbl;
+    int64_t iv;
+    double dv;
+} setter_call;
+
+static int apply(const setter_call *c, bw_config *cfg, bw_error *e)
+{
+    return c->i64 ? c->i64(cfg, c->iv, e) : c->dbl(cfg, c->dv, e);
+}
+
 /*
- * One int64 setter call on a fresh config. want_rc BW_OK: the knob then reads
- * want_text and err is untouched. Otherwise: the config is unchanged, err names
- * the field (code, field, message with the field and `range`), and the same call
- * with err NULL gives the same code.
+ * One setter call on a fresh config; `call` describes it for messages. want_rc
+ * BW_OK: the knob then reads want_text and err is untouched. Otherwise: the
+ * config is unchanged, err names the field (code, field, message with the field
+ * and `range`), and the same call with err NULL gives the same code.
  */
-static void i64_case(int line, set_i64_fn set, const char *setname, const char *key, int64_t v, int want_rc,
-                     const char *want_text, const char *range)
+static void setter_case(int line, const setter_call *sc, const char *call, const char *key, int want_rc,
+                        const char *want_text, const char *range)
 {
     bw_config *cfg = bw_config_new();
     if (!cfg) {
@@ -123,79 +136,53 @@ static void i64_case(int line, set_i64_fn set, const char *setname, const char *
     fmt(cfg, before);
     bw_error e;
     err_poison(&e);
-    int rc = set(cfg, v, &e);
+    int rc = apply(sc, cfg, &e);
     if (rc != want_rc)
-        H_FAIL("line %d: %s(%" PRId64 ") returned %d (%s), want %d (%s)", line, setname, v, rc, bw_strerror(rc),
-               want_rc, bw_strerror(want_rc));
+        H_FAIL("line %d: %s returned %d (%s), want %d (%s)", line, call, rc, bw_strerror(rc), want_rc,
+               bw_strerror(want_rc));
     if (want_rc == BW_OK) {
         const char *got = kv(cfg, key);
         if (strcmp(got, want_text) != 0)
-            H_FAIL("line %d: after %s(%" PRId64 ") %s reads \"%s\", want \"%s\"", line, setname, v, key, got,
-                   want_text);
+            H_FAIL("line %d: after %s %s reads \"%s\", want \"%s\"", line, call, key, got, want_text);
         if (!err_untouched(&e))
-            H_FAIL("line %d: %s(%" PRId64 ") succeeded but wrote err", line, setname, v);
+            H_FAIL("line %d: %s succeeded but wrote err", line, call);
     } else {
         fmt(cfg, after);
         if (strcmp(before, after) != 0)
-            H_FAIL("line %d: failed %s(%" PRId64 ") changed the config:\n  before %s\n  after  %s", line, setname, v,
-                   before, after);
+            H_FAIL("line %d: failed %s changed the config:\n  before %s\n  after  %s", line, call, before, after);
         if (e.code != want_rc || strcmp(e.field, key) != 0 || !strstr(e.message, key) ||
             (range && !strstr(e.message, range)))
-            H_FAIL("line %d: %s(%" PRId64 ") err = {%d, \"%s\", \"%s\"}, want code %d, field \"%s\", message naming "
-                   "\"%s\" and \"%s\"",
-                   line, setname, v, e.code, e.field, e.message, want_rc, key, key, range ? range : "");
-        rc = set(cfg, v, NULL);
+            H_FAIL("line %d: %s err = {%d, \"%s\", \"%s\"}, want code %d, field \"%s\", message naming \"%s\" and "
+                   "\"%s\"",
+                   line, call, e.code, e.field, e.message, want_rc, key, key, range ? range : "");
+        rc = apply(sc, cfg, NULL);
         if (rc != want_rc)
-            H_FAIL("line %d: %s(%" PRId64 ", err=NULL) returned %d, want %d", line, setname, v, rc, want_rc);
+            H_FAIL("line %d: %s with err=NULL returned %d, want %d", line, call, rc, want_rc);
         fmt(cfg, after);
         if (strcmp(before, after) != 0)
-            H_FAIL("line %d: failed %s(%" PRId64 ", err=NULL) changed the config", line, setname, v);
+            H_FAIL("line %d: failed %s with err=NULL changed the config", line, call);
     }
     bw_config_free(cfg);
 }
 
-/* The same for a double setter; on success the knob must read back exactly v. */
+static void i64_case(int line, set_i64_fn set, const char *setname, const char *key, int64_t v, int want_rc,
+                     const char *want_text, const char *range)
+{
+    setter_call sc = {set, NULL, v, 0};
+    char call[160];
+    snprintf(call, sizeof call, "%s(%" PRId64 ")", setname, v);
+    setter_case(line, &sc, call, key, want_rc, want_text, range);
+}
+
+/* A double setter; on success the knob must read back exactly v (format writes %.17g). */
 static void dbl_case(int line, set_dbl_fn set, const char *setname, const char *key, double v, int want_rc,
                      const char *range)
 {
-    bw_config *cfg = bw_config_new();
-    if (!cfg) {
-        H_FAIL("line %d: bw_config_new failed", line);
-        return;
-    }
-    char before[FMT_SIZE], after[FMT_SIZE];
-    fmt(cfg, before);
-    bw_error e;
-    err_poison(&e);
-    int rc = set(cfg, v, &e);
-    if (rc != want_rc)
-        H_FAIL("line %d: %s(%.17g) returned %d (%s), want %d (%s)", line, setname, v, rc, bw_strerror(rc), want_rc,
-               bw_strerror(want_rc));
-    if (want_rc == BW_OK) {
-        const char *got = kv(cfg, key);
-        double back = strtod(got, NULL);
-        if (back != v)
-            H_FAIL("line %d: after %s(%.17g) %s reads \"%s\"", line, setname, v, key, got);
-        if (!err_untouched(&e))
-            H_FAIL("line %d: %s(%.17g) succeeded but wrote err", line, setname, v);
-    } else {
-        fmt(cfg, after);
-        if (strcmp(before, after) != 0)
-            H_FAIL("line %d: failed %s(%.17g) changed the config:\n  before %s\n  after  %s", line, setname, v, before,
-                   after);
-        if (e.code != want_rc || strcmp(e.field, key) != 0 || !strstr(e.message, key) ||
-            (range && !strstr(e.message, range)))
-            H_FAIL("line %d: %s(%.17g) err = {%d, \"%s\", \"%s\"}, want code %d, field \"%s\", message naming \"%s\" "
-                   "and \"%s\"",
-                   line, setname, v, e.code, e.field, e.message, want_rc, key, key, range ? range : "");
-        rc = set(cfg, v, NULL);
-        if (rc != want_rc)
-            H_FAIL("line %d: %s(%.17g, err=NULL) returned %d, want %d", line, setname, v, rc, want_rc);
-        fmt(cfg, after);
-        if (strcmp(before, after) != 0)
-            H_FAIL("line %d: failed %s(%.17g, err=NULL) changed the config", line, setname, v);
-    }
-    bw_config_free(cfg);
+    setter_call sc = {NULL, set, 0, v};
+    char call[160], text[64];
+    snprintf(call, sizeof call, "%s(%.17g)", setname, v);
+    snprintf(text, sizeof text, "%.17g", v);
+    setter_case(line, &sc, call, key, want_rc, text, range);
 }
 
 #define I64_OK(set, key, v, text) i64_case(__LINE__, set, #set, key, v, BW_OK, text, NULL)
