@@ -92,16 +92,29 @@ BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **o
 
 /*
  * bw_breaker_free — cancel the breaker's timed transitions (waiting out one that
- * is running on the timer thread) and release it.
- * NULL is ignored. No other call on the breaker may run concurrently or later;
- * permits still outstanding must not be settled afterwards.
+ * is running on the timer thread) and release it, with all its keyed circuits.
+ * NULL is ignored, and so is a breaker this call does not own: one made by a
+ * registry (bw_registry_free frees it) or a keyed circuit (see keyed.h).
+ * No other call on the breaker or its circuits may run concurrently or later;
+ * permits still outstanding must not be settled afterwards, and no circuit
+ * handle may still be held.
  * Thread safety: must not race any other call on this breaker (including a
  * listener still running for it, and its own timer's listener).
  */
 BW_API void bw_breaker_free(bw_breaker *b);
 
-/* bw_breaker_name — the breaker's name (owned by the breaker), or NULL for NULL. Thread safety: any thread. */
+/*
+ * bw_breaker_name — the breaker's name (owned by the breaker), or NULL for NULL.
+ * A keyed circuit has its breaker's name. Thread safety: any thread.
+ */
 BW_API const char *bw_breaker_name(const bw_breaker *b);
+
+/*
+ * bw_breaker_key — a keyed circuit's key (owned by the circuit, valid while the
+ * circuit is pinned), or NULL for a breaker that is not a keyed circuit and for
+ * NULL. Thread safety: any thread.
+ */
+BW_API const char *bw_breaker_key(const bw_breaker *b);
 
 /*
  * bw_acquire — ask to make a call.
@@ -131,6 +144,11 @@ BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
  * The engine measures the call's duration from the acquire and marks it slow when
  * it reached slow_call_duration. An outcome from a permit issued before the
  * breaker's last transition or operator verb is stale and dropped (not counted).
+ * `b` is the breaker the permit was acquired from; for a keyed circuit's permit
+ * it may also be the circuit's breaker (and must be, for bw_keyed_acquire's
+ * permits, which unpin their circuit here; see keyed.h).
+ * To abandon a call without judging it (cancelled, shutting down), settle it
+ * BW_IGNORED.
  * Returns BW_OK (also for a dropped stale outcome); BW_EINVAL for NULL b or
  * permit, or an unknown outcome; BW_EPERMIT when the permit was already settled,
  * never filled by bw_acquire, or belongs to another breaker — nothing is recorded
@@ -197,9 +215,25 @@ BW_API int bw_breaker_force_open(bw_breaker *b);
 BW_API int bw_breaker_disable(bw_breaker *b);
 BW_API int bw_breaker_metrics_only(bw_breaker *b);
 
+/* The operator verbs as values, for applying one to many breakers at once. */
+typedef enum bw_verb {
+    BW_VERB_RESET = 0,       /* bw_breaker_reset */
+    BW_VERB_FORCE_OPEN = 1,  /* bw_breaker_force_open */
+    BW_VERB_DISABLE = 2,     /* bw_breaker_disable */
+    BW_VERB_METRICS_ONLY = 3 /* bw_breaker_metrics_only */
+} bw_verb;
+
 /*
- * bw_breaker_bytes — the memory the breaker holds (struct, window, name, timer),
- * for capacity planning. 0 for NULL. Thread safety: any thread.
+ * bw_breaker_apply — run the verb `v` on b, exactly as its function above.
+ * Returns BW_OK, or BW_EINVAL for NULL b or an unknown verb. Thread safety: as
+ * the verbs.
+ */
+BW_API int bw_breaker_apply(bw_breaker *b, bw_verb v);
+
+/*
+ * bw_breaker_bytes — the memory the breaker holds (struct, window, name, timer;
+ * for a keyed circuit also its key and map entry; not its keyed circuits, see
+ * bw_keyed_bytes), for capacity planning. 0 for NULL. Thread safety: any thread.
  */
 BW_API size_t bw_breaker_bytes(const bw_breaker *b);
 

@@ -4,10 +4,11 @@
  * breakwater is a resilience library: circuit breakers with rate and consecutive
  * trip policies, six states, probe rounds and operator overrides. Start with
  * breaker.h; config.h lists every knob; clock.h and listener.h cover time and
- * events. docs/ has the guides.
+ * events; registry.h keeps many breakers by name and keyed.h many circuits by
+ * key inside one breaker. docs/ has the guides.
  *
- * Thread safety in one sentence: breakers and clocks are safe to share between
- * threads; a bw_config is used by one thread at a time.
+ * Thread safety in one sentence: breakers, registries and clocks are safe to
+ * share between threads; a bw_config is used by one thread at a time.
  */
 #ifndef BREAKWATER_H
 #define BREAKWATER_H
@@ -16,6 +17,8 @@
 #include "clock.h"
 #include "common.h"
 #include "config.h"
+#include "keyed.h"
 #include "listener.h"
+#include "registry.h"
 
 #endif

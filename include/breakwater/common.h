@@ -63,7 +63,8 @@ typedef enum bw_status {
     BW_EPARSE = -4,  /* configuration text could not be parsed */
     BW_EPERMIT = -5, /* a permit was settled twice, never acquired, or belongs to another breaker */
     BW_ESYS = -6,    /* the operating system refused (thread, lock) */
-    BW_ESTATE = -7   /* the operation is not allowed in the current state or mode */
+    BW_ESTATE = -7,  /* the operation is not allowed in the current state or mode */
+    BW_ELIMIT = -8   /* a bound was reached: no room for another keyed circuit */
 } bw_status;
 
 /*

@@ -7,7 +7,8 @@
  * them. Every setter checks its value at once and, when it is out of range,
  * returns BW_ERANGE (NaN and infinities included) with a message naming the field
  * and the allowed range, leaving the config unchanged. Checks that involve two
- * fields (max_concurrent_probes <= permitted_probes, wait_max >= wait) run in
+ * fields (max_concurrent_probes <= permitted_probes, wait_max >= wait, the
+ * keyed_* bounds) run in
  * bw_config_validate, which bw_breaker_new also calls.
  *
  * The knobs, their text names, defaults and ranges (docs/configuration.md has the
@@ -31,7 +32,13 @@
  *   error_threshold       [1, 1000000000]  (consecutive)         5
  *   success_threshold     [1, 1000000000]  (consecutive)         2
  *   half_open_capacity    [1, 1000000000]  (consecutive)         1
+ *   keyed_maxsize         [0, 1000000000]  (0 = unbounded)       1024
+ *   keyed_limit           0 (= 2 x keyed_maxsize), or
+ *                         [keyed_maxsize, 1000000000]            0
+ *   keyed_idle            [0, 365d]                              300s
+ *   keyed_history_idle    [keyed_idle, 365d]                     1h
  *
+ * The keyed_* knobs bound a breaker's keyed circuits (keyed.h says how).
  * Thread safety: a config is not thread-safe; use one from one thread at a time.
  * Reading it from several threads at once (bw_breaker_new) is safe.
  */
@@ -116,6 +123,14 @@ BW_API int bw_config_set_initial_state(bw_config *cfg, bw_state state, bw_error 
 BW_API int bw_config_set_error_threshold(bw_config *cfg, int64_t count, bw_error *err);
 BW_API int bw_config_set_success_threshold(bw_config *cfg, int64_t count, bw_error *err);
 BW_API int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *err);
+/* Circuits a breaker keeps resident before it evicts idle ones; 0 = unbounded (see keyed.h). */
+BW_API int bw_config_set_keyed_maxsize(bw_config *cfg, int64_t circuits, bw_error *err);
+/* The hard bound on resident keyed circuits; 0 = twice keyed_maxsize (see keyed.h). */
+BW_API int bw_config_set_keyed_limit(bw_config *cfg, int64_t circuits, bw_error *err);
+/* Unused time after which a quiet keyed circuit may be evicted. */
+BW_API int bw_config_set_keyed_idle(bw_config *cfg, int64_t ns, bw_error *err);
+/* Unused time after which a keyed circuit with failure history may be evicted. */
+BW_API int bw_config_set_keyed_history_idle(bw_config *cfg, int64_t ns, bw_error *err);
 
 /*
  * bw_config_set_clock — the clock breakers made from this config read; NULL means
@@ -144,7 +159,9 @@ BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *u
 
 /*
  * bw_config_validate — run the cross-field checks (max_concurrent_probes <=
- * permitted_probes; wait_max either none or >= wait). Returns BW_OK, BW_EINVAL
+ * permitted_probes; wait_max either none or >= wait; keyed_limit 0 or >=
+ * keyed_maxsize, and 0 when keyed_maxsize is 0; keyed_history_idle >=
+ * keyed_idle). Returns BW_OK, BW_EINVAL
  * (cfg NULL) or BW_ERANGE with *err naming the field. Thread safety: cfg must
  * not be modified concurrently.
  */

@@ -48,8 +48,8 @@ typedef enum bw_event_type {
  */
 typedef struct bw_event {
     bw_event_type type;
-    struct bw_breaker *breaker; /* the breaker that produced it */
-    const char *name;           /* the breaker's name */
+    struct bw_breaker *breaker; /* the breaker (or keyed circuit) that produced it */
+    const char *name;           /* the breaker's name (a keyed circuit's breaker's name) */
     bw_state from, to;          /* STATE_CHANGE: old and new state; REJECTED: both the state */
     bw_outcome outcome;         /* CALL: the outcome the caller or classifier gave */
     int slow;                   /* CALL: 1 when duration >= slow_call_duration */
@@ -57,6 +57,7 @@ typedef struct bw_event {
                                    breaker moved on since the permit was issued */
     int64_t duration_ns;        /* CALL: settle time minus acquire time */
     int64_t retry_after_ns;     /* REJECTED: time until OPEN admits a probe, or BW_NO_TIME */
+    const char *key;            /* a keyed circuit's key; NULL for a breaker's own circuit */
 } bw_event;
 
 /*

@@ -63,11 +63,13 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "circuit.h"
 #include "spin.h"
 #include "timer.h"
 
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
+#define PERMIT_PINNED 0x62777069u  /* live, and holding a pin on its keyed circuit */
 #define NAME_MAX_LEN 255
 #define MAX_STRIPES 8
 
@@ -96,6 +98,7 @@ struct bw_breaker {
     unsigned listener_mask;
     uint8_t clock_sys; /* read the inlined system clock */
     uint8_t timed;     /* acquire and settle read the clock (slow calls or CALL events) */
+    uint8_t kind;      /* BW__PLAIN, BW__OWNED or BW__CIRCUIT (keyed.h) */
     /* Written by every unstriped settle: the lock, then the machine. */
     alignas(64) bw__spin lock;
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
@@ -108,6 +111,9 @@ struct bw_breaker {
     bw_stripe *stripes; /* NULL when the window is not striped */
     uint32_t nstripes;  /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;
+    /* A breaker: its keyed circuits (made on first use). A circuit: its node. */
+    _Atomic(void *) ext;
+    bw__keyed_params keyed;
     /* The machine's window memory (unless striped), the name, then any stripes. */
     alignas(8) unsigned char data[];
 };
@@ -230,6 +236,7 @@ static bw_event event_of(bw_breaker *b, bw_event_type type)
     e.type = type;
     e.breaker = b;
     e.name = b->name;
+    e.key = b->kind == BW__CIRCUIT ? bw__circuit_node(b)->key : NULL;
     e.retry_after_ns = BW_NO_TIME;
     return e;
 }
@@ -356,21 +363,22 @@ static uint32_t stripes_for(const bw__mcfg *mc)
     return n > 1 ? n : 0;
 }
 
-static int check_name(const char *name, bw_error *err)
+int bw__check_name(const char *name, const char *field, bw_error *err)
 {
     if (!name)
-        return bw__fail(err, BW_EINVAL, "name", "name must not be NULL");
+        return bw__fail(err, BW_EINVAL, field, "%s must not be NULL", field);
     size_t n = 0;
     for (; name[n]; n++) {
         unsigned char c = (unsigned char)name[n];
         if (c <= 0x20 || c >= 0x7f)
-            return bw__fail(err, BW_EINVAL, "name", "name must be printable ASCII without spaces; byte %zu is 0x%02x",
-                            n, c);
+            return bw__fail(err, BW_EINVAL, field, "%s must be printable ASCII without spaces; byte %zu is 0x%02x",
+                            field, n, c);
         if (n >= NAME_MAX_LEN)
-            return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long", NAME_MAX_LEN);
+            return bw__fail(err, BW_EINVAL, field, "%s must be 1 to %d bytes long", field, NAME_MAX_LEN);
     }
     if (n == 0)
-        return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long, got an empty name", NAME_MAX_LEN);
+        return bw__fail(err, BW_EINVAL, field, "%s must be 1 to %d bytes long, got an empty %s", field, NAME_MAX_LEN,
+                        field);
     return BW_OK;
 }
 
@@ -378,7 +386,7 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
 {
     if (!out)
         return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
-    int rc = check_name(name, err);
+    int rc = bw__check_name(name, "name", err);
     if (rc != BW_OK)
         return rc;
     bw_config dflt;
@@ -440,6 +448,13 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     }
     atomic_init(&b->word, word_of(&b->m));
     atomic_init(&b->open_until, 0);
+    atomic_init(&b->ext, NULL);
+    b->keyed.max = cfg->keyed_max;
+    b->keyed.limit = cfg->keyed_max == 0 ? 0 : cfg->keyed_limit ? cfg->keyed_limit : 2 * cfg->keyed_max;
+    if (cfg->keyed_max != 0 && b->keyed.limit < cfg->keyed_max) /* 2 x max overflowed */
+        b->keyed.limit = UINT32_MAX;
+    b->keyed.idle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_idle, 0) : cfg->keyed_idle;
+    b->keyed.hidle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_hidle, 0) : cfg->keyed_hidle;
     if (cfg->auto_transition && (rc = timer_new(b)) != BW_OK) {
         free(b);
         return bw__fail(err, rc, "", "could not create the auto-transition timer");
@@ -448,12 +463,118 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     return BW_OK;
 }
 
+/*
+ * A keyed circuit: a copy of the parent's settings over a fresh machine, with
+ * its own window memory (never striped: many circuits spread the load already)
+ * and its node in the same block. The name is the parent's.
+ */
+int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw__circuit **node)
+{
+    const bw__mcfg *mc = &parent->m.cfg;
+    size_t wbytes = bw__machine_window_bytes(mc);
+    size_t node_at = (offsetof(bw_breaker, data) + wbytes + 7) / 8 * 8;
+    size_t size = node_at + node_bytes;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, size) != 0)
+        return BW_ENOMEM;
+    bw_breaker *c = mem;
+    memcpy(c, parent, offsetof(bw_breaker, data));
+    c->bytes = (uint32_t)size;
+    c->kind = BW__CIRCUIT;
+    c->timer = NULL;
+    c->stripes = NULL;
+    c->nstripes = 0;
+    atomic_init(&c->lock.v, 0);
+    atomic_init(&c->last_failure, 0);
+    atomic_init(&c->eval_sec, INT64_MIN);
+    bw__machine_init(&c->m, mc, c->data);
+    atomic_init(&c->word, word_of(&c->m));
+    atomic_init(&c->open_until, 0);
+    *node = (bw__circuit *)((char *)c + node_at);
+    atomic_init(&c->ext, (void *)*node);
+    if (parent->timer && timer_new(c) != BW_OK) {
+        free(c);
+        return BW_ENOMEM;
+    }
+    *out = c;
+    return BW_OK;
+}
+
+void bw__breaker_destroy(bw_breaker *b)
+{
+    timer_free(b);
+    if (b->kind != BW__CIRCUIT) {
+        bw__keyed *k = atomic_load_explicit(&b->ext, memory_order_acquire);
+        if (k)
+            bw__keyed_free(k);
+    }
+    free(b);
+}
+
 void bw_breaker_free(bw_breaker *b)
 {
-    if (!b)
-        return;
-    timer_free(b);
-    free(b);
+    if (b && b->kind == BW__PLAIN) /* a registry or a family frees its own */
+        bw__breaker_destroy(b);
+}
+
+int bw__breaker_kind(const bw_breaker *b)
+{
+    return b->kind;
+}
+
+void bw__breaker_set_kind(bw_breaker *b, int kind)
+{
+    b->kind = (uint8_t)kind;
+}
+
+bw__circuit *bw__circuit_node(const bw_breaker *b)
+{
+    if (b->kind != BW__CIRCUIT)
+        return NULL;
+    return atomic_load_explicit(&((bw_breaker *)b)->ext, memory_order_relaxed);
+}
+
+_Atomic(void *) *bw__breaker_ext(bw_breaker *b)
+{
+    return &b->ext;
+}
+
+const bw__keyed_params *bw__breaker_keyed_params(const bw_breaker *b)
+{
+    return &b->keyed;
+}
+
+int64_t bw__breaker_stamp(const bw_breaker *b)
+{
+    return stamp_of(b);
+}
+
+int bw__circuit_class(bw_breaker *c, int64_t now, int64_t *wait_end)
+{
+    lazy_clock lc = {c, now, 1};
+    bw__now t = {0, 0, lazy_read, &lc};
+    bw_snapshot s;
+    lock_all(c);
+    bw__machine_snapshot(&c->m, &t, &s);
+    unlock_all(c);
+    *wait_end = INT64_MIN;
+    switch (s.state) {
+    case BW_STATE_CLOSED:
+        return s.failed_calls || s.slow_calls || s.consecutive_failures || s.failed_rounds ? BW__HISTORY : BW__QUIET;
+    case BW_STATE_OPEN:
+        *wait_end = atomic_load_explicit(&c->open_until, memory_order_relaxed);
+        return BW__HISTORY;
+    case BW_STATE_HALF_OPEN:
+        return BW__HISTORY;
+    default:
+        return BW__HELD;
+    }
+}
+
+const char *bw_breaker_key(const bw_breaker *b)
+{
+    const bw__circuit *n = b ? bw__circuit_node(b) : NULL;
+    return n ? n->key : NULL;
 }
 
 const char *bw_breaker_name(const bw_breaker *b)
@@ -609,12 +730,19 @@ static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slo
     announce(b, &ev, before, after, 0);
 }
 
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code);
+
+void bw__permit_pin(bw_permit *p)
+{
+    p->magic_ = PERMIT_PINNED;
+}
+
 int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
         return BW_EINVAL;
     if (BW_UNLIKELY(p->magic_ != PERMIT_LIVE || p->breaker_ != b))
-        return BW_EPERMIT;
+        return settle_other(b, p, outcome, failure_code);
     p->magic_ = PERMIT_SETTLED;
 
     lazy_clock lc = {b, 0, 0};
@@ -645,6 +773,26 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
     if (BW_UNLIKELY(b->listener_mask || before != after))
         settle_events(b, outcome, slow, span, applied, before, after);
     return BW_OK;
+}
+
+/*
+ * A permit of a keyed circuit settled through its parent, or a pinned permit
+ * (bw_keyed_acquire): settle it on its circuit, then drop the pin. The unpin is
+ * the last touch of the circuit: after it the family may free it.
+ */
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+{
+    if (p->magic_ != PERMIT_LIVE && p->magic_ != PERMIT_PINNED)
+        return BW_EPERMIT;
+    bw_breaker *c = p->breaker_;
+    if (!c || (c != b && !(c->kind == BW__CIRCUIT && bw__keyed_parent(c) == b)))
+        return BW_EPERMIT;
+    int pinned = p->magic_ == PERMIT_PINNED;
+    p->magic_ = PERMIT_LIVE;
+    int rc = bw_settle_ex(c, p, outcome, failure_code);
+    if (pinned)
+        bw__circuit_unpin(c, stamp_of(c));
+    return rc;
 }
 
 int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
@@ -707,6 +855,17 @@ int bw_breaker_last_failure(const bw_breaker *b, int *code)
 
 /* ---- operator verbs ---- */
 
+void bw__breaker_preset(bw_breaker *b, int target)
+{
+    lock_all(b);
+    if (target == BW_STATE_CLOSED)
+        bw__machine_reset(&b->m);
+    else
+        bw__machine_override(&b->m, target);
+    publish(b);
+    unlock_all(b);
+}
+
 static int verb(bw_breaker *b, int target)
 {
     if (!b)
@@ -742,4 +901,18 @@ int bw_breaker_disable(bw_breaker *b)
 int bw_breaker_metrics_only(bw_breaker *b)
 {
     return verb(b, BW_STATE_METRICS_ONLY);
+}
+
+int bw__verb_state(bw_verb v)
+{
+    static const int states[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
+    return (unsigned)v < sizeof states / sizeof states[0] ? states[v] : -1;
+}
+
+int bw_breaker_apply(bw_breaker *b, bw_verb v)
+{
+    int target = bw__verb_state(v);
+    if (target < 0)
+        return BW_EINVAL;
+    return verb(b, target);
 }

@@ -45,6 +45,10 @@ static const bw_config defaults = {
             .max_wait_ho = 60 * BW_NS_PER_S,
         },
     .slow_ns = 60 * BW_NS_PER_S,
+    .keyed_max = 1024,
+    .keyed_limit = 0,
+    .keyed_idle = 300 * BW_NS_PER_S,
+    .keyed_hidle = 3600 * BW_NS_PER_S,
 };
 
 bw_config *bw_config_new(void)
@@ -96,14 +100,21 @@ static int set_rate(bw_config *cfg, const char *field, double v, double *dst, bw
 }
 
 /* A whole number in [lo, hi]. */
-static int set_count(bw_config *cfg, const char *field, int64_t v, int64_t hi, uint32_t *dst, bw_error *err)
+static int set_range(bw_config *cfg, const char *field, int64_t v, int64_t lo, int64_t hi, uint32_t *dst, bw_error *err)
 {
     if (!cfg)
         return null_cfg(err);
-    if (v < 1 || v > hi)
-        return bw__fail(err, BW_ERANGE, field, "%s must be in [1, %" PRId64 "], got %" PRId64, field, hi, v);
+    if (v < lo || v > hi)
+        return bw__fail(err, BW_ERANGE, field, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, field, lo, hi,
+                        v);
     *dst = (uint32_t)v;
     return BW_OK;
+}
+
+/* A whole number in [1, hi]. */
+static int set_count(bw_config *cfg, const char *field, int64_t v, int64_t hi, uint32_t *dst, bw_error *err)
+{
+    return set_range(cfg, field, v, 1, hi, dst, err);
 }
 
 /* A duration in (0, 365d], or 0 where `zero_ok` (meaning off / none). */
@@ -235,6 +246,26 @@ int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *er
     return set_count(cfg, "half_open_capacity", count, MAX_COUNT, FIELD(m.half_open_capacity), err);
 }
 
+int bw_config_set_keyed_maxsize(bw_config *cfg, int64_t circuits, bw_error *err)
+{
+    return set_range(cfg, "keyed_maxsize", circuits, 0, MAX_COUNT, FIELD(keyed_max), err);
+}
+
+int bw_config_set_keyed_limit(bw_config *cfg, int64_t circuits, bw_error *err)
+{
+    return set_range(cfg, "keyed_limit", circuits, 0, MAX_COUNT, FIELD(keyed_limit), err);
+}
+
+int bw_config_set_keyed_idle(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "keyed_idle", ns, 1, FIELD(keyed_idle), err);
+}
+
+int bw_config_set_keyed_history_idle(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "keyed_history_idle", ns, 0, FIELD(keyed_hidle), err);
+}
+
 int bw_config_set_clock(bw_config *cfg, bw_clock *clock)
 {
     if (!cfg)
@@ -275,6 +306,17 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "wait_max",
                         "wait_max must be none or in [wait = %" PRId64 " ns, 365d], got %" PRId64 " ns", wait,
                         cfg->m.wait_max);
+    if (cfg->keyed_max == 0 && cfg->keyed_limit != 0)
+        return bw__fail(err, BW_ERANGE, "keyed_limit",
+                        "keyed_limit must be 0 when keyed_maxsize is 0 (unbounded), got %u", cfg->keyed_limit);
+    if (cfg->keyed_limit != 0 && cfg->keyed_limit < cfg->keyed_max)
+        return bw__fail(err, BW_ERANGE, "keyed_limit",
+                        "keyed_limit must be 0 (twice keyed_maxsize) or in [keyed_maxsize = %u, %" PRId64 "], got %u",
+                        cfg->keyed_max, MAX_COUNT, cfg->keyed_limit);
+    if (cfg->keyed_hidle < cfg->keyed_idle)
+        return bw__fail(err, BW_ERANGE, "keyed_history_idle",
+                        "keyed_history_idle must be in [keyed_idle = %" PRId64 " ns, 365d], got %" PRId64 " ns",
+                        cfg->keyed_idle, cfg->keyed_hidle);
     return BW_OK;
 }
 
@@ -423,6 +465,10 @@ static const knob knobs[] = {
     {"error_threshold", K_COUNT, 0, bw_config_set_error_threshold, "a whole number"},
     {"success_threshold", K_COUNT, 0, bw_config_set_success_threshold, "a whole number"},
     {"half_open_capacity", K_COUNT, 0, bw_config_set_half_open_capacity, "a whole number"},
+    {"keyed_maxsize", K_COUNT, 0, bw_config_set_keyed_maxsize, "a whole number"},
+    {"keyed_limit", K_COUNT, 0, bw_config_set_keyed_limit, "a whole number"},
+    {"keyed_idle", K_DURATION, 0, bw_config_set_keyed_idle, "a duration such as 300s"},
+    {"keyed_history_idle", K_DURATION, 0, bw_config_set_keyed_history_idle, "a duration such as 1h"},
 };
 
 static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
@@ -533,22 +579,25 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
 {
     if (!cfg || (!buf && size))
         return BW_EINVAL;
-    char slow[32], wait[32], wmax[32], mwho[32];
+    char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32];
     fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
     fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
     fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
     fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
+    fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
+    fmt_duration(khidle, sizeof khidle, cfg->keyed_hidle, "0s");
     const bw__mcfg *m = &cfg->m;
     int n = snprintf(buf, size,
                      "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
                      "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
                      "wait_max=%s max_wait_in_half_open=%s auto_transition=%s initial_state=%s error_threshold=%u "
-                     "success_threshold=%u half_open_capacity=%u",
+                     "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
+                     "keyed_history_idle=%s",
                      m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
                      m->min_calls, m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
                      m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait,
                      m->wait_multiplier, wmax, mwho, cfg->auto_transition ? "true" : "false",
                      bw_state_name((bw_state)m->initial_state), m->error_threshold, m->success_threshold,
-                     m->half_open_capacity);
+                     m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle);
     return n;
 }

@@ -44,6 +44,8 @@ const char *bw_strerror(int code)
         return "operating system error";
     case BW_ESTATE:
         return "not allowed in the current state";
+    case BW_ELIMIT:
+        return "limit reached (no room for another keyed circuit)";
     default:
         return "unknown error";
     }

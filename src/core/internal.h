@@ -22,6 +22,12 @@
 /* Fill *err (if not NULL) and return code. */
 int bw__fail(bw_error *err, int code, const char *field, const char *fmt, ...) BW_PRINTF(4, 5);
 
+/*
+ * Check a breaker name or a key: 1 to 255 printable ASCII bytes, no spaces
+ * (breaker.c). `field` names it in the message.
+ */
+int bw__check_name(const char *name, const char *field, bw_error *err);
+
 /* The configuration object (config.c); breaker.c reads it when making a breaker. */
 struct bw_config {
     bw__mcfg m;      /* m.wait == 0 means "the policy's default wait" */
@@ -33,6 +39,11 @@ struct bw_config {
     void *listener_user;
     bw_classifier_cb classifier;
     void *classifier_user;
+    /* Keyed circuits (keyed.c). */
+    uint32_t keyed_max;   /* 0 = unbounded */
+    uint32_t keyed_limit; /* 0 = twice keyed_max */
+    int64_t keyed_idle;   /* ns */
+    int64_t keyed_hidle;  /* ns */
 };
 
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */

@@ -1,0 +1,135 @@
+/*
+ * breakwater/keyed.h — many independent circuits inside one breaker, one per key
+ * (a host, a tenant, a model endpoint), with bounded memory.
+ *
+ *     bw_permit p;
+ *     bw_rejection why;
+ *     if (bw_keyed_acquire(b, tenant, &p, &why) == BW_REJECTED)
+ *         return busy(why.retry_after_ns);     // only this tenant's circuit is open
+ *     int rc = call_backend(tenant);
+ *     bw_settle(b, &p, rc == 0 ? BW_SUCCESS : BW_FAILURE);
+ *
+ * Each key gets its own circuit: its own state, window, cool-down, probes and
+ * last failure, made on first use from the breaker's configuration (same
+ * thresholds, clock, listener and classifier; a time window is not striped).
+ * The breaker's own circuit (bw_acquire(b, ...)) is independent of all of them.
+ * A circuit is a bw_breaker: with a handle from bw_keyed_get every function of
+ * breaker.h works on it (acquire, settle, state, snapshot, the operator verbs).
+ * Listener events of a circuit carry the breaker's name in `name` and the key in
+ * `key` (NULL for the breaker's own circuit).
+ *
+ * Keys are 1 to 255 printable ASCII bytes without spaces (a key later becomes
+ * part of a store key).
+ *
+ * BOUNDED MEMORY. The breaker keeps at most keyed_maxsize circuits resident
+ * (config.h; default 1024, 0 = unbounded) and never more than keyed_limit
+ * (default twice keyed_maxsize). Eviction runs only when a new key arrives:
+ * 1. While keyed_maxsize or more circuits are resident, evict the least recently
+ *    used circuit that is *idle*: not pinned (no permit in flight, no handle
+ *    held) and either
+ *    - quiet — CLOSED with no failure, slow call or consecutive failure in its
+ *      window and no failed half-open round behind it — and unused for at least
+ *      keyed_idle (default 300 s); or
+ *    - carrying history — OPEN, HALF_OPEN, or CLOSED with failures in its window
+ *      — and unused for at least keyed_history_idle (default 1 h) and, if OPEN,
+ *      past the end of its open wait.
+ *    A circuit in an operator state (FORCED_OPEN, DISABLED, METRICS_ONLY) is
+ *    never evicted: eviction would silently undo the operator.
+ *    If no circuit is idle, more than keyed_maxsize stay resident: a busy or
+ *    recently used circuit is not evicted to make room.
+ * 2. When keyed_limit circuits are resident and step 1 found nothing, evict the
+ *    least recently used quiet circuit that is not pinned, however recently it
+ *    was used: it holds nothing but successes, so nothing is lost. If there is
+ *    none either (every circuit is pinned, carries history or is in an operator
+ *    state), the new key is refused with BW_ELIMIT; resident keys keep working.
+ * So a flood of new keys cannot reset a failing key's history: a failing or open
+ * circuit is evicted only after keyed_history_idle without use. The flood
+ * recycles quiet circuits, and memory stays within keyed_limit circuits.
+ * "Least recently used" is the order of lookups. Step 1 looks past at most 32
+ * circuits that are unpinned but recently used, so it may evict a slightly more
+ * recent idle circuit than the very oldest; step 2 is exact. "Used" means looked
+ * up, or unpinned (a settle of a bw_keyed_acquire permit, or a handle's release).
+ * An evicted key that comes back starts afresh in its initial state.
+ *
+ * MEMORY SAFETY. A circuit is freed only when nothing can reach it: eviction and
+ * lookup take the breaker's map lock, and eviction skips a pinned circuit. Each
+ * permit from bw_keyed_acquire and each handle from bw_keyed_get or
+ * bw_keyed_find holds a pin from the lookup until bw_settle or bw_keyed_release.
+ * A permit that is never settled pins its circuit forever (settle BW_IGNORED to
+ * abandon a call). A circuit pointer in a listener event is valid during the
+ * callback only.
+ *
+ * Cost: a lookup hashes the key (a per-breaker random seed, so crafted keys
+ * cannot collide on purpose) and holds the breaker's map lock (a spin lock) for
+ * a table probe and an LRU move; the call itself is then lock-free as for any
+ * breaker. Lookups of different keys of one breaker share that lock; keep a
+ * handle (bw_keyed_get) for a key you call very often from many threads.
+ *
+ * Thread safety: every function here is safe from any number of threads at once,
+ * together with calls on the breaker and its circuits; only bw_breaker_free of
+ * the breaker must not race them.
+ */
+#ifndef BREAKWATER_KEYED_H
+#define BREAKWATER_KEYED_H
+
+#include "breaker.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * bw_keyed_acquire — bw_acquire on the circuit of `key`, made if it is not
+ * resident. On BW_OK the permit pins the circuit: settle it with bw_settle(b, ...)
+ * (or bw_settle_ex) passing this same breaker b, which also unpins. Returns
+ * BW_OK; BW_REJECTED with *why (may be NULL) when the key's circuit refuses;
+ * BW_EINVAL for NULL arguments, a bad key, or b being itself a keyed circuit;
+ * BW_ENOMEM; BW_ELIMIT when the key is new and there is no room (see above).
+ */
+BW_API int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why);
+
+/*
+ * bw_keyed_get — a handle on the circuit of `key`, made if not resident, in *out.
+ * The handle pins the circuit until bw_keyed_release; use it with any function
+ * of breaker.h, except bw_breaker_free. Returns BW_OK, BW_EINVAL (NULL
+ * arguments, bad key — *err says why — or b a keyed circuit), BW_ENOMEM or
+ * BW_ELIMIT. *err may be NULL.
+ */
+BW_API int bw_keyed_get(bw_breaker *b, const char *key, bw_breaker **out, bw_error *err);
+
+/*
+ * bw_keyed_find — a handle on the circuit of `key` if it is resident (pinned, as
+ * bw_keyed_get), or NULL if it is not, or for NULL arguments. Never makes one.
+ */
+BW_API bw_breaker *bw_keyed_find(bw_breaker *b, const char *key);
+
+/*
+ * bw_keyed_release — drop a handle from bw_keyed_get or bw_keyed_find, once per
+ * handle. NULL and breakers that are not keyed circuits are ignored. The handle
+ * must not be used afterwards.
+ */
+BW_API void bw_keyed_release(bw_breaker *circuit);
+
+/*
+ * bw_keyed_apply — run an operator verb (breaker.h) on every resident circuit of
+ * b, and make circuits created from now on start in the verb's state, until
+ * BW_VERB_RESET, which resets every resident circuit and lets new ones start in
+ * the configured initial state again. The breaker's own circuit is untouched.
+ * Events are emitted as the verb's. Returns BW_OK, BW_EINVAL (b NULL, a keyed
+ * circuit, or an unknown verb) or BW_ENOMEM.
+ */
+BW_API int bw_keyed_apply(bw_breaker *b, bw_verb v);
+
+/* bw_keyed_count — the number of resident circuits of b (0 for NULL). */
+BW_API size_t bw_keyed_count(bw_breaker *b);
+
+/*
+ * bw_keyed_bytes — the memory b's keyed circuits hold: every resident circuit
+ * (bw_breaker_bytes), the map and its table. 0 for NULL or when none was made.
+ */
+BW_API size_t bw_keyed_bytes(bw_breaker *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
