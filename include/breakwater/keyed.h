@@ -115,8 +115,12 @@ BW_API void bw_keyed_release(bw_breaker *circuit);
  * b, and make circuits created from now on start in the verb's state, until
  * BW_VERB_RESET, which resets every resident circuit and lets new ones start in
  * the configured initial state again. The breaker's own circuit is untouched.
- * Events are emitted as the verb's. Returns BW_OK, BW_EINVAL (b NULL, a keyed
- * circuit, or an unknown verb) or BW_ENOMEM.
+ * Events are emitted as the verb's, on this thread. Applies are serialised
+ * (a process-wide mutex), so two at once never leave a mix of their verbs; a
+ * listener must therefore not call bw_keyed_apply or bw_registry_apply.
+ * Returns BW_OK, BW_EINVAL (b NULL, a keyed circuit, or an unknown verb) or
+ * BW_ENOMEM (the verb then reached no resident circuit; new ones still start in
+ * its state).
  */
 BW_API int bw_keyed_apply(bw_breaker *b, bw_verb v);
 

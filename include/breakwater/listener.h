@@ -17,7 +17,8 @@
  * advanced a manual clock. In that last case the manual clock's own mutex is
  * held (no breaker lock is): such a listener may call into any breaker, but must
  * not advance or set that clock, nor create or free an auto_transition breaker
- * on it.
+ * on it (which includes making a new keyed circuit of such a breaker, since that
+ * may also evict one).
  */
 #ifndef BREAKWATER_LISTENER_H
 #define BREAKWATER_LISTENER_H

@@ -89,11 +89,14 @@ BW_API size_t bw_registry_list(bw_registry *r, const char **names, bw_breaker **
 /*
  * bw_registry_apply — run an operator verb on every breaker of the registry and
  * on all their keyed circuits (bw_breaker_apply and bw_keyed_apply), and make
- * breakers made from now on start in the verb's state; BW_VERB_RESET resets them
- * all and lets new breakers start in their configured initial state again. For
- * example BW_VERB_METRICS_ONLY puts everything in shadow mode. Events are those
- * of the verbs, delivered on this thread. Returns BW_OK, BW_EINVAL (NULL r or an
- * unknown verb) or BW_ENOMEM (the verb then reached only some breakers).
+ * breakers made from now on, and every keyed circuit made from now on, start in
+ * the verb's state; BW_VERB_RESET resets them all and lets new ones start in
+ * their configured initial state again. For example BW_VERB_METRICS_ONLY puts
+ * everything in shadow mode. Events are those of the verbs, delivered on this
+ * thread. Applies are serialised, so two at once never leave a mix of their
+ * verbs; a listener must therefore not call bw_registry_apply or bw_keyed_apply.
+ * Returns BW_OK, BW_EINVAL (NULL r or an unknown verb) or BW_ENOMEM (the verb
+ * then reached only some breakers).
  */
 BW_API int bw_registry_apply(bw_registry *r, bw_verb v);
 

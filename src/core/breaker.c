@@ -96,9 +96,10 @@ struct bw_breaker {
     void *listener_user;
     _Atomic int64_t eval_sec; /* see the design notes; INT64_MIN = none */
     unsigned listener_mask;
-    uint8_t clock_sys; /* read the inlined system clock */
-    uint8_t timed;     /* acquire and settle read the clock (slow calls or CALL events) */
-    uint8_t kind;      /* BW__PLAIN, BW__OWNED or BW__CIRCUIT (keyed.h) */
+    uint8_t clock_sys;           /* read the inlined system clock */
+    uint8_t timed;               /* acquire and settle read the clock (slow calls or CALL events) */
+    uint8_t kind;                /* BW__PLAIN, BW__OWNED or BW__CIRCUIT (circuit.h) */
+    _Atomic signed char kpreset; /* the state new keyed circuits start in, or -1 */
     /* Written by every unstriped settle: the lock, then the machine. */
     alignas(64) bw__spin lock;
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
@@ -449,6 +450,7 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     atomic_init(&b->word, word_of(&b->m));
     atomic_init(&b->open_until, 0);
     atomic_init(&b->ext, NULL);
+    atomic_init(&b->kpreset, -1);
     b->keyed.max = cfg->keyed_max;
     b->keyed.limit = cfg->keyed_max == 0 ? 0 : cfg->keyed_limit ? cfg->keyed_limit : 2 * cfg->keyed_max;
     if (cfg->keyed_max != 0 && b->keyed.limit < cfg->keyed_max) /* 2 x max overflowed */
@@ -542,6 +544,16 @@ _Atomic(void *) *bw__breaker_ext(bw_breaker *b)
 const bw__keyed_params *bw__breaker_keyed_params(const bw_breaker *b)
 {
     return &b->keyed;
+}
+
+int bw__breaker_keyed_preset(const bw_breaker *b)
+{
+    return atomic_load(&((bw_breaker *)b)->kpreset);
+}
+
+void bw__breaker_set_keyed_preset(bw_breaker *b, int state)
+{
+    atomic_store(&b->kpreset, (signed char)state);
 }
 
 int64_t bw__breaker_stamp(const bw_breaker *b)

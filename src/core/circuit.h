@@ -34,7 +34,7 @@ typedef struct bw__keyed bw__keyed;
 
 /* A keyed circuit's node. */
 typedef struct bw__circuit {
-    struct bw__circuit *hnext;      /* hash chain */
+    struct bw__circuit *hnext;       /* hash chain */
     struct bw__circuit *prev, *next; /* LRU list: head is the most recently looked up */
     bw_breaker *b;                   /* the circuit itself */
     bw__keyed *fam;
@@ -55,6 +55,13 @@ bw__circuit *bw__circuit_node(const bw_breaker *b);
 /* A breaker's family slot (NULL until made) and its keyed_* knobs. */
 _Atomic(void *) *bw__breaker_ext(bw_breaker *b);
 const bw__keyed_params *bw__breaker_keyed_params(const bw_breaker *b);
+/*
+ * The state a breaker's new keyed circuits start in (bw_keyed_apply), or -1 for
+ * their configured initial state. Sequentially consistent, as is the family
+ * slot, so an apply that finds no family is seen by the family made after it.
+ */
+int bw__breaker_keyed_preset(const bw_breaker *b);
+void bw__breaker_set_keyed_preset(bw_breaker *b, int state);
 /* The breaker's clock, as a stamp (see internal.h), and a duration in stamps. */
 int64_t bw__breaker_stamp(const bw_breaker *b);
 /* Free a breaker of any kind, with its keyed circuits. */
@@ -75,9 +82,9 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
 
 /* What eviction may do with a circuit (read under its lock at stamp `now`). */
 enum {
-    BW__HELD = 0,    /* an operator state: never evicted */
-    BW__QUIET = 1,   /* CLOSED with a clean window: nothing to lose */
-    BW__HISTORY = 2  /* OPEN, HALF_OPEN, or failures or slow calls in the window */
+    BW__HELD = 0,   /* an operator state: never evicted */
+    BW__QUIET = 1,  /* CLOSED with a clean window: nothing to lose */
+    BW__HISTORY = 2 /* OPEN, HALF_OPEN, or failures or slow calls in the window */
 };
 /* The class; for an OPEN circuit *wait_end is the stamp its wait ends, else INT64_MIN. */
 int bw__circuit_class(bw_breaker *c, int64_t now, int64_t *wait_end);

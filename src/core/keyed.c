@@ -2,8 +2,10 @@
  * keyed.c — keyed circuits: one map of key -> circuit per breaker, kept in LRU
  * order, bounded as keyed.h describes.
  *
- * Locking: `lock` (a spin lock) guards the table, the LRU list, `count`,
- * `bytes` and `preset`. Pins are atomic: a pin is taken only under `lock` (by a
+ * Locking: `lock` (a spin lock) guards the table, the LRU list, `count` and
+ * `bytes`; a new circuit reads its parent's keyed preset under it.
+ * bw_keyed_apply calls are serialised by `apply_mu`, so two at once cannot
+ * leave the circuits in a mix of their verbs. Pins are atomic: a pin is taken only under `lock` (by a
  * lookup) and dropped without it (bw__circuit_unpin, from a settle or a
  * release). Eviction, also under `lock`, removes only a circuit with no pin; once
  * removed nobody can find it, so nobody can pin it again, and it is freed after
@@ -14,6 +16,7 @@
  * runs and no circuit is freed with `lock` held.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,6 @@ struct bw__keyed {
     bw__circuit *head, *tail; /* LRU: head is the most recently looked up */
     bw__keyed_params p;
     uint64_t seed;
-    int preset;   /* the state new circuits start in (bw_keyed_apply), or -1 */
     size_t bytes; /* of the resident circuits */
 };
 
@@ -44,7 +46,7 @@ struct bw__keyed {
 static bw__keyed *family(bw_breaker *b, int create)
 {
     _Atomic(void *) *slot = bw__breaker_ext(b);
-    bw__keyed *k = atomic_load_explicit(slot, memory_order_acquire);
+    bw__keyed *k = atomic_load(slot); /* seq_cst: see bw__breaker_keyed_preset */
     if (k || !create)
         return k;
     k = calloc(1, sizeof *k); /* the table comes with the first circuit */
@@ -54,10 +56,8 @@ static bw__keyed *family(bw_breaker *b, int create)
     k->parent = b;
     k->p = *bw__breaker_keyed_params(b);
     k->seed = bw__hash_seed(k);
-    k->preset = -1;
     void *expected = NULL;
-    if (!atomic_compare_exchange_strong_explicit(slot, &expected, (void *)k, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
+    if (!atomic_compare_exchange_strong(slot, &expected, (void *)k)) {
         free(k);
         return expected; /* another thread made it first */
     }
@@ -233,8 +233,10 @@ static void free_chain(bw__circuit *c)
  */
 static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, bw_error *err)
 {
-    if (!b || !key || !out)
-        return bw__fail(err, BW_EINVAL, "", "breaker, key and out must not be NULL");
+    if (!b || !out)
+        return bw__fail(err, BW_EINVAL, "", "breaker and out must not be NULL");
+    if (!key)
+        return bw__check_name(key, "key", err);
     if (bw__breaker_kind(b) == BW__CIRCUIT)
         return bw__fail(err, BW_EINVAL, "breaker", "a keyed circuit has no keyed circuits of its own");
     size_t len = strnlen(key, KEY_MAX + 1);
@@ -286,8 +288,9 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     }
     rc = make_room_locked(k, now, &victims);
     if (rc == BW_OK) {
-        if (k->preset >= 0)
-            bw__breaker_preset(nb, k->preset);
+        int preset = bw__breaker_keyed_preset(b);
+        if (preset >= 0)
+            bw__breaker_preset(nb, preset);
         rc = insert_locked(k, node);
     }
     bw__spin_unlock(&k->lock);
@@ -303,11 +306,17 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     return BW_OK;
 }
 
+static void unpin(bw__circuit *n, int64_t stamp)
+{
+    atomic_store_explicit(&n->touched, stamp, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&n->pins, 1, memory_order_release);
+}
+
 void bw__circuit_unpin(bw_breaker *c, int64_t stamp)
 {
     bw__circuit *n = bw__circuit_node(c);
-    atomic_store_explicit(&n->touched, stamp, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&n->pins, 1, memory_order_release);
+    if (n)
+        unpin(n, stamp);
 }
 
 bw_breaker *bw__keyed_parent(const bw_breaker *c)
@@ -363,22 +372,17 @@ void bw_keyed_release(bw_breaker *c)
         bw__circuit_unpin(c, bw__breaker_stamp(c));
 }
 
-int bw_keyed_apply(bw_breaker *b, bw_verb v)
+static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Pin every resident circuit of k into a new array (*out, *n). */
+static int pin_all(bw__keyed *k, bw__circuit ***out, size_t *n)
 {
-    int state = bw__verb_state(v);
-    if (!b || state < 0 || bw__breaker_kind(b) == BW__CIRCUIT)
-        return BW_EINVAL;
-    bw__keyed *k = family(b, 1);
-    if (!k)
-        return BW_ENOMEM;
-    /* Pin every resident circuit (and set the preset) in one critical section. */
-    bw_breaker **all = NULL;
-    size_t n = 0;
+    bw__circuit **all = NULL;
     for (;;) {
         bw__spin_lock(&k->lock);
         size_t want = k->count;
         bw__spin_unlock(&k->lock);
-        bw_breaker **mem = realloc(all, (want + 16) * sizeof *mem);
+        bw__circuit **mem = realloc(all, (want + 16) * sizeof *mem);
         if (!mem) {
             free(all);
             return BW_ENOMEM;
@@ -389,18 +393,36 @@ int bw_keyed_apply(bw_breaker *b, bw_verb v)
             break;
         bw__spin_unlock(&k->lock); /* grew meanwhile: size again */
     }
-    k->preset = v == BW_VERB_RESET ? -1 : state;
+    size_t i = 0;
     for (bw__circuit *c = k->head; c; c = c->next) {
         atomic_fetch_add_explicit(&c->pins, 1, memory_order_relaxed);
-        all[n++] = c->b;
+        all[i++] = c;
     }
     bw__spin_unlock(&k->lock);
-    for (size_t i = 0; i < n; i++) {
-        bw_breaker_apply(all[i], v);
-        bw__circuit_unpin(all[i], bw__breaker_stamp(all[i]));
-    }
-    free(all);
+    *out = all;
+    *n = i;
     return BW_OK;
+}
+
+int bw_keyed_apply(bw_breaker *b, bw_verb v)
+{
+    int state = bw__verb_state(v);
+    if (!b || state < 0 || bw__breaker_kind(b) == BW__CIRCUIT)
+        return BW_EINVAL;
+    pthread_mutex_lock(&apply_mu);
+    /* New circuits from now on; then every resident one (none without a family). */
+    bw__breaker_set_keyed_preset(b, v == BW_VERB_RESET ? -1 : state);
+    bw__keyed *k = family(b, 0);
+    bw__circuit **all = NULL;
+    size_t n = 0;
+    int rc = k ? pin_all(k, &all, &n) : BW_OK;
+    for (size_t i = 0; i < n; i++) {
+        bw_breaker_apply(all[i]->b, v);
+        unpin(all[i], bw__breaker_stamp(all[i]->b));
+    }
+    pthread_mutex_unlock(&apply_mu);
+    free(all);
+    return rc;
 }
 
 size_t bw_keyed_count(bw_breaker *b)

@@ -38,7 +38,8 @@ typedef struct rtab {
 struct bw_registry {
     _Atomic(rtab *) tab;
     uint64_t seed;
-    pthread_mutex_t mu; /* guards everything below and every write to the table */
+    pthread_mutex_t apply_mu; /* serialises bw_registry_apply calls */
+    pthread_mutex_t mu;       /* guards everything below and every write to the table */
     bw_config cfg;
     bw_breaker **order; /* insertion order */
     size_t count, cap;
@@ -100,6 +101,13 @@ int bw_registry_new(const bw_config *defaults, bw_registry **out, bw_error *err)
         bw_config_free(d);
         return bw__fail(err, BW_ESYS, "", "could not create the registry's mutex");
     }
+    if (pthread_mutex_init(&r->apply_mu, NULL) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        free(t);
+        bw_config_free(d);
+        return bw__fail(err, BW_ESYS, "", "could not create the registry's mutex");
+    }
     r->cfg = *d;
     bw_config_free(d);
     atomic_init(&r->tab, t);
@@ -123,6 +131,7 @@ void bw_registry_free(bw_registry *r)
     }
     free(r->order);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->apply_mu);
     free(r);
 }
 
@@ -191,8 +200,10 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
         return rc;
     }
     bw__breaker_set_kind(b, BW__OWNED);
-    if (r->preset >= 0)
+    if (r->preset >= 0) { /* as if bw_registry_apply had reached it */
         bw__breaker_preset(b, r->preset);
+        bw__breaker_set_keyed_preset(b, r->preset);
+    }
     r->order[r->count++] = b;
     tab_put(atomic_load_explicit(&r->tab, memory_order_relaxed), b, h);
     pthread_mutex_unlock(&r->mu);
@@ -202,8 +213,10 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
 
 int bw_registry_get(bw_registry *r, const char *name, const bw_config *override, bw_breaker **out, bw_error *err)
 {
-    if (BW_UNLIKELY(!r || !name || !out))
-        return bw__fail(err, BW_EINVAL, "", "registry, name and out must not be NULL");
+    if (BW_UNLIKELY(!r || !out))
+        return bw__fail(err, BW_EINVAL, "", "registry and out must not be NULL");
+    if (BW_UNLIKELY(!name))
+        return bw__check_name(name, "name", err);
     size_t len = strnlen(name, NAME_MAX_LEN + 1);
     if (BW_UNLIKELY(len == 0 || len > NAME_MAX_LEN))
         return bw__check_name(name, "name", err);
@@ -257,11 +270,13 @@ int bw_registry_apply(bw_registry *r, bw_verb v)
     int state = bw__verb_state(v);
     if (!r || state < 0)
         return BW_EINVAL;
+    pthread_mutex_lock(&r->apply_mu);
     pthread_mutex_lock(&r->mu);
     size_t n = r->count;
     bw_breaker **all = malloc((n ? n : 1) * sizeof *all);
     if (!all) {
         pthread_mutex_unlock(&r->mu);
+        pthread_mutex_unlock(&r->apply_mu);
         return BW_ENOMEM;
     }
     if (n)
@@ -274,6 +289,7 @@ int bw_registry_apply(bw_registry *r, bw_verb v)
         if (bw_keyed_apply(all[i], v) != BW_OK)
             rc = BW_ENOMEM;
     }
+    pthread_mutex_unlock(&r->apply_mu);
     free(all);
     return rc;
 }
