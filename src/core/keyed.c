@@ -425,24 +425,24 @@ int bw_keyed_apply(bw_breaker *b, bw_verb v)
     return rc;
 }
 
-size_t bw_keyed_count(bw_breaker *b)
+/* The number of resident circuits, or (bytes) the memory they and the map hold. */
+static size_t measure(bw_breaker *b, int bytes)
 {
     bw__keyed *k = b ? family(b, 0) : NULL;
     if (!k)
         return 0;
     bw__spin_lock(&k->lock);
-    size_t n = k->count;
+    size_t n = !bytes ? k->count : sizeof *k + (k->tab ? ((size_t)k->mask + 1) * sizeof *k->tab : 0) + k->bytes;
     bw__spin_unlock(&k->lock);
     return n;
 }
 
+size_t bw_keyed_count(bw_breaker *b)
+{
+    return measure(b, 0);
+}
+
 size_t bw_keyed_bytes(bw_breaker *b)
 {
-    bw__keyed *k = b ? family(b, 0) : NULL;
-    if (!k)
-        return 0;
-    bw__spin_lock(&k->lock);
-    size_t n = sizeof *k + (k->tab ? ((size_t)k->mask + 1) * sizeof *k->tab : 0) + k->bytes;
-    bw__spin_unlock(&k->lock);
-    return n;
+    return measure(b, 1);
 }
