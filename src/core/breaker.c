@@ -609,7 +609,8 @@ static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slo
     announce(b, &ev, before, after, 0);
 }
 
-int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+/* Every settle: `timed_out` marks the call slow whenever slow-call detection is on. */
+static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
         return BW_EINVAL;
@@ -625,7 +626,7 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
         lc.stamp = stamp_of(b); /* reused if the machine needs the time */
         lc.have = 1;
         span = lc.stamp - p->start_ns_;
-        slow = b->slow_stamp > 0 && span >= b->slow_stamp;
+        slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
     }
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
@@ -647,9 +648,27 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
     return BW_OK;
 }
 
+int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+{
+    return settle(b, p, outcome, failure_code, 0);
+}
+
 int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
 {
-    return bw_settle_ex(b, p, outcome, 0);
+    return settle(b, p, outcome, 0, 0);
+}
+
+int bw_settle_timeout(bw_breaker *b, bw_permit *p, int failure_code)
+{
+    return settle(b, p, BW_FAILURE, failure_code, 1);
+}
+
+bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg)
+{
+    if (!b->classifier)
+        return rc == 0 ? BW_SUCCESS : BW_FAILURE;
+    bw_outcome o = b->classifier(rc, arg, b->classifier_user);
+    return (unsigned)o > BW_UNREACHABLE ? BW_FAILURE : o;
 }
 
 int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why)
@@ -661,13 +680,7 @@ int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejecti
     if (st != BW_OK)
         return st;
     int r = fn(arg);
-    bw_outcome o = r == 0 ? BW_SUCCESS : BW_FAILURE;
-    if (b->classifier) {
-        o = b->classifier(r, arg, b->classifier_user);
-        if ((unsigned)o > BW_UNREACHABLE)
-            o = BW_FAILURE;
-    }
-    bw_settle_ex(b, &p, o, r);
+    bw_settle_ex(b, &p, bw__breaker_classify(b, r, arg), r);
     if (rc)
         *rc = r;
     return BW_OK;

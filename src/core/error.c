@@ -44,6 +44,10 @@ const char *bw_strerror(int code)
         return "operating system error";
     case BW_ESTATE:
         return "not allowed in the current state";
+    case BW_ETIMEDOUT:
+        return "call timed out";
+    case BW_EFULL:
+        return "no free slot (bulkhead or time limiter full)";
     default:
         return "unknown error";
     }
