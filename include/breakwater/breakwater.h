@@ -4,7 +4,8 @@
  * breakwater is a resilience library: circuit breakers with rate and consecutive
  * trip policies, six states, probe rounds and operator overrides. Start with
  * breaker.h; config.h lists every knob; clock.h and listener.h cover time and
- * events. docs/ has the guides.
+ * events. pipeline.h composes the breaker with retry.h, bulkhead.h and
+ * timeout.h (and fallbacks). docs/ has the guides.
  *
  * Thread safety in one sentence: breakers and clocks are safe to share between
  * threads; a bw_config is used by one thread at a time.
@@ -13,9 +14,13 @@
 #define BREAKWATER_H
 
 #include "breaker.h"
+#include "bulkhead.h"
 #include "clock.h"
 #include "common.h"
 #include "config.h"
 #include "listener.h"
+#include "pipeline.h"
+#include "retry.h"
+#include "timeout.h"
 
 #endif
