@@ -433,8 +433,8 @@ int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, voi
         return bw__fail(err, BW_EINVAL, "fallback", "fallback function must not be NULL");
     if (on == 0 || (on & ~BW_FALLBACK_ON_ALL))
         return bw__fail(err, BW_ERANGE, "on",
-                        "on must be a nonzero set of BW_FALLBACK_ON_* bits (within 0x%x), got 0x%x",
-                        BW_FALLBACK_ON_ALL, on);
+                        "on must be a nonzero set of BW_FALLBACK_ON_* bits (within 0x%x), got 0x%x", BW_FALLBACK_ON_ALL,
+                        on);
     fallback_layer *f = malloc(sizeof *f);
     if (!f)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -455,7 +455,8 @@ int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error 
         return bw__fail(err, BW_EINVAL, "version", "strategy version must be >= 1 (BW_STRATEGY_VERSION), got %d",
                         s->version);
     if (!s->name || !s->execute)
-        return bw__fail(err, BW_EINVAL, s->name ? "execute" : "name", "a strategy needs a name and an execute function");
+        return bw__fail(err, BW_EINVAL, s->name ? "execute" : "name",
+                        "a strategy needs a name and an execute function");
     return push(p, s, state);
 }
 
