@@ -34,7 +34,7 @@ int bw_retry_budget_new(double max_tokens, double token_ratio, bw_retry_budget *
 {
     if (!out)
         return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
-    int64_t max, ratio;
+    int64_t max = 0, ratio = 0;
     int rc;
     if ((rc = to_milli(max_tokens, "max_tokens", &max, err)) != BW_OK ||
         (rc = to_milli(token_ratio, "token_ratio", &ratio, err)) != BW_OK)
