@@ -76,9 +76,11 @@ void bw_bulkhead_free(bw_bulkhead *bh)
     free(bh);
 }
 
-static inline int take(bw_bulkhead *bh)
+/* Take a slot if one is free. `order` is the first load's: a waiter's retry
+ * needs seq_cst (see Locking). */
+static inline int take(bw_bulkhead *bh, memory_order order)
 {
-    int n = atomic_load_explicit(&bh->used, memory_order_relaxed);
+    int n = atomic_load_explicit(&bh->used, order);
     while (n < bh->max)
         if (atomic_compare_exchange_weak_explicit(&bh->used, &n, n + 1, memory_order_seq_cst, memory_order_relaxed))
             return 1;
@@ -89,7 +91,7 @@ int bw_bulkhead_try_acquire(bw_bulkhead *bh)
 {
     if (BW_UNLIKELY(!bh))
         return BW_EINVAL;
-    return take(bh) ? BW_OK : BW_EFULL;
+    return take(bh, memory_order_relaxed) ? BW_OK : BW_EFULL;
 }
 
 static BW_NOINLINE int wait_for_slot(bw_bulkhead *bh)
@@ -98,19 +100,19 @@ static BW_NOINLINE int wait_for_slot(bw_bulkhead *bh)
     struct timespec ts = {(time_t)(deadline / BW_NS_PER_S), (long)(deadline % BW_NS_PER_S)};
     int got = 0;
     pthread_mutex_lock(&bh->mu);
-    atomic_fetch_add(&bh->waiters, 1);
+    atomic_fetch_add_explicit(&bh->waiters, 1, memory_order_seq_cst);
     for (;;) {
-        if (take(bh)) {
+        if (take(bh, memory_order_seq_cst)) {
             got = 1;
             break;
         }
         int e = pthread_cond_timedwait(&bh->cv, &bh->mu, &ts);
         if (e == ETIMEDOUT) {
-            got = take(bh);
+            got = take(bh, memory_order_seq_cst);
             break;
         }
     }
-    atomic_fetch_sub(&bh->waiters, 1);
+    atomic_fetch_sub_explicit(&bh->waiters, 1, memory_order_relaxed);
     pthread_mutex_unlock(&bh->mu);
     return got ? BW_OK : BW_EFULL;
 }
@@ -119,7 +121,7 @@ int bw_bulkhead_acquire(bw_bulkhead *bh)
 {
     if (BW_UNLIKELY(!bh))
         return BW_EINVAL;
-    if (BW_LIKELY(take(bh)))
+    if (BW_LIKELY(take(bh, memory_order_relaxed)))
         return BW_OK;
     return bh->max_wait > 0 ? wait_for_slot(bh) : BW_EFULL;
 }
@@ -133,7 +135,7 @@ int bw_bulkhead_release(bw_bulkhead *bh)
         if (BW_UNLIKELY(n <= 0))
             return BW_ESTATE;
     } while (!atomic_compare_exchange_weak_explicit(&bh->used, &n, n - 1, memory_order_seq_cst, memory_order_relaxed));
-    if (BW_UNLIKELY(atomic_load(&bh->waiters) > 0)) {
+    if (BW_UNLIKELY(atomic_load_explicit(&bh->waiters, memory_order_seq_cst) > 0)) {
         pthread_mutex_lock(&bh->mu);
         pthread_cond_broadcast(&bh->cv);
         pthread_mutex_unlock(&bh->mu);
