@@ -39,11 +39,11 @@ typedef struct bw_bulkhead bw_bulkhead;
  * acquire waits up to max_wait_ns (in [0, 365d]; 0 = never wait) for a slot.
  * Returns BW_OK and *out (free with bw_bulkhead_free); BW_EINVAL for a NULL out;
  * BW_ERANGE with *err naming the field and range; BW_ENOMEM; BW_ESYS when the
- * mutex or condition variable cannot be made.
+ * mutex or condition variable cannot be made. Thread safety: any thread.
  */
 BW_API int bw_bulkhead_new(int max_concurrent, int64_t max_wait_ns, bw_bulkhead **out, bw_error *err);
 
-/* bw_bulkhead_free — NULL is ignored. No call may hold a slot or wait on it. */
+/* bw_bulkhead_free — NULL is ignored. Thread safety: no call may hold a slot, wait for one, or run at once. */
 BW_API void bw_bulkhead_free(bw_bulkhead *bh);
 
 /*

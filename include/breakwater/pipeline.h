@@ -73,8 +73,13 @@ extern "C" {
 
 typedef struct bw_pipeline bw_pipeline;
 
-/* One execution's context, handed to the call and to every layer. Lives on
- * the executing thread's stack for one execution; never keep the pointer. */
+/*
+ * One execution's context, handed to the call and to every layer. It lives on
+ * the executing thread's stack (or a limiter worker's job slot) for one
+ * execution; never keep the pointer. Thread safety of every bw_ctx_ function:
+ * only the thread running the call or layer that received the context may use
+ * it. A NULL ctx gives the documented neutral value or BW_EINVAL.
+ */
 typedef struct bw_ctx bw_ctx;
 
 /* The guarded call: returns a code (0 = success for the default classifiers). */
@@ -168,6 +173,7 @@ BW_API void bw_pipeline_free(bw_pipeline *p);
  * BW_EINVAL for a NULL pipeline or a NULL required argument; BW_ERANGE for a
  * value out of range; BW_ESTATE once the pipeline has executed or already has
  * 32 layers; BW_ENOMEM. *err (may be NULL) names the argument at fault.
+ * Thread safety: one thread at a time, before the first execution.
  */
 
 /* bw_pipeline_add_breaker — guard the inner layers with a breaker (borrowed). */
@@ -272,11 +278,12 @@ typedef struct bw_report {
  */
 BW_API int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report);
 
-/* bw_pipeline_layers — the number of layers; BW_EINVAL for NULL. */
+/* bw_pipeline_layers — the number of layers; BW_EINVAL for NULL. Thread safety: any thread once built. */
 BW_API int bw_pipeline_layers(const bw_pipeline *p);
 
 /* bw_pipeline_layer_name — the name of layer i (0 = outermost): "fallback", "retry", "breaker", "bulkhead",
- * "timeout" or a custom strategy's name; NULL when out of range. */
+ * "timeout" or a custom strategy's name (owned by the strategy); NULL when out of range. Thread safety: any thread
+ * once built. */
 BW_API const char *bw_pipeline_layer_name(const bw_pipeline *p, int i);
 
 #ifdef __cplusplus

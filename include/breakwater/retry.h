@@ -117,7 +117,7 @@ typedef uint64_t (*bw_random_cb)(void *user);
  */
 BW_API int bw_retry_new(bw_retry **out);
 
-/* bw_retry_free — release a policy; NULL is ignored. No call may still use it. */
+/* bw_retry_free — release a policy; NULL is ignored. Thread safety: no call may still use it. */
 BW_API void bw_retry_free(bw_retry *r);
 
 /*
@@ -221,7 +221,8 @@ BW_API int bw_retry_begin(const bw_retry *r, bw_retry_state *st);
  */
 BW_API int bw_retry_next(bw_retry_state *st, const bw_attempt *attempt, int64_t *delay_ns);
 
-/* bw_retry_state_attempts — attempts reported so far to this state (0 before the first). */
+/* bw_retry_state_attempts — attempts reported so far to this state (0 before the first); BW_EINVAL for NULL
+ * or a state never begun. Thread safety: the thread that owns the state. */
 BW_API int bw_retry_state_attempts(const bw_retry_state *st);
 
 /*
@@ -246,7 +247,7 @@ BW_API int bw_retry_state_attempts(const bw_retry_state *st);
  */
 BW_API int bw_retry_budget_new(double max_tokens, double token_ratio, bw_retry_budget **out, bw_error *err);
 
-/* bw_retry_budget_free — NULL is ignored; no policy may still use it. */
+/* bw_retry_budget_free — NULL is ignored. Thread safety: no policy or call may still use it. */
 BW_API void bw_retry_budget_free(bw_retry_budget *b);
 
 /* bw_retry_budget_tokens — the tokens now (a multiple of 0.001); -1 for NULL. */

@@ -83,7 +83,8 @@ BW_API int bw_limiter_set_abandoned(bw_limiter *lim, bw_abandoned_cb fn, void *u
  */
 BW_API int bw_limiter_run(bw_limiter *lim, int64_t timeout_ns, bw_call_fn fn, void *arg, int *rc);
 
-/* bw_limiter_busy — workers running a call now (abandoned ones included); BW_EINVAL for NULL. */
+/* bw_limiter_busy — workers running a call now (abandoned ones included); BW_EINVAL for NULL.
+ * Thread safety: any thread (it briefly takes the limiter's mutex). */
 BW_API int bw_limiter_busy(bw_limiter *lim);
 
 #ifdef __cplusplus
