@@ -63,6 +63,7 @@
 #include "bulkhead.h"
 #include "clock.h"
 #include "common.h"
+#include "config.h"
 #include "listener.h"
 #include "retry.h"
 #include "timeout.h"
@@ -206,7 +207,9 @@ BW_API int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limite
 #define BW_FALLBACK_ON_REJECTED 0x1u /* a breaker refused (BW_REJECTED) */
 #define BW_FALLBACK_ON_TIMEOUT 0x2u  /* BW_ETIMEDOUT */
 #define BW_FALLBACK_ON_FULL 0x4u     /* a bulkhead or limiter had no slot (BW_EFULL) */
-#define BW_FALLBACK_ON_FAILURE 0x8u  /* the call ran and returned rc != 0 */
+#define BW_FALLBACK_ON_FAILURE                                                                                         \
+    0x8u /* the call ran and failed: rc != 0, or as bw_pipeline_add_fallback_ex's                                      \
+            classifier says */
 #define BW_FALLBACK_ON_ALL 0xfu
 
 /* Why a fallback is standing in. */
@@ -232,6 +235,18 @@ typedef int (*bw_fallback_fn)(const bw_fallback_info *why, void *arg, void *user
  * borrowed.
  */
 BW_API int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, void *user, bw_error *err);
+
+/*
+ * bw_pipeline_add_fallback_ex — the same, with a classifier deciding which
+ * return codes are failures for BW_FALLBACK_ON_FAILURE: BW_FAILURE and
+ * BW_UNREACHABLE are, BW_SUCCESS and BW_IGNORED are not (so a 404 the breaker
+ * ignores need not be replaced). The classifier receives the call's code, its
+ * arg and classify_user (borrowed); NULL means rc != 0. Same errors as
+ * bw_pipeline_add_fallback. Thread safety: as the other add functions; the
+ * classifier runs on the executing thread.
+ */
+BW_API int bw_pipeline_add_fallback_ex(bw_pipeline *p, unsigned on, bw_classifier_cb classify, void *classify_user,
+                                       bw_fallback_fn fn, void *user, bw_error *err);
 
 /*
  * bw_pipeline_add — a custom strategy: `s` (borrowed, must outlive the

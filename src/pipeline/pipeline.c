@@ -273,7 +273,17 @@ typedef struct fallback_layer {
     unsigned on;
     bw_fallback_fn fn;
     void *user;
+    bw_classifier_cb classify; /* NULL: rc != 0 is a failure */
+    void *classify_user;
 } fallback_layer;
+
+static int failed(const fallback_layer *f, const bw_ctx *c)
+{
+    if (!f->classify)
+        return c->rc != 0;
+    bw_outcome o = f->classify(c->rc, c->arg, f->classify_user);
+    return o == BW_FAILURE || o == BW_UNREACHABLE || (unsigned)o > BW_UNREACHABLE;
+}
 
 static int fallback_exec(void *state, bw_ctx *c)
 {
@@ -282,7 +292,7 @@ static int fallback_exec(void *state, bw_ctx *c)
     unsigned reason = 0;
     switch (status) {
     case BW_OK:
-        reason = c->rc != 0 ? BW_FALLBACK_ON_FAILURE : 0;
+        reason = (f->on & BW_FALLBACK_ON_FAILURE) && failed(f, c) ? BW_FALLBACK_ON_FAILURE : 0;
         break;
     case BW_REJECTED:
         reason = BW_FALLBACK_ON_REJECTED;
@@ -426,6 +436,12 @@ int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limi
 
 int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, void *user, bw_error *err)
 {
+    return bw_pipeline_add_fallback_ex(p, on, NULL, NULL, fn, user, err);
+}
+
+int bw_pipeline_add_fallback_ex(bw_pipeline *p, unsigned on, bw_classifier_cb classify, void *classify_user,
+                                bw_fallback_fn fn, void *user, bw_error *err)
+{
     int rc = check_open(p, err);
     if (rc != BW_OK)
         return rc;
@@ -441,6 +457,8 @@ int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, voi
     f->on = on;
     f->fn = fn;
     f->user = user;
+    f->classify = classify;
+    f->classify_user = classify ? classify_user : NULL;
     return push(p, &fallback_strategy, f);
 }
 

@@ -367,6 +367,49 @@ static void test_fallback_keeps_shadow_statistics(void)
     bw_breaker_free(b);
 }
 
+static bw_outcome http_status(int rc, void *arg, void *user)
+{
+    (void)arg;
+    (*(int *)user)++;
+    if (rc == 404)
+        return BW_IGNORED;
+    if (rc == 999)
+        return (bw_outcome)42; /* not an outcome: counts as a failure */
+    return rc >= 500 ? BW_FAILURE : BW_SUCCESS;
+}
+
+static int return_code(bw_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    return *(int *)arg;
+}
+
+static void test_fallback_with_a_classifier(void)
+{
+    int used = 0, asked = 0;
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_fallback_ex(p, BW_FALLBACK_ON_FAILURE, http_status, &asked, zero_fallback, &used, NULL));
+    const int codes[] = {200, 404, 503, 999};
+    const int want_rc[] = {200, 404, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        int code = codes[i], rc = -1;
+        CHECK_OK(bw_pipeline_execute(p, return_code, &code, &rc, NULL));
+        CHECK_INT(rc, want_rc[i]);
+    }
+    CHECK_INT(asked, 4);
+    CHECK_INT(used, 2);
+    bw_pipeline_free(p);
+    /* Without ON_FAILURE in the mask the classifier is never asked. */
+    asked = 0;
+    p = pipeline();
+    CHECK_OK(bw_pipeline_add_fallback_ex(p, BW_FALLBACK_ON_REJECTED, http_status, &asked, zero_fallback, &used, NULL));
+    int code = 503, rc = -1;
+    CHECK_OK(bw_pipeline_execute(p, return_code, &code, &rc, NULL));
+    CHECK_INT(rc, 503);
+    CHECK_INT(asked, 0);
+    bw_pipeline_free(p);
+}
+
 static void test_result_delay_and_deadlines(void)
 {
     reset_logs();
@@ -678,6 +721,8 @@ static void test_bad_arguments(void)
     CHECK_RC(bw_pipeline_add_fallback(p, 0x10, never, NULL, &err), BW_ERANGE);
     CHECK_RC(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_ALL, NULL, NULL, &err), BW_EINVAL);
     CHECK_STR(err.field, "fallback");
+    CHECK_RC(bw_pipeline_add_fallback_ex(p, 0, NULL, NULL, never, NULL, &err), BW_ERANGE);
+    CHECK_STR(err.field, "on");
     bw_strategy bad = {0, "old", NULL, NULL};
     CHECK_RC(bw_pipeline_add(p, &bad, NULL, &err), BW_EINVAL);
     CHECK_STR(err.field, "version");
@@ -749,6 +794,7 @@ int main(void)
     RUN(test_timeout_is_a_slow_failure);
     RUN(test_bulkhead_full_is_unreachable);
     RUN(test_fallback_keeps_shadow_statistics);
+    RUN(test_fallback_with_a_classifier);
     RUN(test_result_delay_and_deadlines);
     RUN(test_limiter_in_a_pipeline);
     RUN(test_custom_strategy);
