@@ -273,8 +273,10 @@ int bw_retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns)
         if (n >= r->attempts)
             return stop(st, BW_RETRY_EXHAUSTED);
         delay = a->retry_after_ns;
-        if (r->patient_jitter > 0)
-            delay += (int64_t)(uniform(r) * (double)r->patient_jitter);
+        if (r->patient_jitter > 0) {
+            int64_t j = (int64_t)(uniform(r) * (double)r->patient_jitter);
+            delay = delay > INT64_MAX - j ? INT64_MAX : delay + j;
+        }
     } else {
         int retry = r->pred ? r->pred(a, r->pred_user) : default_pred(a);
         if (BW_LIKELY(!retry)) {
@@ -289,7 +291,8 @@ int bw_retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns)
             return stop(st, BW_RETRY_BUDGET);
         delay = a->retry_after_ns >= 0 ? a->retry_after_ns : backoff_delay(r, n, st->prev_delay_);
     }
-    if (st->deadline_ != BW_NO_TIME && bw__now_on(st->clock_) + delay >= st->deadline_)
+    /* delay >= deadline - now, written so that a huge result-given delay cannot overflow. */
+    if (st->deadline_ != BW_NO_TIME && delay >= st->deadline_ - bw__now_on(st->clock_))
         return stop(st, BW_RETRY_DEADLINE);
     st->prev_delay_ = delay;
     *delay_ns = delay;

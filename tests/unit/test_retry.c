@@ -214,7 +214,7 @@ static void test_custom_predicate(void)
 
 static void test_result_given_delay(void)
 {
-    bw_retry *r = policy(3, BW_BACKOFF_CONSTANT, 10 * MS, 1, 10 * MS, BW_JITTER_FULL);
+    bw_retry *r = policy(4, BW_BACKOFF_CONSTANT, 10 * MS, 1, 10 * MS, BW_JITTER_FULL);
     bw_retry_state st;
     int64_t d;
     bw_attempt hinted = {BW_OK, 503, 7 * BW_NS_PER_S}; /* beyond the cap: taken as given */
@@ -224,6 +224,9 @@ static void test_result_given_delay(void)
     hinted.retry_after_ns = 0;
     CHECK_INT(bw_retry_next(&st, &hinted, &d), BW_RETRY_AGAIN);
     CHECK_INT(d, 0);
+    hinted.retry_after_ns = INT64_MAX; /* taken as given, without overflow */
+    CHECK_INT(bw_retry_next(&st, &hinted, &d), BW_RETRY_AGAIN);
+    CHECK_INT(d, INT64_MAX);
     bw_attempt ok_hinted = {BW_OK, 0, 7 * BW_NS_PER_S}; /* a hint on a success changes nothing */
     CHECK_INT(bw_retry_next(&st, &ok_hinted, &d), BW_RETRY_DONE);
     bw_retry_free(r);
@@ -279,6 +282,16 @@ static void test_deadline_on_manual_clock(void)
     /* The deadline counts from begin, not from the clock's origin. */
     CHECK_OK(bw_retry_begin(r, &st));
     CHECK_INT(bw_retry_next(&st, &fail, &d), BW_RETRY_AGAIN);
+    /* A result-given delay far past the deadline ends the loop (no overflow). */
+    bw_attempt far = {BW_OK, 1, INT64_MAX};
+    CHECK_INT(bw_retry_next(&st, &far, &d), BW_RETRY_DEADLINE);
+    /* Patient waits saturate instead of overflowing. */
+    CHECK_OK(bw_retry_set_max_duration(r, 0, NULL));
+    CHECK_OK(bw_retry_set_patient(r, 1, 1000, NULL));
+    bw_attempt open = {BW_REJECTED, 0, INT64_MAX};
+    CHECK_OK(bw_retry_begin(r, &st));
+    CHECK_INT(bw_retry_next(&st, &open, &d), BW_RETRY_AGAIN);
+    CHECK(d >= INT64_MAX - 1000);
     bw_retry_free(r);
     bw_clock_free(clk);
 }
