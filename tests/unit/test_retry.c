@@ -3,8 +3,12 @@
  * jitter mode against an independent SplitMix64 and against hand-computed
  * values, result-given delays, fail-fast and patient rejections, the overall
  * deadline on a manual clock, the predicate, the budget's arithmetic at its
- * boundaries, and bad arguments.
+ * boundaries, both shared by threads (exact results), and bad arguments.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "harness.h"
 
 #define MS BW_NS_PER_MS
@@ -365,6 +369,101 @@ static void test_budget_in_the_loop(void)
     bw_retry_budget_free(b);
 }
 
+/* ---- threads: the shared budget and random source stay exact ---- */
+
+#define THREADS 4
+#define PER_THREAD 1000
+
+typedef struct shared {
+    pthread_barrier_t barrier;
+    bw_retry_budget *budget;
+    bw_retry *policy;
+    int64_t delays[THREADS][PER_THREAD];
+    _Atomic int bad;
+} shared;
+
+typedef struct worker_arg {
+    shared *s;
+    int id;
+} worker_arg;
+
+static void *budget_worker(void *p)
+{
+    worker_arg *w = p;
+    shared *s = w->s;
+    for (int i = 0; i < PER_THREAD / 10; i++)
+        s->bad += bw_retry_budget_record(s->budget, 0) != BW_OK;
+    pthread_barrier_wait(&s->barrier); /* every failure before any success: no clamping */
+    for (int i = 0; i < PER_THREAD / 10; i++)
+        s->bad += bw_retry_budget_record(s->budget, 1) != BW_OK;
+    return NULL;
+}
+
+static void *random_worker(void *p)
+{
+    worker_arg *w = p;
+    shared *s = w->s;
+    bw_attempt fail = {BW_OK, 1, BW_NO_TIME};
+    for (int i = 0; i < PER_THREAD; i++) {
+        bw_retry_state st;
+        bw_retry_begin(s->policy, &st);
+        if (bw_retry_next(&st, &fail, &s->delays[w->id][i]) != BW_RETRY_AGAIN)
+            s->delays[w->id][i] = -1;
+    }
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void run_workers(shared *s, void *(*fn)(void *))
+{
+    pthread_t t[THREADS];
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i].s = s;
+        w[i].id = i;
+        CHECK_INT(pthread_create(&t[i], NULL, fn, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+}
+
+static void test_threads(void)
+{
+    static shared s;
+    memset(&s, 0, sizeof s);
+    pthread_barrier_init(&s.barrier, NULL, THREADS);
+    /* 400 failures then 400 refunds of 1 token: back to exactly 1000. */
+    CHECK_OK(bw_retry_budget_new(1000, 1, &s.budget, NULL));
+    run_workers(&s, budget_worker);
+    CHECK_INT(s.bad, 0);
+    CHECK_DBL(bw_retry_budget_tokens(s.budget), 1000);
+    bw_retry_budget_free(s.budget);
+    pthread_barrier_destroy(&s.barrier);
+
+    /* Full jitter over a raw delay of 2^53 ns makes each delay the random draw >> 11:
+     * the threads together drew exactly the first 4000 numbers of the sequence. */
+    s.policy = policy(2, BW_BACKOFF_CONSTANT, INT64_C(1) << 53, 1, INT64_C(1) << 53, BW_JITTER_FULL);
+    CHECK_OK(bw_retry_set_seed(s.policy, 7));
+    run_workers(&s, random_worker);
+    int64_t *got = &s.delays[0][0];
+    qsort(got, THREADS * PER_THREAD, sizeof *got, cmp_i64);
+    static int64_t want[THREADS * PER_THREAD];
+    sm_state = 7;
+    for (int i = 0; i < THREADS * PER_THREAD; i++)
+        want[i] = (int64_t)(sm_next() >> 11);
+    qsort(want, THREADS * PER_THREAD, sizeof *want, cmp_i64);
+    int same = 1;
+    for (int i = 0; i < THREADS * PER_THREAD; i++)
+        same &= got[i] == want[i];
+    CHECK(same);
+    bw_retry_free(s.policy);
+}
+
 static void test_bad_arguments(void)
 {
     bw_error err;
@@ -441,6 +540,7 @@ int main(void)
     RUN(test_deadline_on_manual_clock);
     RUN(test_budget_arithmetic);
     RUN(test_budget_in_the_loop);
+    RUN(test_threads);
     RUN(test_bad_arguments);
     return TEST_SUMMARY();
 }
