@@ -54,6 +54,8 @@ static void narrate(const bw_event *e, void *user)
     case BW_EVENT_RESET:
         printf("t=%5.1fs   reset\n", t);
         break;
+    default: /* pipeline events (pipeline.h); this demo has no pipeline */
+        break;
     }
 }
 

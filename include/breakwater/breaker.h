@@ -159,6 +159,18 @@ BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
  */
 BW_API int bw_settle_ex(bw_breaker *b, bw_permit *permit, bw_outcome outcome, int failure_code);
 
+/*
+ * bw_settle_timeout — report that an admitted call timed out (the caller gave up
+ * on it): recorded as BW_FAILURE with failure_code, and as slow whenever
+ * slow-call detection is on, even when the measured duration is below
+ * slow_call_duration (a timeout shorter than the slow threshold still says the
+ * dependency is slow). With slow-call detection off it is a plain failure.
+ * The pipeline's breaker layer uses it for BW_ETIMEDOUT (pipeline.h).
+ * Returns and consumes the permit as bw_settle_ex.
+ * Thread safety: as bw_settle_ex.
+ */
+BW_API int bw_settle_timeout(bw_breaker *b, bw_permit *permit, int failure_code);
+
 /* A guarded function for bw_breaker_call: returns a code the classifier judges. */
 typedef int (*bw_call_fn)(void *arg);
 

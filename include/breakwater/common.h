@@ -64,7 +64,14 @@ typedef enum bw_status {
     BW_EPERMIT = -5, /* a permit was settled twice, never acquired, or belongs to another breaker */
     BW_ESYS = -6,    /* the operating system refused (thread, lock) */
     BW_ESTATE = -7,  /* the operation is not allowed in the current state or mode */
-    BW_ELIMIT = -8   /* a bound was reached: no room for another keyed circuit */
+    BW_ELIMIT = -8,  /* a bound was reached: no room for another keyed circuit */
+    /* The call did not finish within its timeout (timeout.h); a breaker around
+       it records a slow failure. */
+    BW_ETIMEDOUT = -9,
+    /* No slot: a bulkhead or a time limiter's pool is full (bulkhead.h,
+       timeout.h). The call was never made; a breaker around it records
+       BW_UNREACHABLE. */
+    BW_EFULL = -10
 } bw_status;
 
 /*

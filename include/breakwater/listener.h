@@ -36,7 +36,11 @@ typedef enum bw_event_type {
     BW_EVENT_STATE_CHANGE = 0, /* from -> to; fired once per transition */
     BW_EVENT_CALL = 1,         /* a permit was settled: outcome, slow, duration */
     BW_EVENT_REJECTED = 2,     /* an acquire was refused: state, retry_after */
-    BW_EVENT_RESET = 3         /* bw_breaker_reset ran (always, even if already CLOSED) */
+    BW_EVENT_RESET = 3,        /* bw_breaker_reset ran (always, even if already CLOSED) */
+    /* Pipeline events (pipeline.h): `breaker` is NULL and `name` is the pipeline's name. */
+    BW_EVENT_RETRY = 4,             /* a retry layer will run another attempt: attempt, delay_ns, status */
+    BW_EVENT_BULKHEAD_REJECTED = 5, /* a bulkhead layer found no slot (status BW_EFULL) */
+    BW_EVENT_FALLBACK = 6           /* a fallback layer substituted a value: fallback_reason, status */
 } bw_event_type;
 
 #define BW_EVENT_MASK(type) (1u << (unsigned)(type))
@@ -59,6 +63,13 @@ typedef struct bw_event {
     int64_t duration_ns;        /* CALL: settle time minus acquire time */
     int64_t retry_after_ns;     /* REJECTED: time until OPEN admits a probe, or BW_NO_TIME */
     const char *key;            /* a keyed circuit's key; NULL for a breaker's own circuit */
+    int attempt;                /* RETRY: the attempt that just ended (1 = the first call) */
+    int64_t delay_ns;           /* RETRY: the wait before the next attempt */
+    int status;                 /* RETRY, FALLBACK: the status of the outcome that caused it
+                                   (BW_OK with a failing code, BW_REJECTED, BW_ETIMEDOUT, ...);
+                                   BULKHEAD_REJECTED: BW_EFULL */
+    int rc;                     /* RETRY, FALLBACK: the call's return code when status is BW_OK */
+    int fallback_reason;        /* FALLBACK: the BW_FALLBACK_ON_* bit the fallback stood in for */
 } bw_event;
 
 /*

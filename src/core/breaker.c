@@ -742,19 +742,20 @@ static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slo
     announce(b, &ev, before, after, 0);
 }
 
-static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code);
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
 
 void bw__permit_pin(bw_permit *p)
 {
     p->magic_ = PERMIT_PINNED;
 }
 
-int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+/* Every settle: `timed_out` marks the call slow whenever slow-call detection is on. */
+static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
         return BW_EINVAL;
     if (BW_UNLIKELY(p->magic_ != PERMIT_LIVE || p->breaker_ != b))
-        return settle_other(b, p, outcome, failure_code);
+        return settle_other(b, p, outcome, failure_code, timed_out);
     p->magic_ = PERMIT_SETTLED;
 
     lazy_clock lc = {b, 0, 0};
@@ -765,7 +766,7 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
         lc.stamp = stamp_of(b); /* reused if the machine needs the time */
         lc.have = 1;
         span = lc.stamp - p->start_ns_;
-        slow = b->slow_stamp > 0 && span >= b->slow_stamp;
+        slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
     }
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
@@ -792,7 +793,7 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
  * (bw_keyed_acquire): settle it on its circuit, then drop the pin. The unpin is
  * the last touch of the circuit: after it the family may free it.
  */
-static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
 {
     if (p->magic_ != PERMIT_LIVE && p->magic_ != PERMIT_PINNED)
         return BW_EPERMIT;
@@ -801,15 +802,33 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
         return BW_EPERMIT;
     int pinned = p->magic_ == PERMIT_PINNED;
     p->magic_ = PERMIT_LIVE;
-    int rc = bw_settle_ex(c, p, outcome, failure_code);
+    int rc = settle(c, p, outcome, failure_code, timed_out);
     if (pinned)
         bw__circuit_unpin(c, stamp_of(c));
     return rc;
 }
 
+int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+{
+    return settle(b, p, outcome, failure_code, 0);
+}
+
 int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
 {
-    return bw_settle_ex(b, p, outcome, 0);
+    return settle(b, p, outcome, 0, 0);
+}
+
+int bw_settle_timeout(bw_breaker *b, bw_permit *p, int failure_code)
+{
+    return settle(b, p, BW_FAILURE, failure_code, 1);
+}
+
+bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg)
+{
+    if (!b->classifier)
+        return rc == 0 ? BW_SUCCESS : BW_FAILURE;
+    bw_outcome o = b->classifier(rc, arg, b->classifier_user);
+    return (unsigned)o > BW_UNREACHABLE ? BW_FAILURE : o;
 }
 
 int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why)
@@ -821,13 +840,7 @@ int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejecti
     if (st != BW_OK)
         return st;
     int r = fn(arg);
-    bw_outcome o = r == 0 ? BW_SUCCESS : BW_FAILURE;
-    if (b->classifier) {
-        o = b->classifier(r, arg, b->classifier_user);
-        if ((unsigned)o > BW_UNREACHABLE)
-            o = BW_FAILURE;
-    }
-    bw_settle_ex(b, &p, o, r);
+    bw_settle_ex(b, &p, bw__breaker_classify(b, r, arg), r);
     if (rc)
         *rc = r;
     return BW_OK;

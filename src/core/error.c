@@ -46,6 +46,10 @@ const char *bw_strerror(int code)
         return "not allowed in the current state";
     case BW_ELIMIT:
         return "limit reached (no room for another keyed circuit)";
+    case BW_ETIMEDOUT:
+        return "call timed out";
+    case BW_EFULL:
+        return "no free slot (bulkhead or time limiter full)";
     default:
         return "unknown error";
     }

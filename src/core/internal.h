@@ -46,6 +46,9 @@ struct bw_config {
     int64_t keyed_hidle;  /* ns */
 };
 
+/* The breaker's classifier applied to a call's return code (breaker.c). */
+bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg);
+
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
 int64_t bw__config_wait(const bw_config *cfg);
 

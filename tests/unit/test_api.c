@@ -17,8 +17,8 @@ static void test_version(void)
 
 static void test_strerror(void)
 {
-    const int codes[] = {BW_OK,     BW_REJECTED, BW_EINVAL, BW_ERANGE, BW_ENOMEM,
-                         BW_EPARSE, BW_EPERMIT,  BW_ESYS,   BW_ESTATE, BW_ELIMIT};
+    const int codes[] = {BW_OK,      BW_REJECTED, BW_EINVAL, BW_ERANGE, BW_ENOMEM,    BW_EPARSE,
+                         BW_EPERMIT, BW_ESYS,     BW_ESTATE, BW_ELIMIT, BW_ETIMEDOUT, BW_EFULL};
     const int n = (int)(sizeof codes / sizeof codes[0]);
     for (int i = 0; i < n; i++) {
         CHECK(strcmp(bw_strerror(codes[i]), "unknown error") != 0);
@@ -59,9 +59,14 @@ static void test_stable_values(void)
     CHECK_INT(BW_ESYS, -6);
     CHECK_INT(BW_ESTATE, -7);
     CHECK_INT(BW_ELIMIT, -8);
+    CHECK_INT(BW_ETIMEDOUT, -9);
+    CHECK_INT(BW_EFULL, -10);
     CHECK_INT(BW_STATE_METRICS_ONLY, 5);
     CHECK_INT(BW_UNREACHABLE, 3);
     CHECK_INT(BW_EVENT_RESET, 3);
+    CHECK_INT(BW_EVENT_RETRY, 4);
+    CHECK_INT(BW_EVENT_BULKHEAD_REJECTED, 5);
+    CHECK_INT(BW_EVENT_FALLBACK, 6);
 }
 
 int main(void)

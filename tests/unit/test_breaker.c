@@ -67,6 +67,9 @@ static void on_event(const bw_event *e, void *user)
         case BW_EVENT_RESET:
             snprintf(l, 64, "reset");
             break;
+        default:
+            snprintf(l, 64, "other %d", (int)e->type);
+            break;
         }
         r->ev[r->n] = *e;
         r->n++;

@@ -96,6 +96,90 @@ static void test_every_allocation_may_fail(void)
     CHECK(degraded >= 5);
 }
 
+static int zero(const bw_fallback_info *why, void *arg, void *user)
+{
+    (void)why;
+    (void)arg;
+    (void)user;
+    return 0;
+}
+
+static int succeed(bw_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
+/* What a constructor may answer when an allocation (or a thread) fails. */
+static int alloc_ok(int rc)
+{
+    return rc == BW_OK || rc == BW_ENOMEM || rc == BW_ESYS;
+}
+
+/* Every allocating entry point of the pipeline; a pipeline that got built still executes. */
+static int pipeline_scenario(void)
+{
+    int ok = 0, rc;
+    bw_retry *r = NULL;
+    bw_retry_budget *budget = NULL;
+    bw_bulkhead *bh = NULL;
+    bw_limiter *lim = NULL;
+    bw_pipeline *p = NULL;
+    bw_error err;
+    CHECK(alloc_ok(rc = bw_retry_new(&r)));
+    ok += rc == BW_OK;
+    CHECK(alloc_ok(rc = bw_retry_budget_new(10, 0.1, &budget, &err)));
+    ok += rc == BW_OK;
+    CHECK(alloc_ok(rc = bw_bulkhead_new(2, 0, &bh, &err)));
+    ok += rc == BW_OK;
+    CHECK(alloc_ok(rc = bw_limiter_new(2, &lim, &err)));
+    ok += rc == BW_OK;
+    CHECK(alloc_ok(rc = bw_pipeline_new("oom", &p, &err)));
+    if (rc == BW_OK) {
+        ok++;
+        int built = 1;
+        CHECK(alloc_ok(rc = bw_pipeline_add_fallback(p, BW_FALLBACK_ON_ALL, zero, NULL, &err)));
+        built &= rc == BW_OK;
+        if (r) {
+            bw_retry_set_budget(r, budget);
+            CHECK_OK(bw_pipeline_add_retry(p, r, &err));
+        }
+        if (bh)
+            CHECK_OK(bw_pipeline_add_bulkhead(p, bh, &err));
+        CHECK(alloc_ok(rc = bw_pipeline_add_timeout(p, BW_NS_PER_S, lim, &err)));
+        built &= rc == BW_OK;
+        ok += built;
+        int code = -1;
+        CHECK_OK(bw_pipeline_execute(p, succeed, NULL, &code, NULL));
+        CHECK_INT(code, 0);
+    }
+    bw_limiter_free(lim);
+    bw_pipeline_free(p);
+    bw_bulkhead_free(bh);
+    bw_retry_budget_free(budget);
+    bw_retry_free(r);
+    return ok;
+}
+
+static void test_pipeline_allocations_may_fail(void)
+{
+    alloc_fail_after(-1);
+    unsigned long a0 = allocs_now();
+    int full = pipeline_scenario();
+    unsigned long needed = allocs_now() - a0;
+    CHECK_INT(full, 6);
+    CHECK(needed >= 7);
+    int degraded = 0;
+    for (unsigned long n = 0; n < needed + 2; n++) {
+        alloc_fail_after((long)n);
+        int got = pipeline_scenario();
+        alloc_fail_after(-1);
+        degraded += got < full;
+    }
+    CHECK(degraded >= 6);
+}
+
 /* bw_config_new under OOM returns NULL; the other constructors report BW_ENOMEM. */
 static void test_constructors_report_enomem(void)
 {
@@ -119,5 +203,6 @@ int main(void)
 {
     RUN(test_every_allocation_may_fail);
     RUN(test_constructors_report_enomem);
+    RUN(test_pipeline_allocations_may_fail);
     return TEST_SUMMARY();
 }

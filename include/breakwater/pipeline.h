@@ -1,0 +1,307 @@
+/*
+ * breakwater/pipeline.h — the resilience pipeline: fallback, retry, breaker,
+ * bulkhead, timeout and your own strategies composed around one call.
+ *
+ * A pipeline is a list of layers; the first added is the outermost:
+ *
+ *     bw_pipeline *p;
+ *     bw_pipeline_new("orders", &p, &err);
+ *     bw_pipeline_add_fallback(p, BW_FALLBACK_ON_REJECTED, serve_cached, cache, &err);
+ *     bw_pipeline_add_retry(p, retry, &err);          // retry.h
+ *     bw_pipeline_add_breaker(p, breaker, &err);      // breaker.h
+ *     bw_pipeline_add_bulkhead(p, bulkhead, &err);    // bulkhead.h
+ *     bw_pipeline_add_timeout(p, 2 * BW_NS_PER_S, NULL, &err);
+ *     ...
+ *     int rc;
+ *     int status = bw_pipeline_execute(p, fetch_orders, &req, &rc, NULL);
+ *
+ * The recommended order, outer to inner, is the one above: fallback (stands in
+ * for whatever the inner layers gave up on, their rejections included), retry
+ * (each attempt below is a complete guarded call, so the breaker sees honest
+ * per-attempt outcomes and the loop stops the moment the circuit opens),
+ * breaker (counts timeouts and failures of every attempt; an open circuit
+ * rejects before a bulkhead slot is touched), bulkhead (inside the retry, so
+ * waiting between attempts holds no slot), timeout (innermost: bounds one
+ * attempt). Nothing enforces it: a breaker outside the retry counts one outcome
+ * per operation instead of one per attempt, which is sometimes what you want.
+ *
+ * Results. bw_pipeline_execute returns a status and fills *rc:
+ *   BW_OK         the call ran (or a fallback stood in): *rc is its return code,
+ *                 which may itself say the call failed
+ *   BW_REJECTED   a breaker refused the last attempt (report.rejection says why)
+ *   BW_EFULL      a bulkhead or a time limiter had no slot
+ *   BW_ETIMEDOUT  the last attempt timed out
+ *   other errors  bad arguments (BW_EINVAL), or what a custom strategy returned
+ * How each layer reads the statuses of the layers inside it:
+ *   - breaker: BW_OK is classified with the breaker's classifier (rc is the
+ *     failure code); BW_ETIMEDOUT is a failure and slow (bw_settle_timeout);
+ *     any other status (BW_EFULL, BW_REJECTED of a breaker inside, ...) means
+ *     the call never left the process: BW_UNREACHABLE.
+ *   - retry: asks its policy (retry.h); rejections are never retried unless the
+ *     policy is patient; the callee may ask for a delay (bw_ctx_set_retry_after).
+ *   - fallback: substitutes a value for the outcomes named in its mask.
+ *   - timeout: sets the deadline the callee reads (bw_ctx_remaining_ns) and turns
+ *     a call that returns at or after it into BW_ETIMEDOUT (timeout.h).
+ *
+ * Lifetime and cost. A pipeline is built once: the add functions allocate, and
+ * bw_pipeline_execute never does. The objects a layer uses (breaker, retry
+ * policy, bulkhead, limiter) are borrowed and may be shared by many pipelines;
+ * they must outlive the pipeline. The success path takes no lock.
+ *
+ * Thread safety: build a pipeline on one thread (the add and set functions are
+ * not thread-safe, and are refused with BW_ESTATE once the pipeline has
+ * executed); then any number of threads may execute it at once.
+ * bw_pipeline_free must not race an execution. Callbacks (the call, fallbacks,
+ * predicates, listeners, custom strategies) run on the executing thread, or on
+ * a limiter's worker for the layers inside a timeout with a limiter, with no
+ * breakwater lock held.
+ */
+#ifndef BREAKWATER_PIPELINE_H
+#define BREAKWATER_PIPELINE_H
+
+#include "breaker.h"
+#include "bulkhead.h"
+#include "clock.h"
+#include "common.h"
+#include "config.h"
+#include "listener.h"
+#include "retry.h"
+#include "timeout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bw_pipeline bw_pipeline;
+
+/*
+ * One execution's context, handed to the call and to every layer. It lives on
+ * the executing thread's stack (or a limiter worker's job slot) for one
+ * execution; never keep the pointer. Thread safety of every bw_ctx_ function:
+ * only the thread running the call or layer that received the context may use
+ * it. A NULL ctx gives the documented neutral value or BW_EINVAL.
+ */
+typedef struct bw_ctx bw_ctx;
+
+/* The guarded call: returns a code (0 = success for the default classifiers). */
+typedef int (*bw_task_fn)(bw_ctx *ctx, void *arg);
+
+/*
+ * bw_ctx_remaining_ns — the time left before the call's deadline (0 once it
+ * passed), or BW_NO_TIME when no layer set one. Give it to your own I/O.
+ * Thread safety: the thread running the call.
+ */
+BW_API int64_t bw_ctx_remaining_ns(const bw_ctx *ctx);
+
+/* bw_ctx_deadline — the deadline as an instant on the pipeline's clock, or BW_NO_TIME. */
+BW_API int64_t bw_ctx_deadline(const bw_ctx *ctx);
+
+/* bw_ctx_attempt — the attempt number of this call (1 = the first; 1 without a retry layer); BW_EINVAL for NULL. */
+BW_API int bw_ctx_attempt(const bw_ctx *ctx);
+
+/*
+ * bw_ctx_set_retry_after — the call asks an outer retry layer to wait exactly
+ * ns (>= 0) before the next attempt, e.g. from an HTTP Retry-After header.
+ * Counts only if the retry policy decides to retry. Returns BW_OK, BW_EINVAL.
+ */
+BW_API int bw_ctx_set_retry_after(bw_ctx *ctx, int64_t ns);
+
+/* ---- custom strategies ---- */
+
+/*
+ * bw_ctx_next — for strategies: run the layers inside this one and the call.
+ * Returns their status; bw_ctx_rc then holds the call's return code. A strategy
+ * may call it any number of times (a retry) or not at all (a cache hit: set the
+ * code with bw_ctx_set_rc and return BW_OK).
+ */
+BW_API int bw_ctx_next(bw_ctx *ctx);
+
+/* bw_ctx_rc — the return code of the last call made through this context (0 before any). */
+BW_API int bw_ctx_rc(const bw_ctx *ctx);
+
+/* bw_ctx_set_rc — replace the return code the outer layers will see. Returns BW_OK, BW_EINVAL. */
+BW_API int bw_ctx_set_rc(bw_ctx *ctx, int rc);
+
+/* bw_ctx_arg — the argument the call will receive. */
+BW_API void *bw_ctx_arg(const bw_ctx *ctx);
+
+/*
+ * bw_ctx_set_deadline — for strategies: tighten the deadline the inner layers
+ * see to `instant` (on the pipeline's clock) if it is earlier, and return the
+ * previous deadline, which the strategy restores with bw_ctx_restore_deadline
+ * before it returns. BW_NO_TIME for a NULL ctx.
+ */
+BW_API int64_t bw_ctx_set_deadline(bw_ctx *ctx, int64_t instant);
+BW_API int bw_ctx_restore_deadline(bw_ctx *ctx, int64_t previous);
+
+/* bw_ctx_now — the time on the pipeline's clock; 0 for NULL. */
+BW_API int64_t bw_ctx_now(const bw_ctx *ctx);
+
+#define BW_STRATEGY_VERSION 1
+
+/*
+ * A strategy: a small versioned table of functions (like SQLite's VFS). Set
+ * `version` to BW_STRATEGY_VERSION; later versions only append members, and a
+ * pipeline reads only the members the table's version has. The built-in layers
+ * are strategies of this same shape.
+ */
+typedef struct bw_strategy {
+    int version;      /* BW_STRATEGY_VERSION */
+    const char *name; /* for humans, e.g. "cache"; must not be NULL */
+    /* Run one execution: usually something around bw_ctx_next(ctx). Returns a
+     * status (see the top of this file). Runs on the executing thread, possibly
+     * on many threads at once. */
+    int (*execute)(void *state, bw_ctx *ctx);
+    /* Optional: release `state` when the pipeline is freed. */
+    void (*destroy)(void *state);
+} bw_strategy;
+
+/* ---- building ---- */
+
+/*
+ * bw_pipeline_new — an empty pipeline named `name` (1 to 255 printable ASCII
+ * bytes without spaces; events carry it). With no layers, execute just makes
+ * the call. Returns BW_OK and *out (free with bw_pipeline_free); BW_EINVAL for
+ * a NULL out or a bad name; BW_ENOMEM. Thread safety: any thread.
+ */
+BW_API int bw_pipeline_new(const char *name, bw_pipeline **out, bw_error *err);
+
+/* bw_pipeline_free — run custom strategies' destroy and release; NULL ignored. Must not race an execution. */
+BW_API void bw_pipeline_free(bw_pipeline *p);
+
+/*
+ * Each add appends a layer inside the ones already added. Each returns BW_OK;
+ * BW_EINVAL for a NULL pipeline or a NULL required argument; BW_ERANGE for a
+ * value out of range; BW_ESTATE once the pipeline has executed or already has
+ * 32 layers; BW_ENOMEM. *err (may be NULL) names the argument at fault.
+ * Thread safety: one thread at a time, before the first execution.
+ */
+
+/* bw_pipeline_add_breaker — guard the inner layers with a breaker (borrowed). */
+BW_API int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err);
+
+/*
+ * bw_pipeline_add_retry — run the inner layers again as the policy (borrowed)
+ * decides, sleeping with its sleeper; attempts are numbered for the call
+ * (bw_ctx_attempt), the policy's max_duration becomes the inner deadline, and
+ * an outer deadline also ends the loop. Emits BW_EVENT_RETRY before each wait.
+ */
+BW_API int bw_pipeline_add_retry(bw_pipeline *p, const bw_retry *retry, bw_error *err);
+
+/* bw_pipeline_add_bulkhead — hold a slot of the bulkhead (borrowed, waiting up to its max_wait) around the inner
+ * layers; BW_EFULL (and BW_EVENT_BULKHEAD_REJECTED) when there is none. */
+BW_API int bw_pipeline_add_bulkhead(bw_pipeline *p, bw_bulkhead *bulkhead, bw_error *err);
+
+/*
+ * bw_pipeline_add_timeout — bound the inner layers by timeout_ns (in (0, 365d])
+ * from the moment the layer starts; the deadline is the earlier of this and any
+ * outer one. limiter NULL: a deadline the callee honours (no thread). A limiter
+ * (borrowed): the inner layers run on its workers and the caller gets
+ * BW_ETIMEDOUT on time, abandoned work running on (timeout.h); the call's arg
+ * must then stay valid until the work returns, and the limiter must be freed
+ * (it waits for that work) before the objects that work uses.
+ */
+BW_API int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limiter, bw_error *err);
+
+/* Which outcomes a fallback stands in for (bits of `on`). */
+#define BW_FALLBACK_ON_REJECTED 0x1u /* a breaker refused (BW_REJECTED) */
+#define BW_FALLBACK_ON_TIMEOUT 0x2u  /* BW_ETIMEDOUT */
+#define BW_FALLBACK_ON_FULL 0x4u     /* a bulkhead or limiter had no slot (BW_EFULL) */
+#define BW_FALLBACK_ON_FAILURE                                                                                         \
+    0x8u /* the call ran and failed: rc != 0, or as bw_pipeline_add_fallback_ex's                                      \
+            classifier says */
+#define BW_FALLBACK_ON_ALL 0xfu
+
+/* Why a fallback is standing in. */
+typedef struct bw_fallback_info {
+    unsigned reason;        /* exactly one BW_FALLBACK_ON_* bit */
+    int status;             /* the inner layers' status (BW_OK for a failure) */
+    int rc;                 /* the call's return code (for BW_FALLBACK_ON_FAILURE) */
+    int attempts;           /* attempts made by an inner retry layer (1 without one) */
+    bw_rejection rejection; /* for BW_FALLBACK_ON_REJECTED: the breaker's reasons */
+} bw_fallback_info;
+
+/*
+ * A fallback: returns the code that replaces the call's (write a substitute
+ * value through `arg`, where the call would have written its result). Runs on
+ * the executing thread with no breakwater lock held.
+ */
+typedef int (*bw_fallback_fn)(const bw_fallback_info *why, void *arg, void *user);
+
+/*
+ * bw_pipeline_add_fallback — when the inner layers end with an outcome in `on`
+ * (a nonzero set of BW_FALLBACK_ON_* bits), emit BW_EVENT_FALLBACK and return
+ * BW_OK with fn's code instead. Other outcomes pass unchanged. `user` is
+ * borrowed.
+ */
+BW_API int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, void *user, bw_error *err);
+
+/*
+ * bw_pipeline_add_fallback_ex — the same, with a classifier deciding which
+ * return codes are failures for BW_FALLBACK_ON_FAILURE: BW_FAILURE and
+ * BW_UNREACHABLE are, BW_SUCCESS and BW_IGNORED are not (so a 404 the breaker
+ * ignores need not be replaced). The classifier receives the call's code, its
+ * arg and classify_user (borrowed); NULL means rc != 0. Same errors as
+ * bw_pipeline_add_fallback. Thread safety: as the other add functions; the
+ * classifier runs on the executing thread.
+ */
+BW_API int bw_pipeline_add_fallback_ex(bw_pipeline *p, unsigned on, bw_classifier_cb classify, void *classify_user,
+                                       bw_fallback_fn fn, void *user, bw_error *err);
+
+/*
+ * bw_pipeline_add — a custom strategy: `s` (borrowed, must outlive the
+ * pipeline; version 1 or later) run with `state`. On BW_OK the pipeline owns
+ * state and calls s->destroy(state) when freed (if set); on error it does not.
+ */
+BW_API int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error *err);
+
+/*
+ * bw_pipeline_set_clock — the clock of deadlines and retry loops (NULL = the
+ * system clock; borrowed). Use the same clock as the breakers and retry
+ * policies inside. Returns BW_OK, BW_EINVAL, or BW_ESTATE after an execution.
+ */
+BW_API int bw_pipeline_set_clock(bw_pipeline *p, bw_clock *clock);
+
+/*
+ * bw_pipeline_set_listener — receive the pipeline's events (BW_EVENT_RETRY,
+ * BW_EVENT_BULKHEAD_REJECTED, BW_EVENT_FALLBACK) whose bits are in mask; fn
+ * NULL removes it. A breaker inside reports its own events to its own listener.
+ * Runs on the executing thread (a limiter's worker for layers inside one), with
+ * no breakwater lock held. Returns BW_OK, BW_EINVAL, or BW_ESTATE after an
+ * execution.
+ */
+BW_API int bw_pipeline_set_listener(bw_pipeline *p, unsigned mask, bw_listener_cb fn, void *user);
+
+/* ---- running ---- */
+
+/* What an execution went through (optional output of bw_pipeline_execute). */
+typedef struct bw_report {
+    int attempts;           /* attempts made by the outermost retry layer (1 without one) */
+    int retry_verdict;      /* how that retry loop ended: a bw_retry_verdict; -1 without one */
+    unsigned fallback;      /* the BW_FALLBACK_ON_* bit a fallback stood in for, or 0 */
+    int has_rejection;      /* 1 when a breaker rejected an attempt */
+    bw_rejection rejection; /* the last rejection, when has_rejection */
+} bw_report;
+
+/*
+ * bw_pipeline_execute — run fn(ctx, arg) through every layer. Returns a status
+ * (see the top of this file) with *rc (may be NULL) set to the call's or the
+ * fallback's code (0 when the call never ran); *report (may be NULL) says what
+ * happened. BW_EINVAL for NULL p or fn. No allocation; no lock on the success
+ * path (a breaker's own lock aside, see threading.md).
+ * Thread safety: any number of threads at once on one pipeline.
+ */
+BW_API int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report);
+
+/* bw_pipeline_layers — the number of layers; BW_EINVAL for NULL. Thread safety: any thread once built. */
+BW_API int bw_pipeline_layers(const bw_pipeline *p);
+
+/* bw_pipeline_layer_name — the name of layer i (0 = outermost): "fallback", "retry", "breaker", "bulkhead",
+ * "timeout" or a custom strategy's name (owned by the strategy); NULL when out of range. Thread safety: any thread
+ * once built. */
+BW_API const char *bw_pipeline_layer_name(const bw_pipeline *p, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

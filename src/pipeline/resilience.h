@@ -1,0 +1,62 @@
+/*
+ * resilience.h — what the pipeline's source files share (not installed): the
+ * retry policy's layout, the budget's inner calls, the limiter's job interface.
+ */
+#ifndef BW_RESILIENCE_H
+#define BW_RESILIENCE_H
+
+#include <stdatomic.h>
+
+#include "../core/internal.h"
+#include "breakwater/bulkhead.h"
+#include "breakwater/pipeline.h"
+#include "breakwater/retry.h"
+#include "breakwater/timeout.h"
+
+#define BW__MAX_DURATION (365 * 86400 * BW_NS_PER_S)
+
+struct bw_retry {
+    int attempts;
+    bw_backoff backoff;
+    bw_jitter jitter;
+    int patient;
+    int64_t base, cap, max_duration, patient_jitter;
+    double multiplier;
+    bw_retry_pred pred;
+    void *pred_user;
+    bw_retry_budget *budget;
+    bw_clock *clock; /* NULL = system */
+    bw_sleep_cb sleep;
+    void *sleep_user;
+    bw_random_cb random;
+    void *random_user;
+    _Atomic uint64_t rng; /* SplitMix64 state */
+};
+
+/* Start a retry loop on `clock` (NULL = system) whose deadline is also at most
+ * `outer` (BW_NO_TIME = none). */
+void bw__retry_begin(const bw_retry *r, bw_retry_state *st, const bw_clock *clock, int64_t outer);
+
+/* The budget (budget.c): a success refund, and a failure's cost, which returns
+ * 1 when a retry is still allowed afterwards. */
+void bw__budget_success(bw_retry_budget *b);
+int bw__budget_failure(bw_retry_budget *b);
+
+/* Time on a clock, with the system clock inlined; NULL means the system clock. */
+static inline int64_t bw__now_on(const bw_clock *c)
+{
+    return c ? bw_clock_now(c) : bw__sys_now();
+}
+
+/*
+ * The limiter's job interface (limiter.c): run(payload) on a worker, where
+ * payload is a copy of `size` bytes (at most BW__JOB_BYTES) made at submission.
+ * Waits up to timeout_ns of real time. On BW_OK the worker's payload is copied
+ * back into `payload`. On BW_ETIMEDOUT the work is abandoned: the limiter's
+ * abandoned callback later receives `arg` and run's return value.
+ */
+#define BW__JOB_BYTES 512
+int bw__limiter_submit(bw_limiter *lim, int64_t timeout_ns, int (*run)(void *payload), void *payload, size_t size,
+                       void *arg, int *rc);
+
+#endif
