@@ -7,6 +7,8 @@ command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v nm >/dev/null 2>&1 || need="$need binutils"
+# Optional components: the sqlite: store builds when SQLite's headers are here.
+[ -e /usr/include/sqlite3.h ] || need="$need libsqlite3-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
 fi

@@ -24,6 +24,7 @@
 #include "pipeline.h"
 #include "registry.h"
 #include "retry.h"
+#include "store.h"
 #include "timeout.h"
 
 #endif

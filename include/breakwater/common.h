@@ -43,6 +43,7 @@ BW_API const char *bw_version_string(void);
 
 /* Optional components, as bits of bw_components(). The core is always present. */
 #define BW_COMPONENT_CORE 0x1u
+#define BW_COMPONENT_SQLITE 0x2u /* the sqlite: store */
 /*
  * bw_components — which components were compiled into this build, as a bit set
  * of BW_COMPONENT_* values. Thread safety: safe from any thread.

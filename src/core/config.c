@@ -338,7 +338,7 @@ static const struct unit {
  * and a negative one -1, so that the setter reports the range. A positive value
  * below 1 ns becomes 1 ns rather than silently meaning "off".
  */
-static int parse_duration(const char *v, int64_t *out)
+int bw__parse_duration(const char *v, int64_t *out)
 {
     if (strcmp(v, "off") == 0 || strcmp(v, "none") == 0) {
         *out = 0;
@@ -483,7 +483,7 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
     case K_COUNT:
         return parse_int(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
     case K_DURATION:
-        return parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+        return bw__parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
     case K_BOOL:
         return parse_bool(v, &b) ? BW_EPARSE : k->set_int(c, b, err);
     case K_POLICY:
@@ -501,7 +501,7 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
         if (strncmp(v, "count:", 6) == 0)
             return parse_int(v + 6, &i) ? BW_EPARSE : bw_config_set_window(c, BW_WINDOW_COUNT, i, err);
         if (strncmp(v, "time:", 5) == 0) {
-            if (parse_duration(v + 5, &i) || i % BW_NS_PER_S != 0)
+            if (bw__parse_duration(v + 5, &i) || i % BW_NS_PER_S != 0)
                 return BW_EPARSE;
             return bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err);
         }

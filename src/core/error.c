@@ -20,7 +20,11 @@ const char *bw_version_string(void)
 
 unsigned bw_components(void)
 {
-    return BW_COMPONENT_CORE;
+    unsigned c = BW_COMPONENT_CORE;
+#ifdef BW_HAVE_SQLITE
+    c |= BW_COMPONENT_SQLITE;
+#endif
+    return c;
 }
 
 const char *bw_strerror(int code)

@@ -49,6 +49,12 @@ struct bw_config {
 /* The breaker's classifier applied to a call's return code (breaker.c). */
 bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg);
 
+/*
+ * Parse a duration as configuration text does ("1.5s", "250ms", "30", "off" =
+ * 0). Returns 0, or -1 when malformed (config.c).
+ */
+int bw__parse_duration(const char *v, int64_t *out);
+
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
 int64_t bw__config_wait(const bw_config *cfg);
 

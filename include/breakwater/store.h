@@ -1,0 +1,139 @@
+/*
+ * breakwater/store.h — where breakers share state: the store contract, and the
+ * stores of the core (memory:, shm:NAME, sqlite:PATH).
+ *
+ * A store keeps one small entry per circuit name and offers one primitive: an
+ * atomic read-modify-write of one entry (`update`), run against the store's own
+ * clock. Everything a breaker keeps in a store (the shared OPEN/HALF_OPEN state,
+ * its version, the probe round, the counters of the stored mode, lifetimes) is
+ * computed by breakwater inside that update, in C, once for every store. So a
+ * store only has to make its update atomic against every other client: a mutex
+ * (memory:), a robust process-shared mutex (shm:), a BEGIN IMMEDIATE transaction
+ * (sqlite:), later a WATCH/MULTI transaction (Redis) or a row lock (PostgreSQL).
+ *
+ * Entries have a lifetime: each carries the instant it expires on the store's
+ * clock (BW_STORE_NEVER for operator holds). An expired entry reads as absent;
+ * bw_store_sweep deletes expired entries in bounded batches.
+ *
+ * URLs:
+ *   memory:            in this process only; the reference store for tests
+ *   shm:NAME           a POSIX shared-memory segment /NAME (1 to 200 bytes of
+ *                      [A-Za-z0-9._-]) shared by the processes of one host;
+ *                      ?capacity=N circuits (default 1024, at most 1048576)
+ *   sqlite:PATH        a SQLite database file (WAL, busy timeout
+ *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
+ * Options follow the path as ?key=value&key=value.
+ *
+ * Thread safety: a store may be used from any number of threads at once;
+ * bw_store_close must not race any other use, and every breaker using the store
+ * must be freed first.
+ */
+#ifndef BREAKWATER_STORE_H
+#define BREAKWATER_STORE_H
+
+#include "clock.h"
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bw_store bw_store;
+
+/* The most bytes an entry holds. */
+#define BW_STORE_DATA_MAX 1024
+/* The expiry of an entry that never expires. */
+#define BW_STORE_NEVER INT64_MAX
+
+/* One entry: opaque bytes breakwater writes, and when they expire. */
+typedef struct bw_store_entry {
+    int64_t expires_at; /* on the store's clock; BW_STORE_NEVER = never */
+    uint32_t len;       /* bytes used in data, 1..BW_STORE_DATA_MAX */
+    unsigned char data[BW_STORE_DATA_MAX];
+} bw_store_entry;
+
+/* What an update does with the entry. */
+typedef enum bw_store_verdict {
+    BW_STORE_KEEP = 0,  /* leave the entry as it was (or absent) */
+    BW_STORE_PUT = 1,   /* store *next (creating the entry if absent) */
+    BW_STORE_DELETE = 2 /* delete the entry (nothing if absent) */
+} bw_store_verdict;
+
+/*
+ * The function an update runs while it holds the entry: `now` is the store's
+ * clock (ns), `cur` the live entry or NULL when absent or expired. It fills
+ * *next for BW_STORE_PUT and returns a verdict. It must not call into the
+ * store, block or take long: other clients wait for it.
+ */
+typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next);
+
+#define BW_STORE_OPS_VERSION 1
+
+/*
+ * The operations of a store, for writing your own (bw_store_custom). A version
+ * 1 table has these members; later versions only append.
+ * - update: atomically against every other client of the same store (threads
+ *   and processes), read `name`'s entry, call fn(arg, now, cur, &next) once,
+ *   and apply its verdict. Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when
+ *   the store is full, ...) with *err filled, in which case nothing changed.
+ * - sweep: delete at most `max` expired entries; *deleted says how many.
+ * - close: release ctx.
+ * `name` is a validated breaker name (store.h's rules); never paste it unescaped
+ * into a query.
+ */
+typedef struct bw_store_ops {
+    int version; /* BW_STORE_OPS_VERSION */
+    const char *scheme;
+    int (*update)(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
+    int (*sweep)(void *ctx, int max, int *deleted, bw_error *err);
+    void (*close)(void *ctx);
+} bw_store_ops;
+
+/*
+ * bw_store_open — open the store a URL names (see above). Returns BW_OK with
+ * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
+ * URL or option (*err names the part: "url", "scheme", "name", "path", or the
+ * option), BW_ESTATE for a scheme this build lacks (sqlite: without SQLite),
+ * BW_ESYS when the operating system or the database refused, BW_ENOMEM.
+ */
+BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
+
+/*
+ * bw_store_custom — a store from your own operations table (copied) and ctx
+ * (owned by the store from now on: ops->close(ctx) runs at bw_store_close, also
+ * when this call fails after validating the table). BW_EINVAL for a NULL or
+ * incomplete table or an unknown version.
+ */
+BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error *err);
+
+/* bw_store_close — close the store; NULL is ignored. */
+BW_API void bw_store_close(bw_store *s);
+
+/* bw_store_scheme — "memory", "shm", "sqlite" or a custom table's scheme; NULL for NULL. */
+BW_API const char *bw_store_scheme(const bw_store *s);
+
+/*
+ * bw_store_set_clock — the clock the memory: store reads as "the store's
+ * clock" (NULL: the system monotonic clock); for tests with a manual clock.
+ * shm: and sqlite: accept it too, for tests in one process (other processes
+ * keep their own clock: use it only where all clients share it). The clock is
+ * borrowed. Returns BW_OK or BW_EINVAL.
+ */
+BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
+
+/*
+ * bw_store_update — run one atomic update (for tools and tests; breakers call it
+ * themselves). Name rules as bw_breaker_new. Returns the store's status.
+ */
+BW_API int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
+
+/*
+ * bw_store_sweep — delete at most max (>= 1) expired entries now; *deleted (may
+ * be NULL) says how many. Stores also sweep by themselves (sqlite: hourly).
+ */
+BW_API int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

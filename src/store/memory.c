@@ -1,0 +1,162 @@
+/*
+ * memory.c — the memory: store: a hash map behind one mutex, in this process.
+ * The reference implementation of the store contract: the contract tests run
+ * every other store against the behaviour this one defines.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/hash.h"
+#include "store_impl.h"
+
+typedef struct node {
+    struct node *next;
+    bw_store_entry entry;
+    char name[];
+} node;
+
+typedef struct mem {
+    bw_store *store;
+    pthread_mutex_t mu;
+    node **tab;
+    size_t mask, count;
+    uint64_t seed;
+} mem;
+
+static node **slot_of(mem *m, const char *name)
+{
+    node **pp = &m->tab[bw__hash(m->seed, name, strlen(name)) & m->mask];
+    while (*pp && strcmp((*pp)->name, name) != 0)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void grow(mem *m)
+{
+    size_t mask = m->mask * 2 + 1;
+    node **tab = calloc(mask + 1, sizeof *tab);
+    if (!tab)
+        return; /* keep longer chains */
+    for (size_t i = 0; i <= m->mask; i++)
+        for (node *n = m->tab[i], *next; n; n = next) {
+            next = n->next;
+            node **pp = &tab[bw__hash(m->seed, n->name, strlen(n->name)) & mask];
+            n->next = *pp;
+            *pp = n;
+        }
+    free(m->tab);
+    m->tab = tab;
+    m->mask = mask;
+}
+
+static int mem_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    mem *m = ctx;
+    bw_store_entry *next = malloc(sizeof *next);
+    if (!next)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    pthread_mutex_lock(&m->mu);
+    int64_t now = bw__store_now(m->store);
+    node **pp = slot_of(m, name);
+    node *n = *pp;
+    const bw_store_entry *cur = n && n->entry.expires_at > now ? &n->entry : NULL;
+    int rc = BW_OK;
+    switch (fn(arg, now, cur, next)) {
+    case BW_STORE_KEEP:
+        break;
+    case BW_STORE_PUT:
+        if (next->len < 1 || next->len > BW_STORE_DATA_MAX) {
+            rc = bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX,
+                          next->len);
+            break;
+        }
+        if (!n) {
+            size_t nl = strlen(name);
+            n = malloc(sizeof *n + nl + 1);
+            if (!n) {
+                rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
+                break;
+            }
+            memcpy(n->name, name, nl + 1);
+            n->next = NULL;
+            *pp = n;
+            if (++m->count > m->mask + 1)
+                grow(m);
+        }
+        bw__entry_copy(&n->entry, next);
+        break;
+    case BW_STORE_DELETE:
+        if (n) {
+            *pp = n->next;
+            free(n);
+            m->count--;
+        }
+        break;
+    default:
+        rc = bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
+    }
+    pthread_mutex_unlock(&m->mu);
+    free(next);
+    return rc;
+}
+
+static int mem_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    (void)err;
+    mem *m = ctx;
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    int64_t now = bw__store_now(m->store);
+    for (size_t i = 0; i <= m->mask && n < max; i++)
+        for (node **pp = &m->tab[i]; *pp && n < max;) {
+            if ((*pp)->entry.expires_at <= now) {
+                node *dead = *pp;
+                *pp = dead->next;
+                free(dead);
+                m->count--;
+                n++;
+            } else {
+                pp = &(*pp)->next;
+            }
+        }
+    pthread_mutex_unlock(&m->mu);
+    *deleted = n;
+    return BW_OK;
+}
+
+static void mem_close(void *ctx)
+{
+    mem *m = ctx;
+    for (size_t i = 0; i <= m->mask; i++)
+        for (node *n = m->tab[i], *next; n; n = next) {
+            next = n->next;
+            free(n);
+        }
+    free(m->tab);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+int bw__memory_open(bw_store *s, bw__url *u, bw_error *err)
+{
+    if (u->path[0])
+        return bw__fail(err, BW_EINVAL, "path", "a memory: store takes no path, got '%.100s'", u->path);
+    mem *m = calloc(1, sizeof *m);
+    node **tab = calloc(64, sizeof *tab);
+    if (!m || !tab || pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        free(tab);
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    }
+    m->store = s;
+    m->tab = tab;
+    m->mask = 63;
+    m->seed = bw__hash_seed(m);
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close};
+    s->ops = ops;
+    s->ctx = m;
+    s->default_clock = BW__STORE_MONOTONIC;
+    return BW_OK;
+}

@@ -1,0 +1,217 @@
+/*
+ * store.c — the store front end: URLs, the ops table, argument checks, the
+ * store's clock.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store_impl.h"
+
+/* ---- URLs ---- */
+
+/* scheme ":" path ["?" k=v {"&" k=v}]; each part bounded, nothing unescaped. */
+static int parse_url(const char *url, bw__url *u, bw_error *err)
+{
+    memset(u, 0, sizeof *u);
+    const char *colon = strchr(url, ':');
+    if (!colon || colon == url)
+        return bw__fail(err, BW_EINVAL, "url", "store URL must look like scheme:path, got '%.100s'", url);
+    size_t n = (size_t)(colon - url);
+    if (n >= sizeof u->scheme)
+        return bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%.*s'", (int)(n < 40 ? n : 40), url);
+    memcpy(u->scheme, url, n);
+    const char *p = colon + 1;
+    const char *q = strchr(p, '?');
+    size_t plen = q ? (size_t)(q - p) : strlen(p);
+    if (plen >= sizeof u->path)
+        return bw__fail(err, BW_EINVAL, "path", "store path is too long (%zu bytes, at most %zu)", plen,
+                        sizeof u->path - 1);
+    memcpy(u->path, p, plen);
+    while (q) {
+        const char *k = q + 1;
+        q = strchr(k, '&');
+        size_t len = q ? (size_t)(q - k) : strlen(k);
+        const char *eq = memchr(k, '=', len);
+        if (!eq || eq == k)
+            return bw__fail(err, BW_EINVAL, "url", "store option must be key=value, got '%.*s'",
+                            (int)(len < 60 ? len : 60), k);
+        size_t kl = (size_t)(eq - k), vl = len - kl - 1;
+        if (u->nopts == BW__URL_MAX_OPTS)
+            return bw__fail(err, BW_EINVAL, "url", "at most %d store options", BW__URL_MAX_OPTS);
+        if (kl >= sizeof u->opt[0].key || vl >= sizeof u->opt[0].value)
+            return bw__fail(err, BW_EINVAL, "url", "store option '%.*s' is too long", (int)(kl < 32 ? kl : 32), k);
+        memcpy(u->opt[u->nopts].key, k, kl);
+        memcpy(u->opt[u->nopts].value, eq + 1, vl);
+        u->nopts++;
+    }
+    return BW_OK;
+}
+
+const char *bw__url_opt(bw__url *u, const char *key)
+{
+    for (int i = 0; i < u->nopts; i++)
+        if (strcmp(u->opt[i].key, key) == 0) {
+            u->opt[i].used = 1;
+            return u->opt[i].value;
+        }
+    return NULL;
+}
+
+int bw__url_int(bw__url *u, const char *key, int64_t lo, int64_t hi, int64_t dflt, int duration, int64_t *out,
+                bw_error *err)
+{
+    const char *v = bw__url_opt(u, key);
+    if (!v) {
+        *out = dflt;
+        return BW_OK;
+    }
+    int64_t x = 0;
+    int bad;
+    if (duration) {
+        bad = bw__parse_duration(v, &x) != 0;
+    } else {
+        char *end;
+        errno = 0;
+        long long l = strtoll(v, &end, 10);
+        bad = !*v || *end || errno;
+        x = l;
+    }
+    if (bad || x < lo || x > hi)
+        return bw__fail(err, BW_EINVAL, key, "%s must be %s in [%" PRId64 ", %" PRId64 "]%s, got '%s'", key,
+                        duration ? "a duration" : "a whole number", lo, hi, duration ? " ns" : "", v);
+    *out = x;
+    return BW_OK;
+}
+
+/* ---- the front end ---- */
+
+static int check_ops(const bw_store_ops *ops, bw_error *err)
+{
+    if (!ops)
+        return bw__fail(err, BW_EINVAL, "ops", "ops must not be NULL");
+    if (ops->version != BW_STORE_OPS_VERSION)
+        return bw__fail(err, BW_EINVAL, "ops", "ops version must be %d, got %d", BW_STORE_OPS_VERSION, ops->version);
+    if (!ops->scheme || !ops->update || !ops->sweep || !ops->close)
+        return bw__fail(err, BW_EINVAL, "ops", "ops must have scheme, update, sweep and close");
+    return BW_OK;
+}
+
+int bw_store_open(const char *url, bw_store **out, bw_error *err)
+{
+    if (!url || !out)
+        return bw__fail(err, BW_EINVAL, "url", "url and out must not be NULL");
+    bw__url *u = malloc(sizeof *u);
+    bw_store *s = calloc(1, sizeof *s);
+    if (!u || !s) {
+        free(u);
+        free(s);
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    }
+    int rc = parse_url(url, u, err);
+    if (rc == BW_OK) {
+        atomic_init(&s->clock, NULL);
+        if (strcmp(u->scheme, "memory") == 0)
+            rc = bw__memory_open(s, u, err);
+        else if (strcmp(u->scheme, "shm") == 0)
+            rc = bw__shm_open(s, u, err);
+        else if (strcmp(u->scheme, "sqlite") == 0)
+#ifdef BW_HAVE_SQLITE
+            rc = bw__sqlite_open(s, u, err);
+#else
+            rc = bw__fail(err, BW_ESTATE, "scheme", "this build of breakwater has no SQLite support");
+#endif
+        else
+            rc = bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%s' (memory, shm, sqlite)", u->scheme);
+    }
+    for (int i = 0; rc == BW_OK && i < u->nopts; i++)
+        if (!u->opt[i].used) {
+            s->ops.close(s->ctx);
+            rc = bw__fail(err, BW_EINVAL, u->opt[i].key, "unknown option '%s' for a %s: store", u->opt[i].key,
+                          u->scheme);
+        }
+    free(u);
+    if (rc != BW_OK) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return BW_OK;
+}
+
+int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error *err)
+{
+    int rc = check_ops(ops, err);
+    if (rc != BW_OK)
+        return rc;
+    if (!out) {
+        ops->close(ctx);
+        return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
+    }
+    bw_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        ops->close(ctx);
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    }
+    s->ops = *ops;
+    s->ctx = ctx;
+    atomic_init(&s->clock, NULL);
+    *out = s;
+    return BW_OK;
+}
+
+void bw_store_close(bw_store *s)
+{
+    if (!s)
+        return;
+    s->ops.close(s->ctx);
+    free(s);
+}
+
+const char *bw_store_scheme(const bw_store *s)
+{
+    return s ? s->ops.scheme : NULL;
+}
+
+int bw_store_set_clock(bw_store *s, bw_clock *clock)
+{
+    if (!s)
+        return BW_EINVAL;
+    atomic_store(&s->clock, clock);
+    return BW_OK;
+}
+
+int64_t bw__store_now(const bw_store *s)
+{
+    bw_clock *c = atomic_load(&((bw_store *)s)->clock);
+    if (c)
+        return bw_clock_now(c);
+    struct timespec ts;
+    clock_gettime(s->default_clock == BW__STORE_REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
+}
+
+int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    if (!s || !fn)
+        return bw__fail(err, BW_EINVAL, "", "store and fn must not be NULL");
+    int rc = bw__check_name(name, "name", err);
+    if (rc != BW_OK)
+        return rc;
+    return s->ops.update(s->ctx, name, fn, arg, err);
+}
+
+int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)
+{
+    int n = 0;
+    if (!s || max < 1)
+        return bw__fail(err, BW_EINVAL, "max", "store must not be NULL and max must be >= 1");
+    int rc = s->ops.sweep(s->ctx, max, &n, err);
+    if (deleted)
+        *deleted = n;
+    return rc;
+}
