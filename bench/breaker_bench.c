@@ -37,7 +37,7 @@
 
 #include "breakwater/breakwater.h"
 
-#define RUNS 7
+#include "bench.h"
 
 /* Iterations per timed run (tuned for roughly 10-20 s in all on a 2-core machine). */
 #define ITERS_CLOSED 8000000L
@@ -47,8 +47,6 @@
 #define ITERS_NAIVE_THREADS 1500000L /* per thread */
 #define ITERS_ALLOC 1000000L
 
-#define BARRIER() __asm__ __volatile__("" ::: "memory")
-
 /* ---- allocation counting: tests/alloc_hook.h ---- */
 
 #include "alloc_hook.h"
@@ -57,45 +55,6 @@
 /* ---- helpers ---- */
 
 static volatile int sink;
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "breaker_bench: %s failed: %s (%d)\n", what, bw_strerror(rc), rc);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int verbose; /* BENCH_VERBOSE set: print every run as a comment */
-
-static double median(double *v, int n)
-{
-    if (verbose) {
-        printf("#  runs:");
-        for (int i = 0; i < n; i++)
-            printf(" %.2f", v[i]);
-        printf("\n");
-    }
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void report(const char *name, double value, const char *unit)
-{
-    printf("BENCH %s %.2f %s\n", name, value, unit);
-    fflush(stdout);
-}
 
 static bw_breaker *make_breaker(const char *name, const char *text, int slow_off)
 {
@@ -131,8 +90,9 @@ static void expect_state(bw_breaker *b, int state, const char *when)
 
 /* ---- breakwater loads ---- */
 
-static long success_loop(bw_breaker *b, long iters)
+static long success_loop(void *breaker, long iters)
 {
+    bw_breaker *b = breaker;
     long bad = 0;
     for (long i = 0; i < iters; i++) {
         bw_permit p;
@@ -143,25 +103,24 @@ static long success_loop(bw_breaker *b, long iters)
     return bad;
 }
 
-static double time_success(bw_breaker *b, long iters)
-{
-    int64_t t0 = mono_ns();
-    long bad = success_loop(b, iters);
-    int64_t t1 = mono_ns();
-    if (bad)
-        die("acquire/settle in the success loop", BW_EINVAL);
-    sink = (int)bad;
-    return (double)(t1 - t0) / (double)iters;
-}
-
 static double bench_closed(bw_breaker *b, long iters)
 {
-    double v[RUNS];
-    success_loop(b, iters / 4); /* warm-up */
-    for (int r = 0; r < RUNS; r++)
-        v[r] = time_success(b, iters);
+    double ns = bench_median_ns(success_loop, b, iters, "the success loop");
     expect_state(b, BW_STATE_CLOSED, "after the closed loop");
-    return median(v, RUNS);
+    return ns;
+}
+
+static long reject_loop(void *breaker, long iters)
+{
+    bw_breaker *b = breaker;
+    long admitted = 0;
+    for (long i = 0; i < iters; i++) {
+        bw_permit p;
+        bw_rejection why;
+        admitted += bw_acquire(b, &p, &why) != BW_REJECTED;
+        BARRIER();
+    }
+    return admitted;
 }
 
 static double bench_open_reject(long iters)
@@ -173,25 +132,11 @@ static double bench_open_reject(long iters)
             bw_settle_ex(b, &p, BW_FAILURE, 503);
     }
     expect_state(b, BW_STATE_OPEN, "after tripping");
-    double v[RUNS];
-    for (int r = -1; r < RUNS; r++) { /* run -1 is the warm-up */
-        long admitted = 0;
-        int64_t t0 = mono_ns();
-        for (long i = 0; i < iters; i++) {
-            bw_permit p;
-            bw_rejection why;
-            admitted += bw_acquire(b, &p, &why) != BW_REJECTED;
-            BARRIER();
-        }
-        int64_t t1 = mono_ns();
-        if (admitted)
-            die("the open breaker admitted a call", BW_ESTATE);
-        if (r >= 0)
-            v[r] = (double)(t1 - t0) / (double)iters;
-    }
+    /* The warm-up is a whole run here. */
+    double ns = bench_median_ns_warm(reject_loop, b, iters, iters, "the reject loop on the open breaker");
     expect_state(b, BW_STATE_OPEN, "after the reject loop");
     bw_breaker_free(b);
-    return median(v, RUNS);
+    return ns;
 }
 
 /* ---- the naive reference breaker ---- */
@@ -237,7 +182,8 @@ static int naive_acquire(naive *n, int64_t *start)
     return ok;
 }
 
-static void naive_settle(naive *n, int64_t start, int failed)
+/* Out of line, as it has always been timed (with one call site left it would be inlined). */
+static __attribute__((noinline)) void naive_settle(naive *n, int64_t start, int failed)
 {
     int64_t now = mono_ns();
     int slow = now - start >= 60 * BW_NS_PER_S;
@@ -260,8 +206,9 @@ static void naive_settle(naive *n, int64_t start, int failed)
     pthread_mutex_unlock(&n->mu);
 }
 
-static long naive_loop(naive *n, long iters)
+static long naive_loop(void *breaker, long iters)
 {
+    naive *n = breaker;
     long bad = 0;
     for (long i = 0; i < iters; i++) {
         int64_t start;
@@ -278,87 +225,22 @@ static double bench_naive_closed(long iters)
 {
     naive n;
     naive_init(&n);
-    double v[RUNS];
-    naive_loop(&n, iters / 4);
-    for (int r = 0; r < RUNS; r++) {
-        int64_t t0 = mono_ns();
-        long bad = naive_loop(&n, iters);
-        int64_t t1 = mono_ns();
-        if (bad)
-            die("the naive breaker rejected a call", BW_ESTATE);
-        v[r] = (double)(t1 - t0) / (double)iters;
-    }
+    double ns = bench_median_ns(naive_loop, &n, iters, "the naive loop");
     pthread_mutex_destroy(&n.mu);
-    return median(v, RUNS);
+    return ns;
 }
 
 /* ---- two threads, one breaker ---- */
 
-typedef struct worker {
-    bw_breaker *b; /* NULL: use the naive breaker */
-    naive *n;
-    long iters;
-    long bad;
-    pthread_barrier_t *start;
-} worker;
-
-static void *worker_main(void *arg)
+/* Wall time of two threads (pinned to 2 CPUs) doing `iters` calls each on b, in ns per call. */
+static double two_threads_run(bw_breaker *b, long iters)
 {
-    worker *w = arg;
-    pthread_barrier_wait(w->start);
-    w->bad = w->b ? success_loop(w->b, w->iters) : naive_loop(w->n, w->iters);
-    return NULL;
+    return bench_two_threads_ns(success_loop, b, b, iters, "the two-thread loop");
 }
 
-/* Wall time of two threads doing `iters` calls each, in ns per call. */
-static double two_threads_run(bw_breaker *b, naive *n, long iters)
+static double two_threads_naive_run(naive *n, long iters)
 {
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, 3);
-    worker w[2];
-    pthread_t th[2];
-    /* The first two CPUs this process may run on, or -1 when there are fewer. */
-    int cpu[2] = {-1, -1};
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-        int k = 0;
-        for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
-            if (CPU_ISSET(c, &allowed))
-                cpu[k++] = c;
-        if (k < 2)
-            cpu[0] = cpu[1] = -1;
-    }
-    for (int i = 0; i < 2; i++) {
-        w[i] = (worker){b, n, iters, 0, &start};
-        /*
-         * Pin the workers to different CPUs when there are two: left alone, the
-         * scheduler often runs both on one CPU for a whole run, which measures
-         * time-slicing rather than two threads contending for one breaker.
-         */
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        if (cpu[i] >= 0) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(cpu[i], &set);
-            pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-        }
-        int rc = pthread_create(&th[i], &attr, worker_main, &w[i]);
-        if (rc != 0 && cpu[i] >= 0) /* pinning refused: run unpinned */
-            rc = pthread_create(&th[i], NULL, worker_main, &w[i]);
-        pthread_attr_destroy(&attr);
-        if (rc != 0)
-            die("pthread_create", BW_ESYS);
-    }
-    pthread_barrier_wait(&start);
-    int64_t t0 = mono_ns();
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
-    int64_t t1 = mono_ns();
-    pthread_barrier_destroy(&start);
-    if (w[0].bad || w[1].bad)
-        die("a call in the two-thread loop", BW_EINVAL);
-    return (double)(t1 - t0) / (double)(2 * iters);
+    return bench_two_threads_ns(naive_loop, n, n, iters, "the naive two-thread loop");
 }
 
 /*
@@ -368,11 +250,11 @@ static double two_threads_run(bw_breaker *b, naive *n, long iters)
 static void bench_two_threads(bw_breaker *b, naive *n, double *bw_ns, double *naive_ns)
 {
     double vb[RUNS], vn[RUNS];
-    two_threads_run(b, NULL, ITERS_THREADS / 4); /* warm-up */
-    two_threads_run(NULL, n, ITERS_NAIVE_THREADS / 4);
+    two_threads_run(b, ITERS_THREADS / 4); /* warm-up */
+    two_threads_naive_run(n, ITERS_NAIVE_THREADS / 4);
     for (int r = 0; r < RUNS; r++) {
-        vb[r] = two_threads_run(b, NULL, ITERS_THREADS);
-        vn[r] = two_threads_run(NULL, n, ITERS_NAIVE_THREADS);
+        vb[r] = two_threads_run(b, ITERS_THREADS);
+        vn[r] = two_threads_naive_run(n, ITERS_NAIVE_THREADS);
     }
     *bw_ns = median(vb, RUNS);
     *naive_ns = median(vn, RUNS);
@@ -382,11 +264,7 @@ static void bench_two_threads(bw_breaker *b, naive *n, double *bw_ns, double *na
 
 int main(void)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    verbose = getenv("BENCH_VERBOSE") != NULL;
-    printf("# breakwater %s breaker_bench: nproc=%ld, %d runs per figure (median), clock=%s\n", bw_version_string(),
-           ncpu, RUNS, getenv("BW_CLOCK") ? getenv("BW_CLOCK") : "system");
-    fflush(stdout);
+    bench_init("breaker_bench");
 
     /* CLOSED, default config: count window of 100, slow calls at 60 s. */
     unsigned long setup_allocs = allocs_now();
@@ -415,12 +293,10 @@ int main(void)
 
     /* The same load on a count window, which is not striped (one lock). */
     bw_breaker *counted = make_breaker("bench-threads-count", NULL, 0);
-    double vc[RUNS];
-    two_threads_run(counted, NULL, ITERS_THREADS / 4);
-    for (int r = 0; r < RUNS; r++)
-        vc[r] = two_threads_run(counted, NULL, ITERS_THREADS);
+    double two_counted =
+        bench_two_threads_median_ns(success_loop, counted, counted, ITERS_THREADS, "the two-thread loop");
     bw_breaker_free(counted);
-    report("two_threads_count_window_ns", median(vc, RUNS), "ns");
+    report("two_threads_count_window_ns", two_counted, "ns");
 
     report("naive_closed_success_ns", bench_naive_closed(ITERS_NAIVE), "ns");
     report("naive_two_threads_ns", naive_two, "ns");

@@ -48,7 +48,7 @@
 
 #include "breakwater/breakwater.h"
 
-#define RUNS 7
+#include "bench.h"
 
 #define NAMES 100000 /* resident registry names and resident keys */
 #define ROTATE 1024  /* names or keys cycled through by the rotating figures */
@@ -62,8 +62,6 @@
 #define ITERS_KEYED 4000000L
 #define ITERS_ALLOC 1000000L
 
-#define BARRIER() __asm__ __volatile__("" ::: "memory")
-
 /* ---- allocation counting: tests/alloc_hook.h ---- */
 
 #include "alloc_hook.h"
@@ -72,45 +70,6 @@
 /* ---- helpers ---- */
 
 static volatile uintptr_t sink;
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "registry_bench: %s failed: %s (%d)\n", what, bw_strerror(rc), rc);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int verbose; /* BENCH_VERBOSE set: print every run as a comment */
-
-static double median(double *v, int n)
-{
-    if (verbose) {
-        printf("#  runs:");
-        for (int i = 0; i < n; i++)
-            printf(" %.2f", v[i]);
-        printf("\n");
-    }
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void report(const char *name, double value, const char *unit)
-{
-    printf("BENCH %s %.2f %s\n", name, value, unit);
-    fflush(stdout);
-}
 
 /* Peak resident set of the process so far, in MB (ru_maxrss is in KB on Linux). */
 static double peak_rss_mb(void)
@@ -167,40 +126,6 @@ static bw_breaker *make_breaker(const char *name, int64_t keyed_maxsize)
     return b;
 }
 
-/* The first two CPUs this process may run on, or -1 when there are fewer. */
-static void two_cpus(int cpu[2])
-{
-    cpu[0] = cpu[1] = -1;
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-        int k = 0;
-        for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
-            if (CPU_ISSET(c, &allowed))
-                cpu[k++] = c;
-        if (k < 2)
-            cpu[0] = cpu[1] = -1;
-    }
-}
-
-/* Start fn(arg) on a thread pinned to `cpu` (unpinned when cpu < 0 or pinning is refused). */
-static void start_pinned(pthread_t *th, int cpu, void *(*fn)(void *), void *arg)
-{
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-    }
-    int rc = pthread_create(th, &attr, fn, arg);
-    if (rc != 0 && cpu >= 0)
-        rc = pthread_create(th, NULL, fn, arg);
-    pthread_attr_destroy(&attr);
-    if (rc != 0)
-        die("pthread_create", BW_ESYS);
-}
-
 /* ---- the flood ---- */
 
 static void bench_flood(void)
@@ -243,8 +168,20 @@ static void bench_flood(void)
 
 /* ---- registry hits ---- */
 
-static long hit_loop(bw_registry *r, const char *const *names, unsigned mask, long iters)
+/* The names or keys a loop cycles through: list[i & mask] at iteration i. */
+typedef struct hits {
+    bw_registry *r; /* hit_loop */
+    bw_breaker *b;  /* keyed_loop */
+    const char *const *list;
+    unsigned mask;
+} hits;
+
+static long hit_loop(void *arg, long iters)
 {
+    const hits *h = arg;
+    bw_registry *r = h->r;
+    const char *const *names = h->list;
+    unsigned mask = h->mask;
     long bad = 0;
     uintptr_t acc = 0;
     for (long i = 0; i < iters; i++) {
@@ -257,75 +194,14 @@ static long hit_loop(bw_registry *r, const char *const *names, unsigned mask, lo
     return bad;
 }
 
-static double bench_hits(bw_registry *r, const char *const *names, unsigned mask, long iters)
-{
-    double v[RUNS];
-    hit_loop(r, names, mask, iters / 4); /* warm-up */
-    for (int k = 0; k < RUNS; k++) {
-        int64_t t0 = mono_ns();
-        long bad = hit_loop(r, names, mask, iters);
-        int64_t t1 = mono_ns();
-        if (bad)
-            die("bw_registry_get in the hit loop", BW_EINVAL);
-        v[k] = (double)(t1 - t0) / (double)iters;
-    }
-    return median(v, RUNS);
-}
-
-typedef struct hitter {
-    bw_registry *r;
-    const char *const *names;
-    unsigned mask;
-    long iters;
-    long bad;
-    pthread_barrier_t *start;
-} hitter;
-
-static void *hitter_main(void *arg)
-{
-    hitter *h = arg;
-    pthread_barrier_wait(h->start);
-    h->bad = hit_loop(h->r, h->names, h->mask, h->iters);
-    return NULL;
-}
-
-/* Wall time of two pinned threads doing `iters` hits each, on their own names, in ns per hit. */
-static double two_threads_hits(bw_registry *r, const char *const *names0, const char *const *names1, unsigned mask,
-                               long iters)
-{
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, 3);
-    int cpu[2];
-    two_cpus(cpu);
-    hitter h[2] = {{r, names0, mask, iters, 0, &start}, {r, names1, mask, iters, 0, &start}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        start_pinned(&th[i], cpu[i], hitter_main, &h[i]);
-    pthread_barrier_wait(&start);
-    int64_t t0 = mono_ns();
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
-    int64_t t1 = mono_ns();
-    pthread_barrier_destroy(&start);
-    if (h[0].bad || h[1].bad)
-        die("bw_registry_get in the two-thread loop", BW_EINVAL);
-    return (double)(t1 - t0) / (double)(2 * iters);
-}
-
-static double bench_two_threads_hits(bw_registry *r, const char *const *names0, const char *const *names1,
-                                     unsigned mask)
-{
-    double v[RUNS];
-    two_threads_hits(r, names0, names1, mask, ITERS_HIT_THREADS / 4); /* warm-up */
-    for (int k = 0; k < RUNS; k++)
-        v[k] = two_threads_hits(r, names0, names1, mask, ITERS_HIT_THREADS);
-    return median(v, RUNS);
-}
-
 /* ---- keyed acquire + settle ---- */
 
-static long keyed_loop(bw_breaker *b, const char *const *keys, unsigned mask, long iters)
+static long keyed_loop(void *arg, long iters)
 {
+    const hits *h = arg;
+    bw_breaker *b = h->b;
+    const char *const *keys = h->list;
+    unsigned mask = h->mask;
     long bad = 0;
     for (long i = 0; i < iters; i++) {
         bw_permit p;
@@ -336,30 +212,11 @@ static long keyed_loop(bw_breaker *b, const char *const *keys, unsigned mask, lo
     return bad;
 }
 
-static double bench_keyed(bw_breaker *b, const char *const *keys, unsigned mask, long iters)
-{
-    double v[RUNS];
-    keyed_loop(b, keys, mask, iters / 4); /* warm-up */
-    for (int k = 0; k < RUNS; k++) {
-        int64_t t0 = mono_ns();
-        long bad = keyed_loop(b, keys, mask, iters);
-        int64_t t1 = mono_ns();
-        if (bad)
-            die("keyed acquire/settle in the loop", BW_EINVAL);
-        v[k] = (double)(t1 - t0) / (double)iters;
-    }
-    return median(v, RUNS);
-}
-
 /* ---- main ---- */
 
 int main(void)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    verbose = getenv("BENCH_VERBOSE") != NULL;
-    printf("# breakwater %s registry_bench: nproc=%ld, %d runs per figure (median), clock=%s\n", bw_version_string(),
-           ncpu, RUNS, getenv("BW_CLOCK") ? getenv("BW_CLOCK") : "system");
-    fflush(stdout);
+    bench_init("registry_bench");
     bw_clock_system(); /* calibrate before anything is timed */
 
     /* The flood first, so that the peak RSS is its own. */
@@ -396,10 +253,16 @@ int main(void)
         rot0[i] = names + (size_t)((i * 2 * 47) % NAMES) * NAME_LEN;
         rot1[i] = names + (size_t)((i * 2 * 47 + 1) % NAMES) * NAME_LEN;
     }
-    report("registry_hit_ns", bench_hits(r, one, 0, ITERS_HIT), "ns");
-    report("registry_hit_rotating_ns", bench_hits(r, rot0, ROTATE - 1, ITERS_HIT), "ns");
-    report("registry_hit_two_threads_ns", bench_two_threads_hits(r, one, one_b, 0), "ns");
-    report("registry_hit_two_threads_rotating_ns", bench_two_threads_hits(r, rot0, rot1, ROTATE - 1), "ns");
+    hits hit_one = {r, NULL, one, 0}, hit_one_b = {r, NULL, one_b, 0};
+    hits hit_rot0 = {r, NULL, rot0, ROTATE - 1}, hit_rot1 = {r, NULL, rot1, ROTATE - 1};
+    report("registry_hit_ns", bench_median_ns(hit_loop, &hit_one, ITERS_HIT, "the hit loop"), "ns");
+    report("registry_hit_rotating_ns", bench_median_ns(hit_loop, &hit_rot0, ITERS_HIT, "the hit loop"), "ns");
+    report("registry_hit_two_threads_ns",
+           bench_two_threads_median_ns(hit_loop, &hit_one, &hit_one_b, ITERS_HIT_THREADS, "the two-thread hit loop"),
+           "ns");
+    report("registry_hit_two_threads_rotating_ns",
+           bench_two_threads_median_ns(hit_loop, &hit_rot0, &hit_rot1, ITERS_HIT_THREADS, "the two-thread hit loop"),
+           "ns");
     if (bw_registry_count(r) != NAMES)
         die("the hits made breakers", BW_ESTATE);
 
@@ -422,8 +285,10 @@ int main(void)
     const char *krot[ROTATE];
     for (int i = 0; i < ROTATE; i++)
         krot[i] = keys + (size_t)((i * 97) % NAMES) * NAME_LEN;
-    report("keyed_acquire_settle_ns", bench_keyed(kb, key1, 0, ITERS_KEYED), "ns");
-    report("keyed_acquire_settle_rotating_ns", bench_keyed(kb, krot, ROTATE - 1, ITERS_KEYED), "ns");
+    hits keyed_one = {NULL, kb, key1, 0}, keyed_rot = {NULL, kb, krot, ROTATE - 1};
+    report("keyed_acquire_settle_ns", bench_median_ns(keyed_loop, &keyed_one, ITERS_KEYED, "the keyed loop"), "ns");
+    report("keyed_acquire_settle_rotating_ns", bench_median_ns(keyed_loop, &keyed_rot, ITERS_KEYED, "the keyed loop"),
+           "ns");
     if (bw_keyed_count(kb) != NAMES)
         die("the keyed loop changed the resident count", BW_ESTATE);
 
@@ -446,15 +311,15 @@ int main(void)
 
     /* Allocations on the warm hit paths. */
 #if BENCH_COUNT_ALLOCS
-    hit_loop(r, rot0, ROTATE - 1, 1000);
+    hit_loop(&hit_rot0, 1000);
     unsigned long a0 = allocs_now();
-    long bad = hit_loop(r, rot0, ROTATE - 1, ITERS_ALLOC);
+    long bad = hit_loop(&hit_rot0, ITERS_ALLOC);
     unsigned long a1 = allocs_now();
     sink = (uintptr_t)bad;
     printf("BENCH registry_hit_allocations_per_call %.6f allocs\n", (double)(a1 - a0) / (double)ITERS_ALLOC);
-    keyed_loop(kb, krot, ROTATE - 1, 1000);
+    keyed_loop(&keyed_rot, 1000);
     a0 = allocs_now();
-    bad = keyed_loop(kb, krot, ROTATE - 1, ITERS_ALLOC);
+    bad = keyed_loop(&keyed_rot, ITERS_ALLOC);
     a1 = allocs_now();
     sink = (uintptr_t)bad;
     printf("BENCH keyed_acquire_settle_allocations_per_call %.6f allocs\n", (double)(a1 - a0) / (double)ITERS_ALLOC);
