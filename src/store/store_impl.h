@@ -59,6 +59,14 @@ int bw__shm_open(bw_store *s, bw__url *u, bw_error *err);
 int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err);
 #endif
 
+/*
+ * shm.c's fault-injection hook for tests: when set, a commit calls it at each
+ * point (the journal written but not yet pending; pending set but nothing
+ * applied; half the entry's data applied), e.g. to kill the process there.
+ */
+enum { BW__SHM_FAULT_JOURNAL = 1, BW__SHM_FAULT_PENDING = 2, BW__SHM_FAULT_APPLY = 3 };
+extern void (*bw__shm_fault)(int point);
+
 /* Copy an entry's used bytes (for backends that keep entries). */
 static inline void bw__entry_copy(bw_store_entry *dst, const bw_store_entry *src)
 {

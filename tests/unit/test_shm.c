@@ -1,0 +1,781 @@
+/*
+ * test_shm.c — the shm:NAME store: open, close and reopen; URL errors; the
+ * same observations as the memory: reference store for one script on a manual
+ * clock; expiry; bounded sweeps; a full table and its recovery; colliding
+ * names; threads and processes incrementing one counter; a process SIGKILLed
+ * while it holds the lock (inside the update function, and at each point of a
+ * commit, through the fault hook) leaves the store usable with whole entries;
+ * a layout or capacity mismatch on reopen.
+ *
+ * Segments are named bwtest-<pid>-<test> and unlinked by the test that made
+ * them. Forked children arm alarm() and die with the parent, so none outlives
+ * a failing run.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "harness.h"
+#include "../store/store_impl.h"
+
+#define S BW_NS_PER_S
+
+/* ---- helpers ---- */
+
+static char *seg(const char *tag)
+{
+    static char buf[8][96];
+    static int n;
+    char *b = buf[n++ % 8];
+    snprintf(b, sizeof buf[0], "bwtest-%ld-%s", (long)getpid(), tag);
+    return b;
+}
+
+static void unlink_seg(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/%s", name);
+    shm_unlink(path);
+}
+
+static int open_shm(const char *name, int cap, bw_store **out, bw_error *e)
+{
+    char url[320];
+    if (cap > 0)
+        snprintf(url, sizeof url, "shm:%s?capacity=%d", name, cap);
+    else
+        snprintf(url, sizeof url, "shm:%s", name);
+    return bw_store_open(url, out, e);
+}
+
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* An entry of len bytes (>= 16) carrying value, with a checksum in its last 8 bytes. */
+static void fill(bw_store_entry *e, int64_t value, uint32_t len, int64_t expires_at)
+{
+    e->expires_at = expires_at;
+    e->len = len;
+    memcpy(e->data, &value, 8);
+    for (uint32_t i = 8; i < len - 8; i++)
+        e->data[i] = (unsigned char)(value * 31 + i);
+    uint64_t h = fnv(e->data, len - 8);
+    memcpy(e->data + len - 8, &h, 8);
+}
+
+/* The value an entry carries, or -1 when it is torn. */
+static int64_t value_of(const bw_store_entry *e)
+{
+    if (e->len < 16 || e->len > BW_STORE_DATA_MAX)
+        return -1;
+    uint64_t h;
+    memcpy(&h, e->data + e->len - 8, 8);
+    if (h != fnv(e->data, e->len - 8))
+        return -1;
+    int64_t v;
+    memcpy(&v, e->data, 8);
+    return v;
+}
+
+/* One update of the script: what fn returns and puts, and what it saw. */
+typedef struct op {
+    int verdict;
+    int64_t value;
+    uint32_t len;
+    int64_t expires_at;
+    /* observed */
+    int calls, present;
+    int64_t seen_now, seen_expires, seen_value;
+    uint32_t seen_len;
+} op;
+
+static bw_store_verdict op_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    op *o = arg;
+    o->calls++;
+    o->seen_now = now;
+    o->present = cur != NULL;
+    if (cur) {
+        o->seen_expires = cur->expires_at;
+        o->seen_len = cur->len;
+        o->seen_value = value_of(cur);
+    }
+    if (o->verdict == BW_STORE_PUT) {
+        if (o->len >= 16)
+            fill(next, o->value, o->len, o->expires_at);
+        else {
+            next->len = o->len;
+            next->expires_at = o->expires_at;
+            memset(next->data, 0x5a, o->len);
+        }
+    }
+    return (bw_store_verdict)o->verdict;
+}
+
+/* Read name: its value, or -2 when absent (-1 when torn). */
+static int64_t get(bw_store *s, const char *name)
+{
+    op o = {.verdict = BW_STORE_KEEP};
+    bw_error e;
+    int rc = bw_store_update(s, name, op_fn, &o, &e);
+    if (rc != BW_OK) {
+        H_FAIL("get %s: %s (%s)", name, bw_strerror(rc), e.message);
+        return -3;
+    }
+    return o.present ? o.seen_value : -2;
+}
+
+static int put(bw_store *s, const char *name, int64_t value, uint32_t len, int64_t expires_at, bw_error *e)
+{
+    op o = {.verdict = BW_STORE_PUT, .value = value, .len = len, .expires_at = expires_at};
+    return bw_store_update(s, name, op_fn, &o, e);
+}
+
+static int del(bw_store *s, const char *name)
+{
+    op o = {.verdict = BW_STORE_DELETE};
+    return bw_store_update(s, name, op_fn, &o, NULL);
+}
+
+static bw_store_verdict incr_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    int64_t v = cur ? value_of(cur) : 0;
+    if (v < 0)
+        return BW_STORE_KEEP; /* torn: the check of the total catches it */
+    fill(next, v + 1, 64, BW_STORE_NEVER);
+    return BW_STORE_PUT;
+}
+
+/* A child process: dies with the parent and on its own after 20 s. */
+static void child_guard(void)
+{
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    alarm(20);
+}
+
+/* Wait for pid (the caller has a timeout armed); its exit status or -1. */
+static int reap(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- tests ---- */
+
+static void test_open_reopen(void)
+{
+    const char *n = seg("reopen");
+    unlink_seg(n);
+    bw_store *s = NULL, *s2 = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 0, &s, &e));
+    CHECK_STR(bw_store_scheme(s), "shm");
+    CHECK_OK(put(s, "alpha", 11, 16, BW_STORE_NEVER, &e));
+    CHECK_OK(put(s, "beta", 22, 1024, BW_STORE_NEVER, &e));
+    /* A second handle in the same process sees the same segment. */
+    CHECK_OK(open_shm(n, 1024, &s2, &e));
+    CHECK_INT(get(s2, "alpha"), 11);
+    CHECK_OK(put(s2, "gamma", 33, 100, BW_STORE_NEVER, &e));
+    CHECK_INT(get(s, "gamma"), 33);
+    bw_store_close(s2);
+    bw_store_close(s);
+    s = NULL;
+    CHECK_OK(open_shm(n, 0, &s, &e));
+    CHECK_INT(get(s, "alpha"), 11);
+    CHECK_INT(get(s, "beta"), 22);
+    CHECK_INT(get(s, "gamma"), 33);
+    CHECK_INT(get(s, "delta"), -2);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+static void url_err(const char *url, int want, const char *field)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    int rc = bw_store_open(url, &s, &e);
+    if (rc != want)
+        H_FAIL("%.60s: got %s, want %s (%s)", url, bw_strerror(rc), bw_strerror(want), e.message);
+    else if (strcmp(e.field, field) != 0)
+        H_FAIL("%.60s: field '%s', want '%s' (%s)", url, e.field, field, e.message);
+    CHECK(s == NULL);
+    if (rc == BW_OK)
+        bw_store_close(s);
+}
+
+static void test_url_errors(void)
+{
+    char url[400], name[260];
+    url_err("shm:", BW_EINVAL, "name");
+    url_err("shm:a/b", BW_EINVAL, "name");
+    url_err("shm:a b", BW_EINVAL, "name");
+    url_err("shm:caf\xc3\xa9", BW_EINVAL, "name");
+    url_err("shm:..", BW_EINVAL, "name");
+    url_err("shm:.", BW_EINVAL, "name");
+    memset(name, 'x', 201);
+    name[201] = '\0';
+    snprintf(url, sizeof url, "shm:%s", name);
+    url_err(url, BW_EINVAL, "name");
+    const char *n = seg("url");
+    snprintf(url, sizeof url, "shm:%s?capacity=0", n);
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?capacity=1048577", n);
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?capacity=12x", n);
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?capacity=-1", n);
+    url_err(url, BW_EINVAL, "capacity");
+    /* An unknown option is store.c's error; the segment it made stays usable. */
+    snprintf(url, sizeof url, "shm:%s?colour=blue", n);
+    url_err(url, BW_EINVAL, "colour");
+    unlink_seg(n);
+
+    /* The longest name (200 bytes) opens. */
+    memset(name, 'y', 200);
+    int k = snprintf(name, 40, "bw%ld-", (long)getpid());
+    name[k] = 'y';
+    name[200] = '\0';
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(name, 4, &s, &e));
+    CHECK_OK(put(s, "k", 5, 16, BW_STORE_NEVER, &e));
+    CHECK_INT(get(s, "k"), 5);
+    bw_store_close(s);
+    unlink_seg(name);
+}
+
+/* The script: clock steps and updates, run the same way on two stores. */
+typedef struct step {
+    int64_t advance; /* ns, before the update */
+    const char *name;
+    int verdict;
+    int64_t value;
+    uint32_t len;
+    int64_t ttl; /* expires_at = now + ttl; 0 = never */
+} step;
+
+static const step script[] = {
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},
+    {0, "a", BW_STORE_PUT, 1, 16, 0},
+    {S, "a", BW_STORE_KEEP, 0, 0, 0},
+    {0, "a", BW_STORE_PUT, 2, 1024, 10 * S},
+    {5 * S, "a", BW_STORE_KEEP, 0, 0, 0},
+    {5 * S - 1, "a", BW_STORE_KEEP, 0, 0, 0},
+    {1, "a", BW_STORE_KEEP, 0, 0, 0}, /* expires_at == now: absent */
+    {0, "a", BW_STORE_DELETE, 0, 0, 0},
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},
+    {0, "a", BW_STORE_DELETE, 0, 0, 0},
+    {0, "b", BW_STORE_PUT, 3, 40, 2 * S},
+    {3 * S, "b", BW_STORE_PUT, 4, 17, 0}, /* PUT over an expired entry */
+    {0, "b", BW_STORE_KEEP, 0, 0, 0},
+    {0, "b", BW_STORE_PUT, 5, 0, 0},    /* len 0: EINVAL, nothing changes */
+    {0, "b", BW_STORE_PUT, 5, 1025, 0}, /* len 1025: EINVAL */
+    {0, "b", 7, 0, 0, 0},               /* unknown verdict: EINVAL */
+    {0, "b", BW_STORE_KEEP, 0, 0, 0},
+    {0, "c", BW_STORE_PUT, 6, 1, 0}, /* len 1 */
+    {0, "c", BW_STORE_KEEP, 0, 0, 0},
+    {0, "c", BW_STORE_PUT, 7, 16, -1}, /* already expired when written */
+    {0, "c", BW_STORE_KEEP, 0, 0, 0},
+    {0, "c", BW_STORE_PUT, 8, 16, 0},
+    {0, "c", BW_STORE_KEEP, 0, 0, 0},
+    {0, "b", BW_STORE_DELETE, 0, 0, 0},
+    {0, "b", BW_STORE_KEEP, 0, 0, 0},
+    {0, "c", BW_STORE_KEEP, 0, 0, 0},
+};
+#define NSTEPS (sizeof script / sizeof script[0])
+
+static void run_script(const char *url, op *obs, int *rcs, int sweep[2])
+{
+    bw_clock *c = NULL;
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_clock_manual_new(1000 * S, &c));
+    CHECK_OK(bw_store_open(url, &s, &e));
+    if (!s) {
+        bw_clock_free(c);
+        return;
+    }
+    CHECK_OK(bw_store_set_clock(s, c));
+    for (size_t i = 0; i < NSTEPS; i++) {
+        const step *t = &script[i];
+        CHECK_OK(bw_clock_manual_advance(c, t->advance));
+        int64_t now = bw_clock_now(c);
+        op *o = &obs[i];
+        memset(o, 0, sizeof *o);
+        o->verdict = t->verdict;
+        o->value = t->value;
+        o->len = t->len;
+        o->expires_at = t->ttl ? now + t->ttl : BW_STORE_NEVER;
+        rcs[i] = bw_store_update(s, t->name, op_fn, o, &e);
+    }
+    /* Then a sweep: "c" never expires; put two that do. */
+    CHECK_OK(put(s, "d", 1, 16, bw_clock_now(c) + S, &e));
+    CHECK_OK(put(s, "e", 1, 16, bw_clock_now(c) + S, &e));
+    CHECK_OK(bw_clock_manual_advance(c, S));
+    CHECK_OK(bw_store_sweep(s, 1, &sweep[0], &e));
+    CHECK_OK(bw_store_sweep(s, 10, &sweep[1], &e));
+    bw_store_close(s);
+    bw_clock_free(c);
+}
+
+static void test_same_as_memory(void)
+{
+    const char *n = seg("script");
+    unlink_seg(n);
+    char url[128];
+    snprintf(url, sizeof url, "shm:%s?capacity=16", n);
+    op mem[NSTEPS], sh[NSTEPS];
+    int mrc[NSTEPS], src[NSTEPS], msw[2] = {0, 0}, ssw[2] = {0, 0};
+    run_script("memory:", mem, mrc, msw);
+    run_script(url, sh, src, ssw);
+    for (size_t i = 0; i < NSTEPS; i++) {
+        if (mrc[i] != src[i] || mem[i].calls != sh[i].calls || mem[i].present != sh[i].present ||
+            mem[i].seen_now != sh[i].seen_now ||
+            (mem[i].present && (mem[i].seen_expires != sh[i].seen_expires || mem[i].seen_len != sh[i].seen_len ||
+                                mem[i].seen_value != sh[i].seen_value)))
+            H_FAIL("step %zu (%s): memory rc %d present %d len %u value %lld; shm rc %d present %d len %u value %lld",
+                   i, script[i].name, mrc[i], mem[i].present, mem[i].seen_len, (long long)mem[i].seen_value, src[i],
+                   sh[i].present, sh[i].seen_len, (long long)sh[i].seen_value);
+    }
+    /* A few observations pinned down, so that both cannot agree on a wrong answer. */
+    CHECK_INT(mem[0].present, 0);
+    CHECK_INT(mem[2].present, 1);
+    CHECK_INT(mem[5].present, 1);
+    CHECK_INT(mem[6].present, 0);
+    CHECK_INT(mem[12].seen_value, 4);
+    CHECK_INT(mrc[13], BW_EINVAL);
+    CHECK_INT(mrc[14], BW_EINVAL);
+    CHECK_INT(mrc[15], BW_EINVAL);
+    CHECK_INT(mem[18].seen_len, 1);
+    CHECK_INT(mem[20].present, 0);
+    CHECK_INT(mem[24].present, 0);
+    CHECK_INT(msw[0], 1);
+    CHECK_INT(msw[1], 1);
+    CHECK_INT(ssw[0], msw[0]);
+    CHECK_INT(ssw[1], msw[1]);
+    unlink_seg(n);
+}
+
+static void test_expiry_and_sweep(void)
+{
+    const char *n = seg("sweep");
+    unlink_seg(n);
+    bw_clock *c = NULL;
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_clock_manual_new(50 * S, &c));
+    CHECK_OK(open_shm(n, 64, &s, &e));
+    CHECK_OK(bw_store_set_clock(s, c));
+    char name[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "exp%d", i);
+        CHECK_OK(put(s, name, i, 16, 60 * S, &e));
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "keep%d", i);
+        CHECK_OK(put(s, name, 100 + i, 16, BW_STORE_NEVER, &e));
+    }
+    int d = -1;
+    CHECK_OK(bw_store_sweep(s, 100, &d, &e));
+    CHECK_INT(d, 0);
+    CHECK_OK(bw_clock_manual_set(c, 60 * S - 1));
+    CHECK_INT(get(s, "exp3"), 3);
+    CHECK_OK(bw_clock_manual_set(c, 60 * S));
+    CHECK_INT(get(s, "exp3"), -2);
+    CHECK_OK(bw_store_sweep(s, 3, &d, &e));
+    CHECK_INT(d, 3);
+    CHECK_OK(bw_store_sweep(s, 100, &d, &e));
+    CHECK_INT(d, 7);
+    CHECK_OK(bw_store_sweep(s, 100, &d, &e));
+    CHECK_INT(d, 0);
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "keep%d", i);
+        CHECK_INT(get(s, name), 100 + i);
+    }
+    /* The table has room for the 59 others. */
+    for (int i = 0; i < 59; i++) {
+        snprintf(name, sizeof name, "new%d", i);
+        CHECK_OK(put(s, name, i, 16, BW_STORE_NEVER, &e));
+    }
+    CHECK_RC(put(s, "one-too-many", 1, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    bw_store_close(s);
+    bw_clock_free(c);
+    unlink_seg(n);
+}
+
+static void test_full(void)
+{
+    const char *n = seg("full");
+    unlink_seg(n);
+    bw_clock *c = NULL;
+    bw_store *s = NULL;
+    bw_error e;
+    char name[32], want[96];
+    CHECK_OK(bw_clock_manual_new(0, &c));
+    CHECK_OK(open_shm(n, 8, &s, &e));
+    CHECK_OK(bw_store_set_clock(s, c));
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        CHECK_OK(put(s, name, i, 16, i == 0 ? 10 * S : BW_STORE_NEVER, &e));
+    }
+    memset(&e, 0, sizeof e);
+    CHECK_RC(put(s, "n8", 8, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    snprintf(want, sizeof want, "shm store '%s' is full (capacity 8 circuits)", n);
+    CHECK_STR(e.message, want);
+    CHECK_INT(get(s, "n8"), -2);
+    /* Entries that exist still update. */
+    CHECK_OK(put(s, "n3", 33, 16, BW_STORE_NEVER, &e));
+    CHECK_INT(get(s, "n3"), 33);
+    /* A DELETE makes room. */
+    CHECK_OK(del(s, "n3"));
+    CHECK_OK(put(s, "n8", 8, 16, BW_STORE_NEVER, &e));
+    CHECK_RC(put(s, "n9", 9, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    /* So does an expiry, without a sweep. */
+    CHECK_OK(bw_clock_manual_advance(c, 10 * S));
+    CHECK_OK(put(s, "n9", 9, 16, BW_STORE_NEVER, &e));
+    CHECK_INT(get(s, "n0"), -2);
+    CHECK_RC(put(s, "n0", 0, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    for (int i = 1; i < 10; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        CHECK_INT(get(s, name), i == 3 ? -2 : i);
+    }
+    /* Capacity 1. */
+    bw_store *one = NULL;
+    const char *n1 = seg("one");
+    unlink_seg(n1);
+    CHECK_OK(open_shm(n1, 1, &one, &e));
+    CHECK_OK(put(one, "x", 1, 16, BW_STORE_NEVER, &e));
+    CHECK_RC(put(one, "y", 2, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    CHECK_OK(del(one, "x"));
+    CHECK_OK(put(one, "y", 2, 16, BW_STORE_NEVER, &e));
+    CHECK_INT(get(one, "y"), 2);
+    CHECK_INT(get(one, "x"), -2);
+    bw_store_close(one);
+    unlink_seg(n1);
+    bw_store_close(s);
+    bw_clock_free(c);
+    unlink_seg(n);
+}
+
+static void test_collisions(void)
+{
+    enum { CAP = 257 };
+    const char *n = seg("coll");
+    unlink_seg(n);
+    bw_store *s = NULL;
+    bw_error e;
+    char name[64];
+    CHECK_OK(open_shm(n, CAP, &s, &e));
+    /* A full table: every name lives somewhere along some other name's chain. */
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_OK(put(s, name, i, 16 + (uint32_t)i, BW_STORE_NEVER, &e));
+    }
+    CHECK_RC(put(s, "extra", 1, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_INT(get(s, name), i);
+    }
+    /* Delete every other one (tombstones in the middle of chains), then refill. */
+    for (int i = 0; i < CAP; i += 2) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_OK(del(s, name));
+    }
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_INT(get(s, name), i % 2 ? i : -2);
+    }
+    for (int i = 0; i < CAP; i += 2) {
+        snprintf(name, sizeof name, "other-%d", i);
+        CHECK_OK(put(s, name, 1000 + i, 16, BW_STORE_NEVER, &e));
+    }
+    CHECK_RC(put(s, "extra", 1, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_INT(get(s, name), i % 2 ? i : -2);
+        snprintf(name, sizeof name, "other-%d", i);
+        CHECK_INT(get(s, name), i % 2 ? -2 : 1000 + i);
+    }
+    /* Empty it completely, then it holds a full table of new names again. */
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "circuit-%d", i);
+        CHECK_OK(del(s, name));
+        snprintf(name, sizeof name, "other-%d", i);
+        CHECK_OK(del(s, name));
+    }
+    for (int i = 0; i < CAP; i++) {
+        snprintf(name, sizeof name, "third-%d", i);
+        CHECK_OK(put(s, name, i, 16, BW_STORE_NEVER, &e));
+    }
+    CHECK_RC(put(s, "extra", 1, 16, BW_STORE_NEVER, &e), BW_ELIMIT);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+typedef struct tctx {
+    bw_store *s;
+    int n, errors;
+} tctx;
+
+static void *incr_thread(void *arg)
+{
+    tctx *t = arg;
+    for (int i = 0; i < t->n; i++)
+        if (bw_store_update(t->s, "counter", incr_fn, NULL, NULL) != BW_OK)
+            t->errors++;
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    enum { T = 4, N = 10000 };
+    const char *n = seg("threads");
+    unlink_seg(n);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 16, &s, &e));
+    pthread_t th[T];
+    tctx t[T];
+    for (int i = 0; i < T; i++) {
+        t[i] = (tctx){s, N, 0};
+        CHECK_INT(pthread_create(&th[i], NULL, incr_thread, &t[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_INT(t[i].errors, 0);
+    }
+    CHECK_INT(get(s, "counter"), T * N);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+static void test_processes(void)
+{
+    enum { P = 8, N = 5000 };
+    const char *n = seg("procs");
+    unlink_seg(n);
+    pid_t pid[P];
+    /* The children race to create the segment. */
+    for (int i = 0; i < P; i++) {
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            child_guard();
+            bw_store *s = NULL;
+            if (open_shm(n, 32, &s, NULL) != BW_OK)
+                _exit(2);
+            for (int k = 0; k < N; k++)
+                if (bw_store_update(s, "counter", incr_fn, NULL, NULL) != BW_OK)
+                    _exit(3);
+            bw_store_close(s);
+            _exit(0);
+        }
+        CHECK(pid[i] > 0);
+    }
+    alarm(20);
+    for (int i = 0; i < P; i++)
+        if (pid[i] > 0)
+            CHECK_INT(reap(pid[i]), 0);
+    alarm(0);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 32, &s, &e));
+    CHECK_INT(get(s, "counter"), P * N);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+/* The child's update function: tell the parent it holds the lock, then hang. */
+static int hang_fd = -1;
+
+static bw_store_verdict hang_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    (void)cur;
+    fill(next, 999, 1024, BW_STORE_NEVER);
+    if (write(hang_fd, "x", 1) != 1)
+        _exit(4);
+    for (;;)
+        pause();
+}
+
+static void test_kill_holding_lock(void)
+{
+    const char *n = seg("kill");
+    unlink_seg(n);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 16, &s, &e));
+    CHECK_OK(put(s, "entry", 41, 1024, BW_STORE_NEVER, &e));
+    int fds[2];
+    CHECK_INT(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        child_guard();
+        close(fds[0]);
+        hang_fd = fds[1];
+        bw_store_update(s, "entry", hang_fn, NULL, NULL);
+        _exit(5);
+    }
+    close(fds[1]);
+    CHECK(pid > 0);
+    alarm(10); /* the guard: neither the pipe nor the lock below may hang the test */
+    char x = 0;
+    CHECK_INT(read(fds[0], &x, 1), 1);
+    close(fds[0]);
+    kill(pid, SIGKILL);
+    CHECK_INT(reap(pid), -1);
+    /* The lock's owner is dead: this update recovers it at once. */
+    CHECK_INT(get(s, "entry"), 41);
+    CHECK_OK(bw_store_update(s, "entry", incr_fn, NULL, &e));
+    CHECK_INT(get(s, "entry"), 42);
+    alarm(0);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+/* Kill the child at one point of a commit, through the fault hook. */
+static int kill_at;
+
+static void fault_kill(int point)
+{
+    if (point == kill_at)
+        raise(SIGKILL);
+}
+
+static void kill_mid_commit(int point, int64_t want_entry, int want_fresh)
+{
+    const char *n = seg("commit");
+    unlink_seg(n);
+    bw_store *s = NULL;
+    bw_error e;
+    char name[32];
+    CHECK_OK(open_shm(n, 8, &s, &e));
+    CHECK_OK(put(s, "entry", 100, 1024, BW_STORE_NEVER, &e));
+    for (int k = 0; k < 2; k++) {
+        /* k = 0: a PUT over an entry; k = 1: a new name (the used count changes too). */
+        pid_t pid = fork();
+        if (pid == 0) {
+            child_guard();
+            kill_at = point;
+            bw__shm_fault = fault_kill;
+            if (k == 0)
+                put(s, "entry", 200, 1024, BW_STORE_NEVER, NULL);
+            else
+                put(s, "fresh", 300, 1000, BW_STORE_NEVER, NULL);
+            _exit(6);
+        }
+        CHECK(pid > 0);
+        alarm(10);
+        CHECK_INT(reap(pid), -1);
+        if (k == 0)
+            CHECK_INT(get(s, "entry"), want_entry);
+        else
+            CHECK_INT(get(s, "fresh"), want_fresh ? 300 : -2);
+        alarm(0);
+    }
+    /* The table's bookkeeping survived: it still holds exactly 8 names. */
+    int have = 1 + want_fresh, added = 0;
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "fill%d", i);
+        if (put(s, name, i, 16, BW_STORE_NEVER, &e) == BW_OK)
+            added++;
+    }
+    CHECK_INT(have + added, 8);
+    CHECK_OK(del(s, "entry"));
+    CHECK_OK(put(s, "again", 1, 16, BW_STORE_NEVER, &e));
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
+static void test_kill_mid_commit(void)
+{
+    /* The journal half written: discarded, the old value stays. */
+    kill_mid_commit(BW__SHM_FAULT_JOURNAL, 100, 0);
+    /* Pending, nothing applied yet: redone. */
+    kill_mid_commit(BW__SHM_FAULT_PENDING, 200, 1);
+    /* Half the data copied into the slot: redone. */
+    kill_mid_commit(BW__SHM_FAULT_APPLY, 200, 1);
+}
+
+static void test_mismatch(void)
+{
+    const char *n = seg("mismatch");
+    unlink_seg(n);
+    bw_store *s = NULL, *s2 = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 16, &s, &e));
+    CHECK_OK(put(s, "k", 1, 16, BW_STORE_NEVER, &e));
+    memset(&e, 0, sizeof e);
+    CHECK_RC(open_shm(n, 32, &s2, &e), BW_ESTATE);
+    CHECK_STR(e.field, "capacity");
+    CHECK(strstr(e.message, "capacity 16") != NULL);
+    CHECK(s2 == NULL);
+    /* The default capacity (1024) does not match either. */
+    CHECK_RC(open_shm(n, 0, &s2, &e), BW_ESTATE);
+    bw_store_close(s);
+
+    /* Another layout version: bump the version field (after the 8-byte magic). */
+    char path[128];
+    snprintf(path, sizeof path, "/%s", n);
+    int fd = shm_open(path, O_RDWR, 0);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        unsigned char *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        CHECK(h != MAP_FAILED);
+        if (h != MAP_FAILED) {
+            uint32_t v;
+            memcpy(&v, h + 8, 4);
+            v += 1;
+            memcpy(h + 8, &v, 4);
+            memset(&e, 0, sizeof e);
+            CHECK_RC(open_shm(n, 16, &s2, &e), BW_ESTATE);
+            CHECK_STR(e.field, "version");
+            CHECK(strstr(e.message, "layout version") != NULL);
+            /* Not a breakwater segment at all. */
+            memset(h, 0x11, 8);
+            CHECK_RC(open_shm(n, 16, &s2, &e), BW_ESTATE);
+            CHECK_STR(e.field, "magic");
+            munmap(h, 4096);
+        }
+    }
+    unlink_seg(n);
+}
+
+int main(void)
+{
+    RUN(test_open_reopen);
+    RUN(test_url_errors);
+    RUN(test_same_as_memory);
+    RUN(test_expiry_and_sweep);
+    RUN(test_full);
+    RUN(test_collisions);
+    RUN(test_threads);
+    RUN(test_processes);
+    RUN(test_kill_holding_lock);
+    RUN(test_kill_mid_commit);
+    RUN(test_mismatch);
+    return TEST_SUMMARY();
+}
