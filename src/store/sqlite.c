@@ -1,11 +1,428 @@
 /*
- * sqlite.c — the sqlite:PATH store (being written).
+ * sqlite.c — the sqlite:PATH store: the processes of one host share circuits
+ * through one SQLite database file.
+ *
+ * Design notes
+ * - One connection per store, opened in WAL mode (readers never block the
+ *   writer) with synchronous=NORMAL (a commit costs no fsync; a power loss can
+ *   only lose the last commits, never corrupt the file) and a busy timeout
+ *   (?busy_timeout=5s, at most 1h): a writer waits that long for another
+ *   process's write lock, then the update fails with BW_ESYS saying "busy".
+ * - Atomicity: every update is one BEGIN IMMEDIATE transaction. BEGIN IMMEDIATE
+ *   takes the database's write lock up front, so the read (SELECT), the update
+ *   function and the write (an upsert or a DELETE) run while no other
+ *   connection, in this process or another, can write: a read-modify-write can
+ *   neither interleave with another nor deadlock upgrading a read lock. On any
+ *   error the transaction is rolled back and nothing changed.
+ * - The store's clock is CLOCK_REALTIME by default (the file outlives reboots
+ *   and is shared by processes, whose monotonic clocks differ); it is read
+ *   inside the transaction, after the write lock is held.
+ * - Schema (version 1), created on first use inside BEGIN IMMEDIATE:
+ *     bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID, row ('schema_version', 1)
+ *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
+ *                 data BLOB NOT NULL) WITHOUT ROWID
+ *     index bw_circuits_expires ON bw_circuits(expires_at)
+ *   A database whose schema_version is not 1 is refused with BW_ESTATE. Every
+ *   statement is prepared once at open with bound parameters: a name is only
+ *   ever a bound value, never part of SQL text.
+ * - Expiry and the sweep: an entry whose expires_at <= now reads as absent (the
+ *   next PUT overwrites it), as does a row whose data is not 1 to
+ *   BW_STORE_DATA_MAX bytes (written by something else than breakwater). bw_store_sweep deletes at most max expired
+ * rows in one BEGIN IMMEDIATE transaction, through the expires_at index. The automatic sweep (?sweep=1h; off, none or 0
+ * disables) needs no thread: an update that finds the sweep due runs one pass of at most 100 rows in its own short
+ *   transaction right after its commit (an error there is ignored: the update
+ *   already succeeded, and the next pass retries). As grelmicro does, the first
+ *   pass is due min(30s, interval) after the store's first update and then
+ *   every interval, each delay jittered by +-20% from a per-store seed, so that
+ *   processes started together do not sweep together. If the clock steps back,
+ *   the schedule restarts from the new time.
+ *
+ * Locking
+ * - One connection per store, opened with SQLITE_OPEN_NOMUTEX: ctx->mu
+ *   serializes every use of the connection and its statements (so threads of
+ *   one process queue on it, never on SQLite's busy handler), and guards the
+ *   sweep schedule and the entry buffers. The update function runs under it, inside the
+ *   transaction: that is the store contract (it must not call into the store).
+ *   No other lock is taken under it, except SQLite's own.
+ * - Across processes the database's write lock (BEGIN IMMEDIATE) serializes.
+ * - A connection must not cross fork(): a child opens its own store.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/hash.h"
 #include "store_impl.h"
+
+#define SCHEMA_VERSION 1
+#define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
+#define SWEEP_FIRST (30 * (int64_t)BW_NS_PER_S) /* the first pass at most this long after the first update */
+
+enum { ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_COUNT };
+
+static const char *const sql_text[ST_COUNT] = {
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "SELECT expires_at, data FROM bw_circuits WHERE name = ?1",
+    "INSERT INTO bw_circuits(name, expires_at, data) VALUES(?1, ?2, ?3) "
+    "ON CONFLICT(name) DO UPDATE SET expires_at = excluded.expires_at, data = excluded.data",
+    "DELETE FROM bw_circuits WHERE name = ?1",
+    "DELETE FROM bw_circuits WHERE name IN "
+    "(SELECT name FROM bw_circuits WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+};
+
+typedef struct sq {
+    bw_store *store;
+    pthread_mutex_t mu;
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    int64_t sweep_every; /* ns; 0 = no automatic sweep */
+    int sweep_armed;     /* next_sweep is set (at the first update) */
+    int64_t sweep_base;  /* the time next_sweep was computed at */
+    int64_t next_sweep;
+    uint64_t rng; /* the jitter's state, seeded per store */
+    bw_store_entry cur, next;
+} sq;
+
+/* ---- errors ---- */
+
+/* Fail with BW_ESYS and SQLite's message for rc (read before anything else runs). */
+static int db_fail(sq *c, int rc, const char *what, bw_error *err)
+{
+    const char *msg = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+    if ((rc & 0xff) == SQLITE_BUSY)
+        return bw__fail(err, BW_ESYS, "",
+                        "sqlite: %s: the database stayed busy (locked by another connection) "
+                        "beyond busy_timeout: %s",
+                        what, msg);
+    return bw__fail(err, BW_ESYS, "", "sqlite: %s: %s", what, msg);
+}
+
+/* Step a prepared statement that returns no row, then reset it. */
+static int run(sq *c, int id, const char *what, bw_error *err)
+{
+    sqlite3_stmt *st = c->st[id];
+    int rc = sqlite3_step(st);
+    int ret = rc == SQLITE_DONE || rc == SQLITE_ROW ? BW_OK : db_fail(c, rc, what, err);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return ret;
+}
+
+/* End a failed transaction, if SQLite has not already rolled it back. */
+static void rollback(sq *c)
+{
+    if (!sqlite3_get_autocommit(c->db)) {
+        sqlite3_step(c->st[ST_ROLLBACK]);
+        sqlite3_reset(c->st[ST_ROLLBACK]);
+    }
+}
+
+/* ---- the sweep ---- */
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* d scaled by a uniform factor in [0.8, 1.2]. */
+static int64_t jitter(sq *c, int64_t d)
+{
+    c->rng += UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t r = bw__mix64(c->rng);
+    int64_t fifth = d / 5;
+    return d - fifth + (int64_t)(r % (uint64_t)(2 * fifth + 1));
+}
+
+/* Delete at most max rows expired at `now`, in one transaction. */
+static int sweep_pass(sq *c, int64_t now, int max, int *deleted, bw_error *err)
+{
+    *deleted = 0;
+    int rc = run(c, ST_BEGIN, "begin the sweep", err);
+    if (rc != BW_OK)
+        return rc;
+    sqlite3_bind_int64(c->st[ST_SWEEP], 1, now);
+    sqlite3_bind_int(c->st[ST_SWEEP], 2, max);
+    rc = run(c, ST_SWEEP, "sweep", err);
+    int n = rc == BW_OK ? sqlite3_changes(c->db) : 0;
+    if (rc == BW_OK)
+        rc = run(c, ST_COMMIT, "commit the sweep", err);
+    if (rc != BW_OK) {
+        rollback(c);
+        return rc;
+    }
+    *deleted = n;
+    return BW_OK;
+}
+
+/* After a successful update at `now`: arm the schedule, or run a due pass. */
+static void sweep_maybe(sq *c, int64_t now)
+{
+    if (c->sweep_every <= 0)
+        return;
+    if (!c->sweep_armed || now < c->sweep_base) {
+        int64_t first = c->sweep_every < SWEEP_FIRST ? c->sweep_every : SWEEP_FIRST;
+        c->sweep_armed = 1;
+        c->sweep_base = now;
+        c->next_sweep = add_sat(now, jitter(c, first));
+        return;
+    }
+    if (now < c->next_sweep)
+        return;
+    int n;
+    (void)sweep_pass(c, now, SWEEP_BATCH, &n, NULL); /* best effort; the next pass retries */
+    c->sweep_base = now;
+    c->next_sweep = add_sat(now, jitter(c, c->sweep_every));
+}
+
+/* ---- the operations ---- */
+
+static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    sq *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    int rc = run(c, ST_BEGIN, "begin the update", err);
+    if (rc != BW_OK) {
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    int64_t now = bw__store_now(c->store);
+
+    /* Read the entry; an expired or malformed row reads as absent. */
+    const bw_store_entry *cur = NULL;
+    sqlite3_stmt *get = c->st[ST_GET];
+    sqlite3_bind_text(get, 1, name, -1, SQLITE_STATIC);
+    int src = sqlite3_step(get);
+    if (src == SQLITE_ROW) {
+        int64_t exp = sqlite3_column_int64(get, 0);
+        const void *data = sqlite3_column_blob(get, 1);
+        int len = sqlite3_column_bytes(get, 1);
+        if (exp > now && data && len >= 1 && len <= BW_STORE_DATA_MAX) {
+            c->cur.expires_at = exp;
+            c->cur.len = (uint32_t)len;
+            memcpy(c->cur.data, data, (size_t)len);
+            cur = &c->cur;
+        }
+    } else if (src != SQLITE_DONE) {
+        rc = db_fail(c, src, "read the entry", err);
+    }
+    sqlite3_reset(get);
+    sqlite3_clear_bindings(get);
+
+    if (rc == BW_OK) {
+        bw_store_entry *next = &c->next;
+        switch (fn(arg, now, cur, next)) {
+        case BW_STORE_KEEP:
+            break;
+        case BW_STORE_PUT:
+            if (next->len < 1 || next->len > BW_STORE_DATA_MAX) {
+                rc = bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX,
+                              next->len);
+                break;
+            }
+            sqlite3_bind_text(c->st[ST_PUT], 1, name, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(c->st[ST_PUT], 2, next->expires_at);
+            sqlite3_bind_blob(c->st[ST_PUT], 3, next->data, (int)next->len, SQLITE_STATIC);
+            rc = run(c, ST_PUT, "write the entry", err);
+            break;
+        case BW_STORE_DELETE:
+            sqlite3_bind_text(c->st[ST_DEL], 1, name, -1, SQLITE_STATIC);
+            rc = run(c, ST_DEL, "delete the entry", err);
+            break;
+        default:
+            rc = bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
+        }
+    }
+    if (rc == BW_OK)
+        rc = run(c, ST_COMMIT, "commit the update", err);
+    if (rc != BW_OK)
+        rollback(c);
+    else
+        sweep_maybe(c, now);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    sq *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    int rc = sweep_pass(c, bw__store_now(c->store), max, deleted, err);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static void sq_close(void *ctx)
+{
+    sq *c = ctx;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(c->st[i]);
+    sqlite3_close_v2(c->db);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---- opening ---- */
+
+/* Run constant SQL (no parameters, results ignored). */
+static int exec(sq *c, const char *sql, const char *what, bw_error *err)
+{
+    int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? BW_OK : db_fail(c, rc, what, err);
+}
+
+/*
+ * Read schema_version: 1 when found (*v filled, *found), 0 when the bw_meta table
+ * or the row is absent. Reports a value that is not 1 as BW_ESTATE.
+ */
+static int read_version(sq *c, const char *path, int *found, bw_error *err)
+{
+    *found = 0;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(c->db, "SELECT value FROM bw_meta WHERE key = 'schema_version'", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return BW_OK; /* no bw_meta table: a new database */
+    int ret = BW_OK;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *found = 1;
+        if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_int64(st, 0) != SCHEMA_VERSION) {
+            const unsigned char *v = sqlite3_column_text(st, 0);
+            ret = bw__fail(err, BW_ESTATE, "path", "sqlite: %.100s has schema_version %.20s, expected %d", path,
+                           v ? (const char *)v : "NULL", SCHEMA_VERSION);
+        }
+    } else if (rc != SQLITE_DONE) {
+        ret = db_fail(c, rc, "read schema_version", err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* Check the schema, creating it on first use (inside BEGIN IMMEDIATE). */
+static int ensure_schema(sq *c, const char *path, bw_error *err)
+{
+    int found;
+    int rc = read_version(c, path, &found, err);
+    if (rc != BW_OK || found)
+        return rc; /* the common case: no write lock needed */
+    rc = exec(c, "BEGIN IMMEDIATE", "begin creating the schema", err);
+    if (rc != BW_OK)
+        return rc;
+    rc = exec(c, "CREATE TABLE IF NOT EXISTS bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID", "create the schema",
+              err);
+    if (rc == BW_OK)
+        rc = read_version(c, path, &found, err); /* another process may have won the race */
+    if (rc == BW_OK && !found)
+        rc = exec(c,
+                  "CREATE TABLE bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, "
+                  "data BLOB NOT NULL) WITHOUT ROWID;"
+                  "CREATE INDEX bw_circuits_expires ON bw_circuits(expires_at);"
+                  "INSERT INTO bw_meta(key, value) VALUES('schema_version', 1);",
+                  "create the schema", err);
+    if (rc == BW_OK)
+        rc = exec(c, "COMMIT", "commit the schema", err);
+    if (rc != BW_OK && !sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/*
+ * Switch to WAL. Changing the journal mode of a new file needs an exclusive
+ * lock, and SQLite reports a conflict there without calling the busy handler
+ * when several processes open a new file at once; so retry until busy_timeout.
+ */
+static int set_wal(sq *c, const char *path, int64_t busy_ns, bw_error *err)
+{
+    int64_t deadline = bw__mono_now() + busy_ns, pause = 1000000; /* 1 ms, doubling to 64 ms */
+    for (;;) {
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW) {
+                const unsigned char *mode = sqlite3_column_text(st, 0);
+                int ret = mode && strcmp((const char *)mode, "wal") == 0
+                              ? BW_OK
+                              : bw__fail(err, BW_ESYS, "path", "sqlite: %.100s cannot use journal_mode=WAL (got %.20s)",
+                                         path, mode ? (const char *)mode : "NULL");
+                sqlite3_finalize(st);
+                return ret;
+            }
+            sqlite3_finalize(st);
+        }
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            return db_fail(c, rc, "set journal_mode=WAL", err);
+        if (bw__mono_now() >= deadline)
+            return db_fail(c, SQLITE_BUSY, "set journal_mode=WAL", err);
+        struct timespec ts = {0, (long)pause};
+        nanosleep(&ts, NULL);
+        if (pause < 64000000)
+            pause *= 2;
+    }
+}
+
+/* Open the connection: WAL, synchronous=NORMAL, the busy timeout, the schema, the statements. */
+static int open_db(sq *c, const char *path, int64_t busy_ns, bw_error *err)
+{
+    int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", path,
+                           c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+        sqlite3_close_v2(c->db);
+        c->db = NULL;
+        return ret;
+    }
+    int64_t ms = (busy_ns + 999999) / 1000000;
+    sqlite3_busy_timeout(c->db, (int)ms);
+
+    rc = set_wal(c, path, busy_ns, err);
+    if (rc != BW_OK)
+        return rc;
+    rc = exec(c, "PRAGMA synchronous=NORMAL", "set synchronous=NORMAL", err);
+    if (rc == BW_OK)
+        rc = ensure_schema(c, path, err);
+    for (int i = 0; rc == BW_OK && i < ST_COUNT; i++) {
+        int src = sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
+        if (src != SQLITE_OK)
+            rc = db_fail(c, src, "prepare a statement", err);
+    }
+    return rc;
+}
 
 int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
 {
-    (void)s;
-    (void)u;
-    return bw__fail(err, BW_ESTATE, "scheme", "sqlite: is not available yet");
+    int64_t busy, every;
+    int rc = bw__url_int(u, "busy_timeout", 0, 3600 * (int64_t)BW_NS_PER_S, 5 * (int64_t)BW_NS_PER_S, 1, &busy, err);
+    if (rc == BW_OK)
+        rc =
+            bw__url_int(u, "sweep", 0, 366 * 86400 * (int64_t)BW_NS_PER_S, 3600 * (int64_t)BW_NS_PER_S, 1, &every, err);
+    if (rc != BW_OK)
+        return rc;
+    if (!u->path[0])
+        return bw__fail(err, BW_EINVAL, "path", "a sqlite: store needs a path, as in sqlite:/var/lib/app/breakers.db");
+    sq *c = calloc(1, sizeof *c);
+    if (!c)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return bw__fail(err, BW_ESYS, "", "could not create the sqlite: store's mutex");
+    }
+    c->store = s;
+    c->sweep_every = every;
+    c->rng = bw__hash_seed(c) ^ ((uint64_t)getpid() << 32);
+    rc = open_db(c, u->path, busy, err);
+    if (rc != BW_OK) {
+        sq_close(c);
+        return rc;
+    }
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close};
+    s->ops = ops;
+    s->ctx = c;
+    s->default_clock = BW__STORE_REALTIME;
+    return BW_OK;
 }

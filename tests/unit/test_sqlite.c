@@ -1,0 +1,714 @@
+/*
+ * test_sqlite.c — the sqlite:PATH store: the schema it creates (checked with raw
+ * SQLite), reopening, URL errors, a foreign schema_version, update semantics
+ * compared step by step with the memory: store on a manual clock, expiry, the
+ * bounded sweep and the automatic one, names SQL would choke on, a busy
+ * database, a dropped table, rows breakwater did not write, and atomicity
+ * under 4 threads and 4 processes. Every file lives in a fresh mkdtemp
+ * directory, removed at the end.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define S BW_NS_PER_S
+
+static char dir[64];
+static int nfiles;
+
+/* A fresh database path in the test directory, written to buf. */
+static const char *db_path(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/t%d.db", dir, nfiles++);
+    return buf;
+}
+
+static bw_store *open_url(const char *fmt, ...)
+{
+    char url[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(url, sizeof url, fmt, ap);
+    va_end(ap);
+    bw_store *s = NULL;
+    bw_error e;
+    int rc = bw_store_open(url, &s, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_store_open(%s): %s (%s)", url, bw_strerror(rc), e.message);
+    return s;
+}
+
+/* The first column of a raw query's first row: an integer (or -1), or text. */
+static long long raw_int(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    long long v = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+static void raw_text(const char *path, const char *sql, char *out, size_t n)
+{
+    sqlite3 *db;
+    out[0] = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+            sqlite3_finalize(st);
+        }
+    }
+    sqlite3_close(db);
+}
+
+static int raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+/* ---- update functions ---- */
+
+/* What one update saw and what it asks for. */
+typedef struct op {
+    int verdict;
+    int64_t expires_at;
+    uint32_t len;
+    unsigned char fill;
+    /* filled by the function */
+    int saw;
+    int64_t saw_now, saw_exp;
+    uint32_t saw_len;
+    unsigned char saw_data[BW_STORE_DATA_MAX];
+} op;
+
+static bw_store_verdict do_op(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    op *o = arg;
+    o->saw = cur != NULL;
+    o->saw_now = now;
+    if (cur) {
+        o->saw_exp = cur->expires_at;
+        o->saw_len = cur->len;
+        memcpy(o->saw_data, cur->data, cur->len);
+    }
+    if (o->verdict == BW_STORE_PUT) {
+        next->expires_at = o->expires_at;
+        next->len = o->len;
+        for (uint32_t i = 0; i < o->len && i < BW_STORE_DATA_MAX; i++)
+            next->data[i] = (unsigned char)(o->fill + i);
+    }
+    return (bw_store_verdict)o->verdict;
+}
+
+static int put(bw_store *s, const char *name, int64_t exp, uint32_t len, unsigned char fill)
+{
+    op o = {.verdict = BW_STORE_PUT, .expires_at = exp, .len = len, .fill = fill};
+    bw_error e;
+    int rc = bw_store_update(s, name, do_op, &o, &e);
+    if (rc != BW_OK)
+        H_FAIL("put %s: %s (%s)", name, bw_strerror(rc), e.message);
+    return rc;
+}
+
+/* Read name's entry: 1 and *o filled when live, 0 when absent. */
+static int get(bw_store *s, const char *name, op *o)
+{
+    memset(o, 0, sizeof *o);
+    o->verdict = BW_STORE_KEEP;
+    CHECK_OK(bw_store_update(s, name, do_op, o, NULL));
+    return o->saw;
+}
+
+static bw_store_verdict incr(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    uint64_t v = 0;
+    if (cur && cur->len == sizeof v)
+        memcpy(&v, cur->data, sizeof v);
+    v++;
+    next->expires_at = BW_STORE_NEVER;
+    next->len = sizeof v;
+    memcpy(next->data, &v, sizeof v);
+    return BW_STORE_PUT;
+}
+
+static uint64_t counter(bw_store *s, const char *name)
+{
+    op o;
+    uint64_t v = 0;
+    if (get(s, name, &o) && o.saw_len == sizeof v)
+        memcpy(&v, o.saw_data, sizeof v);
+    return v;
+}
+
+/* ---- tests ---- */
+
+static void test_open_creates_schema(void)
+{
+    char p[256], buf[64];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    if (!s)
+        return;
+    CHECK_STR(bw_store_scheme(s), "sqlite");
+    raw_text(p, "PRAGMA journal_mode", buf, sizeof buf);
+    CHECK_STR(buf, "wal");
+    CHECK_INT(raw_int(p, "SELECT value FROM bw_meta WHERE key = 'schema_version'"), 1);
+    CHECK_INT(raw_int(p, "SELECT typeof(value) = 'integer' FROM bw_meta WHERE key = 'schema_version'"), 1);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'bw_circuits'"), 1);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'bw_circuits' "
+                         "AND sql LIKE '%expires_at%'"),
+              1);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), 0);
+    /* A second store on the same file finds the schema and adds nothing. */
+    bw_store *t = open_url("sqlite:%s", p);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_meta"), 1);
+    bw_store_close(t);
+    bw_store_close(s);
+}
+
+static void test_reopen_keeps_entries(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    if (!s)
+        return;
+    put(s, "kept", BW_STORE_NEVER, BW_STORE_DATA_MAX, 7);
+    put(s, "short", BW_STORE_NEVER, 1, 42);
+    bw_store_close(s);
+    s = open_url("sqlite:%s?busy_timeout=1s&sweep=off", p);
+    if (!s)
+        return;
+    op o;
+    CHECK_INT(get(s, "kept", &o), 1);
+    CHECK_INT(o.saw_exp, BW_STORE_NEVER);
+    CHECK_INT(o.saw_len, BW_STORE_DATA_MAX);
+    CHECK_INT(o.saw_data[0], 7);
+    CHECK_INT(o.saw_data[BW_STORE_DATA_MAX - 1], (unsigned char)(7 + BW_STORE_DATA_MAX - 1));
+    CHECK_INT(get(s, "short", &o), 1);
+    CHECK_INT(o.saw_len, 1);
+    CHECK_INT(o.saw_data[0], 42);
+    CHECK_INT(get(s, "never-written", &o), 0);
+    /* The default clock is the wall clock: now is near time(). */
+    CHECK(o.saw_now / S >= (int64_t)time(NULL) - 5 && o.saw_now / S <= (int64_t)time(NULL) + 5);
+    bw_store_close(s);
+}
+
+static void test_url_errors(void)
+{
+    char p[256], url[400];
+    db_path(p, sizeof p);
+    struct {
+        const char *suffix;
+        const char *field;
+    } bad[] = {
+        {"?busy_timeout=abc", "busy_timeout"},
+        {"?busy_timeout=2h", "busy_timeout"},
+        {"?busy_timeout=-1s", "busy_timeout"},
+        {"?sweep=soon", "sweep"},
+        {"?sweep=-5m", "sweep"},
+        {"?sweep=1h&colour=blue", "colour"},
+        {"?capacity=10", "capacity"},
+    };
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_RC(bw_store_open("sqlite:", &s, &e), BW_EINVAL);
+    CHECK_STR(e.field, "path");
+    CHECK_RC(bw_store_open("sqlite:?sweep=off", &s, &e), BW_EINVAL);
+    CHECK_STR(e.field, "path");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(url, sizeof url, "sqlite:%s%s", p, bad[i].suffix);
+        e.field[0] = 0;
+        CHECK_RC(bw_store_open(url, &s, &e), BW_EINVAL);
+        CHECK_STR(e.field, bad[i].field);
+    }
+    CHECK(s == NULL);
+    /* Good option values. */
+    const char *good[] = {"?sweep=off", "?sweep=none", "?sweep=0", "?sweep=10m&busy_timeout=0", "?busy_timeout=1h"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(url, sizeof url, "sqlite:%s%s", p, good[i]);
+        CHECK_OK(bw_store_open(url, &s, &e));
+        bw_store_close(s);
+        s = NULL;
+    }
+    /* A file that cannot be opened is the system's refusal. */
+    snprintf(url, sizeof url, "sqlite:%s/no/such/dir/x.db", dir);
+    CHECK_RC(bw_store_open(url, &s, &e), BW_ESYS);
+    CHECK(strstr(e.message, "could not open") != NULL);
+    snprintf(url, sizeof url, "sqlite:%s", dir); /* a directory */
+    CHECK_RC(bw_store_open(url, &s, &e), BW_ESYS);
+    CHECK(s == NULL);
+}
+
+static void test_foreign_schema(void)
+{
+    char p[256], q[256], url[300];
+    bw_store *s = NULL;
+    bw_error e;
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "CREATE TABLE bw_meta(key TEXT PRIMARY KEY, value);"
+                          "INSERT INTO bw_meta VALUES('schema_version', 2);"),
+              SQLITE_OK);
+    snprintf(url, sizeof url, "sqlite:%s", p);
+    CHECK_RC(bw_store_open(url, &s, &e), BW_ESTATE);
+    CHECK(strstr(e.message, "schema_version") != NULL);
+    CHECK(strstr(e.message, "2") != NULL);
+    CHECK(s == NULL);
+    /* Nothing was created next to it. */
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name = 'bw_circuits'"), 0);
+
+    /* A version stored as text is foreign too. */
+    db_path(q, sizeof q);
+    CHECK_INT(raw_exec(q, "CREATE TABLE bw_meta(key TEXT PRIMARY KEY, value);"
+                          "INSERT INTO bw_meta VALUES('schema_version', 'one');"),
+              SQLITE_OK);
+    snprintf(url, sizeof url, "sqlite:%s", q);
+    CHECK_RC(bw_store_open(url, &s, &e), BW_ESTATE);
+    CHECK(strstr(e.message, "one") != NULL);
+}
+
+/*
+ * One script of updates run against memory: and sqlite: on manual clocks: what
+ * each function sees (absent or the entry, its bytes), and each status, must
+ * match step by step.
+ */
+typedef struct step {
+    int64_t advance; /* s, before the update */
+    const char *name;
+    int verdict;
+    int64_t exp; /* s after the start; -1 = BW_STORE_NEVER */
+    uint32_t len;
+    unsigned char fill;
+} step;
+
+static const step script[] = {
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* absent */
+    {0, "a", BW_STORE_PUT, 10, 3, 1},         /* create */
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* sees it */
+    {1, "a", BW_STORE_PUT, 20, 5, 9},         /* overwrite */
+    {0, "b", BW_STORE_DELETE, 0, 0, 0},       /* delete an absent entry */
+    {0, "b", BW_STORE_PUT, -1, 1024, 3},      /* the longest entry, never expires */
+    {0, "a", BW_STORE_PUT, 30, 0, 0},         /* len 0: EINVAL, nothing changed */
+    {0, "a", BW_STORE_PUT, 30, 1025, 0},      /* len 1025: EINVAL */
+    {0, "a", 7, 0, 0, 0},                     /* unknown verdict: EINVAL */
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* still the overwrite */
+    {18, "a", BW_STORE_KEEP, 0, 0, 0},        /* now = 19, expires 20: live */
+    {1, "a", BW_STORE_KEEP, 0, 0, 0},         /* now = 20 = expires_at: absent */
+    {0, "a", BW_STORE_PUT, 25, 2, 5},         /* PUT over the expired entry */
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* the new one */
+    {0, "a", BW_STORE_DELETE, 0, 0, 0},       /* delete */
+    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* absent */
+    {0, "c", BW_STORE_PUT, 21, 4, 4},         /* expires in 1 s */
+    {5, "c", BW_STORE_DELETE, 0, 0, 0},       /* delete an expired entry: sees absent */
+    {0, "c", BW_STORE_KEEP, 0, 0, 0},         /* absent */
+    {1000000, "b", BW_STORE_KEEP, 0, 0, 0},   /* the held entry lives on */
+    {0, "o'b;--\"%", BW_STORE_PUT, -1, 2, 8}, /* an awkward name */
+    {0, "o'b;--\"%", BW_STORE_KEEP, 0, 0, 0},
+};
+
+static void run_script(bw_store *s, bw_clock *clk, char log[][160])
+{
+    int64_t start = bw_clock_now(clk);
+    for (size_t i = 0; i < sizeof script / sizeof script[0]; i++) {
+        const step *st = &script[i];
+        bw_clock_manual_advance(clk, st->advance * S);
+        op o = {.verdict = st->verdict, .len = st->len, .fill = st->fill};
+        o.expires_at = st->exp < 0 ? BW_STORE_NEVER : start + st->exp * S;
+        bw_error e = {0};
+        int rc = bw_store_update(s, st->name, do_op, &o, &e);
+        unsigned sum = 0;
+        for (uint32_t k = 0; o.saw && k < o.saw_len; k++)
+            sum = sum * 31 + o.saw_data[k];
+        snprintf(log[i], 160, "rc=%d field=%s now=%lld saw=%d exp=%lld len=%u sum=%u", rc, rc ? e.field : "",
+                 (long long)(o.saw_now - start), o.saw,
+                 o.saw ? (long long)(o.saw_exp == BW_STORE_NEVER ? -1 : o.saw_exp - start) : 0LL, o.saw_len, sum);
+    }
+}
+
+static void test_same_as_memory(void)
+{
+    enum { N = sizeof script / sizeof script[0] };
+    static char want[N][160], got[N][160];
+    char p[256];
+    bw_clock *c1, *c2;
+    CHECK_OK(bw_clock_manual_new(1000 * S, &c1));
+    CHECK_OK(bw_clock_manual_new(1000 * S, &c2));
+    bw_store *m = open_url("memory:");
+    bw_store *s = open_url("sqlite:%s?sweep=off", db_path(p, sizeof p));
+    if (!m || !s)
+        return;
+    CHECK_OK(bw_store_set_clock(m, c1));
+    CHECK_OK(bw_store_set_clock(s, c2));
+    run_script(m, c1, want);
+    run_script(s, c2, got);
+    for (int i = 0; i < N; i++)
+        if (strcmp(want[i], got[i]) != 0)
+            H_FAIL("step %d: memory: %s, sqlite: %s", i, want[i], got[i]);
+    /* Spot checks that the script means what it says. */
+    CHECK(strstr(want[6], "field=len") != NULL);
+    CHECK(strstr(want[7], "field=len") != NULL);
+    CHECK(strstr(want[8], "field=verdict") != NULL);
+    CHECK(strstr(want[11], "saw=0") != NULL);
+    CHECK(strstr(want[10], "saw=1") != NULL);
+    /* No transaction was left open by the failed updates: a raw writer gets in. */
+    CHECK_INT(raw_exec(p, "BEGIN IMMEDIATE; COMMIT;"), SQLITE_OK);
+    bw_store_close(m);
+    bw_store_close(s);
+    bw_clock_free(c1);
+    bw_clock_free(c2);
+}
+
+static void test_sweep_bounded(void)
+{
+    char p[256], name[32];
+    bw_clock *clk;
+    CHECK_OK(bw_clock_manual_new(5000 * S, &clk));
+    bw_store *s = open_url("sqlite:%s?sweep=off", db_path(p, sizeof p));
+    if (!s)
+        return;
+    CHECK_OK(bw_store_set_clock(s, clk));
+    for (int i = 0; i < 250; i++) {
+        snprintf(name, sizeof name, "dead-%d", i);
+        put(s, name, 5000 * S + (i % 7 + 1) * S, 4, (unsigned char)i);
+    }
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "live-%d", i);
+        put(s, name, i % 2 ? BW_STORE_NEVER : 6000 * S, 4, (unsigned char)i);
+    }
+    int n = -1;
+    CHECK_OK(bw_store_sweep(s, 100, &n, NULL));
+    CHECK_INT(n, 0); /* nothing expired yet */
+    bw_clock_manual_advance(clk, 8 * S);
+    CHECK_OK(bw_store_sweep(s, 100, &n, NULL));
+    CHECK_INT(n, 100);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), 160);
+    CHECK_OK(bw_store_sweep(s, 100, &n, NULL));
+    CHECK_INT(n, 100);
+    CHECK_OK(bw_store_sweep(s, 100, &n, NULL));
+    CHECK_INT(n, 50);
+    CHECK_OK(bw_store_sweep(s, 100, NULL, NULL));
+    CHECK_OK(bw_store_sweep(s, 1, &n, NULL));
+    CHECK_INT(n, 0);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), 10);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits WHERE name LIKE 'live-%'"), 10);
+    /* The boundary: expires_at == now is expired. */
+    bw_clock_manual_set(clk, 6000 * S);
+    CHECK_OK(bw_store_sweep(s, 1000, &n, NULL));
+    CHECK_INT(n, 5);
+    CHECK_RC(bw_store_sweep(s, 0, &n, NULL), BW_EINVAL);
+    bw_store_close(s);
+    bw_clock_free(clk);
+}
+
+/* Write `count` entries expiring at `exp` (s on clk). */
+static void fill(bw_store *s, int count, int64_t exp)
+{
+    char name[32];
+    for (int i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "e-%d", i);
+        put(s, name, exp, 4, 1);
+    }
+}
+
+static void test_auto_sweep(void)
+{
+    char p[256], q[256];
+    bw_clock *clk;
+    op o;
+    CHECK_OK(bw_clock_manual_new(100 * S, &clk));
+    bw_store *s = open_url("sqlite:%s?sweep=1h", db_path(p, sizeof p));
+    if (!s)
+        return;
+    CHECK_OK(bw_store_set_clock(s, clk));
+    fill(s, 250, 101 * S); /* the first update arms the schedule: first pass within 36 s */
+    const char *count = "SELECT count(*) FROM bw_circuits WHERE name LIKE 'e-%'";
+    CHECK_INT(raw_int(p, count), 250);
+    bw_clock_manual_advance(clk, 20 * S); /* t = 120: expired, but the first pass is not due before 124 */
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 250);
+    bw_clock_manual_advance(clk, 20 * S); /* t = 140: due */
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 150);
+    get(s, "x", &o); /* the next pass is due in an hour +-20% */
+    bw_clock_manual_advance(clk, 2800 * S);
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 150);
+    bw_clock_manual_advance(clk, 1600 * S); /* 4400 s > 1.2 h after the first pass */
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 50);
+    bw_clock_manual_advance(clk, 4400 * S);
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 0);
+    /* However long the pause, one pass deletes at most 100 rows. */
+    fill(s, 250, 1000000 * S);
+    bw_clock_manual_set(clk, 2000000 * S);
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 150);
+    get(s, "x", &o);
+    CHECK_INT(raw_int(p, count), 150);
+    bw_store_close(s);
+    bw_clock_free(clk);
+
+    /* sweep=off never sweeps by itself. */
+    CHECK_OK(bw_clock_manual_new(100 * S, &clk));
+    s = open_url("sqlite:%s?sweep=off", db_path(q, sizeof q));
+    if (!s)
+        return;
+    CHECK_OK(bw_store_set_clock(s, clk));
+    fill(s, 150, 101 * S);
+    for (int i = 0; i < 5; i++) {
+        bw_clock_manual_advance(clk, 86400 * S);
+        get(s, "x", &o);
+    }
+    CHECK_INT(raw_int(q, count), 150);
+    CHECK_INT(get(s, "e-1", &o), 0); /* expired all the same */
+    bw_store_close(s);
+    bw_clock_free(clk);
+}
+
+static void test_awkward_names(void)
+{
+    static const char *names[] = {
+        "o'brien;--\"x\"",
+        "a';DROP_TABLE_bw_circuits;--",
+        "'",
+        "\"",
+        "''",
+        ";",
+        "%s%n%%",
+        "?1",
+        ":name",
+        "$x",
+        "@y",
+        "\\",
+        "*",
+        "a%",
+        "a_",
+        "x)--",
+        "bw_meta",
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    if (!s)
+        return;
+    for (int i = 0; i < N; i++)
+        put(s, names[i], BW_STORE_NEVER, 1, (unsigned char)i);
+    for (int i = 0; i < N; i++) {
+        op o;
+        CHECK_INT(get(s, names[i], &o), 1);
+        CHECK_INT(o.saw_data[0], i);
+    }
+    op o;
+    CHECK_INT(get(s, "a", &o), 0); /* LIKE patterns are not patterns here */
+    CHECK_INT(get(s, "ab", &o), 0);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), N);
+    /* Stored verbatim: each name is a row of its own, byte for byte. */
+    sqlite3 *db;
+    CHECK_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    CHECK_INT(sqlite3_prepare_v2(db, "SELECT data FROM bw_circuits WHERE name = ?1", -1, &st, NULL), SQLITE_OK);
+    for (int i = 0; i < N; i++) {
+        sqlite3_bind_text(st, 1, names[i], -1, SQLITE_STATIC);
+        CHECK_INT(sqlite3_step(st), SQLITE_ROW);
+        CHECK_INT(sqlite3_column_bytes(st, 0), 1);
+        CHECK_INT(((const unsigned char *)sqlite3_column_blob(st, 0))[0], i);
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    for (int i = 0; i < N; i += 2) {
+        op d = {.verdict = BW_STORE_DELETE};
+        CHECK_OK(bw_store_update(s, names[i], do_op, &d, NULL));
+    }
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), N / 2);
+    CHECK_INT(raw_int(p, "SELECT value FROM bw_meta WHERE key = 'schema_version'"), 1);
+    /* An invalid name never reaches the database. */
+    CHECK_RC(bw_store_update(s, "has space", do_op, &o, NULL), BW_EINVAL);
+    CHECK_RC(bw_store_update(s, "", do_op, &o, NULL), BW_EINVAL);
+    bw_store_close(s);
+}
+
+static void test_busy_and_errors(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s?busy_timeout=100ms", db_path(p, sizeof p));
+    if (!s)
+        return;
+    put(s, "k", BW_STORE_NEVER, 1, 1);
+    /* Another connection holds the write lock past busy_timeout. */
+    sqlite3 *db;
+    CHECK_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    CHECK_INT(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    op o = {.verdict = BW_STORE_PUT, .expires_at = BW_STORE_NEVER, .len = 1, .fill = 9};
+    bw_error e = {0};
+    CHECK_RC(bw_store_update(s, "k", do_op, &o, &e), BW_ESYS);
+    CHECK(strstr(e.message, "busy") != NULL);
+    CHECK_INT(o.saw_now, 0); /* the function never ran */
+    int n = -1;
+    CHECK_RC(bw_store_sweep(s, 10, &n, &e), BW_ESYS);
+    CHECK_INT(n, 0);
+    CHECK_INT(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT(get(s, "k", &o), 1);
+    CHECK_INT(o.saw_data[0], 1);
+
+    /* A dropped table: the error propagates and no transaction is left open. */
+    CHECK_INT(sqlite3_exec(db, "DROP TABLE bw_circuits", NULL, NULL, NULL), SQLITE_OK);
+    o.verdict = BW_STORE_KEEP;
+    CHECK_RC(bw_store_update(s, "k", do_op, &o, &e), BW_ESYS);
+    CHECK(strstr(e.message, "bw_circuits") != NULL);
+    CHECK_INT(sqlite3_exec(db, "BEGIN IMMEDIATE; COMMIT;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    bw_store_close(s);
+}
+
+/* Rows breakwater did not write (empty or oversized data) read as absent. */
+static void test_malformed_rows(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    if (!s)
+        return;
+    CHECK_INT(raw_exec(p, "INSERT INTO bw_circuits VALUES('empty', 9223372036854775807, x'');"
+                          "INSERT INTO bw_circuits VALUES('big', 9223372036854775807, zeroblob(1025));"
+                          "INSERT INTO bw_circuits VALUES('text', 9223372036854775807, 'abc');"),
+              SQLITE_OK);
+    op o;
+    CHECK_INT(get(s, "empty", &o), 0);
+    CHECK_INT(get(s, "big", &o), 0);
+    CHECK_INT(get(s, "text", &o), 1); /* text is bytes too */
+    CHECK_INT(o.saw_len, 3);
+    put(s, "big", BW_STORE_NEVER, 2, 6); /* overwritten in place */
+    CHECK_INT(get(s, "big", &o), 1);
+    CHECK_INT(o.saw_len, 2);
+    CHECK_INT(raw_int(p, "SELECT length(data) FROM bw_circuits WHERE name = 'big'"), 2);
+    bw_store_close(s);
+}
+
+/* ---- threads and processes ---- */
+
+enum { THREADS = 4, PER_THREAD = 2000, PROCS = 4, PER_PROC = 1000 };
+
+static void *thread_main(void *arg)
+{
+    bw_store *s = arg;
+    for (int i = 0; i < PER_THREAD; i++) {
+        bw_error e;
+        int rc = bw_store_update(s, "counter", incr, NULL, &e);
+        if (rc != BW_OK) {
+            fprintf(stderr, "thread update: %s (%s)\n", bw_strerror(rc), e.message);
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    if (!s)
+        return;
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        CHECK_INT(pthread_create(&t[i], NULL, thread_main, s), 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        CHECK(r == NULL);
+    }
+    CHECK_INT(counter(s, "counter"), THREADS * PER_THREAD);
+    bw_store_close(s);
+}
+
+static void test_processes(void)
+{
+    /* The children open the fresh file at once: first-use schema creation races too. */
+    char p[256], url[300];
+    snprintf(url, sizeof url, "sqlite:%s?busy_timeout=10s", db_path(p, sizeof p));
+    fflush(NULL);
+    pid_t pid[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            bw_store *s = NULL;
+            bw_error e;
+            int rc = bw_store_open(url, &s, &e);
+            for (int k = 0; rc == BW_OK && k < PER_PROC; k++)
+                rc = bw_store_update(s, "counter", incr, NULL, &e);
+            if (rc != BW_OK)
+                fprintf(stderr, "child: %s (%s)\n", bw_strerror(rc), e.message);
+            bw_store_close(s);
+            _exit(rc == BW_OK ? 0 : 1);
+        }
+        CHECK(pid[i] > 0);
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int status = -1;
+        if (pid[i] > 0)
+            waitpid(pid[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    bw_store *s = open_url("%s", url);
+    if (!s)
+        return;
+    CHECK_INT(counter(s, "counter"), PROCS * PER_PROC);
+    bw_store_close(s);
+}
+
+/* Remove every file the tests made, then the directory. */
+static void cleanup(void)
+{
+    char p[300];
+    static const char *suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < nfiles; i++)
+        for (int k = 0; k < 4; k++) {
+            snprintf(p, sizeof p, "%s/t%d.db%s", dir, i, suffix[k]);
+            unlink(p);
+        }
+    if (rmdir(dir) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/bw-sqlite-XXXXXX", tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_open_creates_schema);
+    RUN(test_reopen_keeps_entries);
+    RUN(test_url_errors);
+    RUN(test_foreign_schema);
+    RUN(test_same_as_memory);
+    RUN(test_sweep_bounded);
+    RUN(test_auto_sweep);
+    RUN(test_awkward_names);
+    RUN(test_busy_and_errors);
+    RUN(test_malformed_rows);
+    RUN(test_threads);
+    RUN(test_processes);
+    cleanup();
+    return TEST_SUMMARY();
+}
