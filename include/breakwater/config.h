@@ -37,8 +37,23 @@
  *                         [keyed_maxsize, 1000000000]            0
  *   keyed_idle            [0, 365d]                              300s
  *   keyed_history_idle    [keyed_idle, 365d]                     1h
+ *   store_ttl             (0, 365d]                              1d
+ *   store_poll            (0, 365d]  (coordinated)               1s
+ *   store_queue           [1, 1000000]  (coordinated)            128
+ *   store_retry           (0, 365d]                              5s
+ *   store_retry_multiplier [1, 1000]                             2
+ *   store_retry_max       none, or [store_retry, 365d]           1m
+ *   store_retry_jitter    [0, 1]                                 0.2
+ *   store_close_timeout   (0, 365d]  (coordinated)               5s
  *
- * The keyed_* knobs bound a breaker's keyed circuits (keyed.h says how).
+ * The keyed_* knobs bound a breaker's keyed circuits (keyed.h says how). The
+ * store_* knobs apply to a breaker with a store (bw_config_set_store): the
+ * lifetime of its stored entry after the last write (an OPEN entry never expires
+ * before its wait ends), the coordinated poll interval and write queue, the
+ * delay before a failing store is tried again (store_retry, times the
+ * multiplier per consecutive failure, capped by store_retry_max, plus up to
+ * store_retry_jitter of itself at random), and how long bw_breaker_free waits
+ * for queued writes.
  * Thread safety: a config is not thread-safe; use one from one thread at a time.
  * Reading it from several threads at once (bw_breaker_new) is safe.
  */
@@ -48,6 +63,7 @@
 #include "clock.h"
 #include "common.h"
 #include "listener.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -131,6 +147,27 @@ BW_API int bw_config_set_keyed_limit(bw_config *cfg, int64_t circuits, bw_error 
 BW_API int bw_config_set_keyed_idle(bw_config *cfg, int64_t ns, bw_error *err);
 /* Unused time after which a keyed circuit with failure history may be evicted. */
 BW_API int bw_config_set_keyed_history_idle(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_store_ttl(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_store_poll(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_store_queue(bw_config *cfg, int64_t writes, bw_error *err);
+BW_API int bw_config_set_store_retry(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_store_retry_multiplier(bw_config *cfg, double multiplier, bw_error *err);
+/* 0 leaves the retry delay uncapped. */
+BW_API int bw_config_set_store_retry_max(bw_config *cfg, int64_t ns, bw_error *err);
+BW_API int bw_config_set_store_retry_jitter(bw_config *cfg, double jitter, bw_error *err);
+BW_API int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_error *err);
+
+/*
+ * bw_config_set_store — share breakers made from this config through `store`
+ * (borrowed: it must outlive them) in `mode` (store.h); NULL store: none. The
+ * breaker's name is its key in the store; all clients of one name should share
+ * its configuration. With a store, max_wait_in_half_open must not be off
+ * (bw_config_validate), and in BW_STORE_STORED mode the window must fit in a
+ * store entry (count:N with N up to about 900, time:N up to 80 s; checked by
+ * bw_breaker_new). Not text: set it in C. Returns BW_OK, or BW_EINVAL for a NULL
+ * cfg or an unknown mode. Thread safety: one thread at a time per config.
+ */
+BW_API int bw_config_set_store(bw_config *cfg, bw_store *store, bw_store_mode mode, bw_error *err);
 
 /*
  * bw_config_set_clock — the clock breakers made from this config read; NULL means

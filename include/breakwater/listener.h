@@ -38,9 +38,12 @@ typedef enum bw_event_type {
     BW_EVENT_REJECTED = 2,     /* an acquire was refused: state, retry_after */
     BW_EVENT_RESET = 3,        /* bw_breaker_reset ran (always, even if already CLOSED) */
     /* Pipeline events (pipeline.h): `breaker` is NULL and `name` is the pipeline's name. */
-    BW_EVENT_RETRY = 4,             /* a retry layer will run another attempt: attempt, delay_ns, status */
-    BW_EVENT_BULKHEAD_REJECTED = 5, /* a bulkhead layer found no slot (status BW_EFULL) */
-    BW_EVENT_FALLBACK = 6           /* a fallback layer substituted a value: fallback_reason, status */
+    BW_EVENT_RETRY = 4,              /* a retry layer will run another attempt: attempt, delay_ns, status */
+    BW_EVENT_BULKHEAD_REJECTED = 5,  /* a bulkhead layer found no slot (status BW_EFULL) */
+    BW_EVENT_FALLBACK = 6,           /* a fallback layer substituted a value: fallback_reason, status */
+    BW_EVENT_STORE_DEGRADED = 7,     /* the breaker's store failed: it runs on local state until it answers */
+    BW_EVENT_STORE_RECOVERED = 8,    /* the store answered again: its shared state counts again */
+    BW_EVENT_STORE_WRITE_DROPPED = 9 /* a coordinated write found the queue full and was dropped */
 } bw_event_type;
 
 #define BW_EVENT_MASK(type) (1u << (unsigned)(type))

@@ -40,6 +40,23 @@ extern "C" {
 
 typedef struct bw_store bw_store;
 
+/*
+ * How a breaker uses a store (bw_config_set_store; docs/stores.md):
+ * - BW_STORE_COORDINATED (interlock's model): each process keeps its own window;
+ *   the store holds the shared OPEN / HALF_OPEN state, its generation, the
+ *   fleet's backoff and the probe round. CLOSED and OPEN admissions read a
+ *   cached view (no store round trip); a HALF_OPEN probe lease is the one inline
+ *   store operation; trips and probe outcomes are written by a background lane
+ *   through a bounded queue; polls every store_poll refresh the view. A store
+ *   error degrades the breaker to its local state until the store answers again.
+ * - BW_STORE_STORED (grelmicro's model): the circuit itself (window or
+ *   consecutive counts, state, probes) lives in the store; each admission and
+ *   each settlement is one atomic store operation. For processes that live for
+ *   one call (a CLI, cron, CGI, pre-fork workers). A store error falls back to
+ *   the breaker's local circuit for that call.
+ */
+typedef enum bw_store_mode { BW_STORE_COORDINATED = 1, BW_STORE_STORED = 2 } bw_store_mode;
+
 /* The most bytes an entry holds. */
 #define BW_STORE_DATA_MAX 1024
 /* The expiry of an entry that never expires. */

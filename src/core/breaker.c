@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "../store/share.h"
 #include "circuit.h"
 #include "spin.h"
 #include "timer.h"
@@ -70,6 +71,9 @@
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
 #define PERMIT_PINNED 0x62777069u  /* live, and holding a pin on its keyed circuit */
+#define PERMIT_STORED 0x62777374u  /* live, admitted by the store (stored mode) */
+#define PERMIT_LEASED 0x6277706Cu  /* live, a probe leased from the store (coordinated) */
+#define WORD_STORED 7u             /* word state of a stored-mode breaker: ask the store */
 #define NAME_MAX_LEN 255
 #define MAX_STRIPES 8
 
@@ -85,6 +89,13 @@ typedef struct bw_timer {
     bw__timer_entry entry;
     bw__watch watch; /* manual clocks */
 } bw_timer;
+
+/* What a breaker may have beyond the common case: a timer, a store. */
+typedef struct bw_extra {
+    bw_timer timer;
+    bw__share share;
+    uint8_t has_timer, has_share;
+} bw_extra;
 
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_sec). */
@@ -108,7 +119,7 @@ struct bw_breaker {
     bw_classifier_cb classifier;
     void *classifier_user;
     const char *name;
-    bw_timer *timer;
+    bw_extra *extra;    /* NULL when it has neither timer nor store */
     bw_stripe *stripes; /* NULL when the window is not striped */
     uint32_t nstripes;  /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;
@@ -124,6 +135,16 @@ typedef struct pending {
     int n;
     bw_event ev[3];
 } pending;
+
+static inline bw__share *share_of(const bw_breaker *b)
+{
+    return b->extra && b->extra->has_share ? &b->extra->share : NULL;
+}
+
+static inline bw_timer *timer_of(const bw_breaker *b)
+{
+    return b->extra && b->extra->has_timer ? &b->extra->timer : NULL;
+}
 
 static inline int64_t stamp_of(const bw_breaker *b)
 {
@@ -192,16 +213,41 @@ static inline uint64_t word_of(const bw__machine *m)
     return (m->gen << 3) | m->state;
 }
 
+/*
+ * The state callers see: the machine's, unless a coordinated breaker follows a
+ * shared OPEN or HALF_OPEN (its own operator states still win, and a degraded
+ * breaker runs on its own). Call with the lock held.
+ */
+static int effective(const bw_breaker *b)
+{
+    const bw__share *s = share_of(b);
+    int st = b->m.state;
+    if (s && s->mode == BW_STORE_COORDINATED && !s->degraded &&
+        (s->ov_state == BW_STATE_OPEN || s->ov_state == BW_STATE_HALF_OPEN) &&
+        (st == BW_STATE_CLOSED || st == BW_STATE_OPEN || st == BW_STATE_HALF_OPEN))
+        return s->ov_state;
+    return st;
+}
+
 /* Mirror the machine into the lock-free fields. Call with lock_all held. */
 static void publish(bw_breaker *b)
 {
     atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
-    if (b->m.state == BW_STATE_OPEN) {
-        int64_t until = bw__machine_deadline(&b->m);
+    int st = effective(b);
+    if (st == BW_STATE_OPEN) {
+        const bw__share *s = share_of(b);
+        int64_t until = st != (int)b->m.state ||
+                                (s && s->ov_state == BW_STATE_OPEN && !s->degraded && s->mode == BW_STORE_COORDINATED)
+                            ? s->ov_until
+                            : bw__machine_deadline(&b->m);
         atomic_store_explicit(&b->open_until, b->clock_sys ? bw__sys_ns_to_stamp(until, 1) : until,
                               memory_order_relaxed);
     }
-    atomic_store_explicit(&b->word, word_of(&b->m), memory_order_release);
+    const bw__share *s = share_of(b);
+    uint64_t w = (b->m.gen << 3) | (unsigned)st;
+    if (s && s->mode == BW_STORE_STORED)
+        w = (b->m.gen << 3) | WORD_STORED;
+    atomic_store_explicit(&b->word, w, memory_order_release);
 }
 
 /*
@@ -209,26 +255,35 @@ static void publish(bw_breaker *b)
  * held, the state before noted, the result published if the generation moved.
  */
 typedef struct change {
-    int before;
+    int before;  /* the state callers saw */
+    int mbefore; /* the machine's own state */
     uint64_t gen;
+    int trip; /* set by change_end: the machine tripped CLOSED -> OPEN */
 } change;
 
 static inline change change_begin(bw_breaker *b)
 {
     lock_all(b);
-    change c = {b->m.state, b->m.gen};
+    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0};
     return c;
 }
 
-/* Publish, release every lock, and return the state after the change. */
-static inline int change_end(bw_breaker *b, change c)
+/* Publish, release every lock, and return the state callers see after the change. */
+static inline int change_end(bw_breaker *b, change *c)
 {
-    if (b->m.gen != c.gen)
-        publish(b);
     int after = b->m.state;
+    if (BW_UNLIKELY(b->extra != NULL)) {
+        after = effective(b);
+        c->trip = c->mbefore == BW_STATE_CLOSED && b->m.state == BW_STATE_OPEN;
+        publish(b); /* a store's view may have moved without the generation */
+    } else if (b->m.gen != c->gen) {
+        publish(b);
+    }
     unlock_all(b);
     return after;
 }
+
+static void coord_trip(bw_breaker *b, const change *c);
 
 static bw_event event_of(bw_breaker *b, bw_event_type type)
 {
@@ -279,7 +334,7 @@ static void announce(bw_breaker *b, pending *p, int before, int after, int reset
 /* Tell the timer service the machine's next deadline may have changed. */
 static void timer_kick(bw_breaker *b)
 {
-    bw_timer *t = b->timer;
+    bw_timer *t = timer_of(b);
     if (t && t->service)
         bw__timers_kick(t->service, &t->entry);
 }
@@ -291,7 +346,9 @@ static void tick(bw_breaker *b, int64_t now)
     p.n = 0;
     change c = change_begin(b);
     bw__machine_advance(&b->m, now);
-    announce(b, &p, c.before, change_end(b, c), 0);
+    int after = change_end(b, &c);
+    announce(b, &p, c.before, after, 0);
+    coord_trip(b, &c);
 }
 
 static void timer_fire(void *ctx, int64_t now)
@@ -309,41 +366,57 @@ static int64_t timer_deadline(void *ctx)
     return d;
 }
 
+/* The breaker's extra block, made on first need. */
+static bw_extra *extra_of(bw_breaker *b)
+{
+    if (!b->extra) {
+        b->extra = calloc(1, sizeof *b->extra);
+        if (b->extra)
+            b->bytes += (uint32_t)sizeof *b->extra;
+    }
+    return b->extra;
+}
+
 static int timer_new(bw_breaker *b)
 {
-    bw_timer *t = calloc(1, sizeof *t);
-    if (!t)
+    bw_extra *x = extra_of(b);
+    if (!x)
         return BW_ENOMEM;
+    bw_timer *t = &x->timer;
     if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
         t->watch.fire = timer_fire;
         t->watch.ctx = b;
         bw__clock_watch(b->clock, &t->watch);
     } else {
         t->service = bw__clock_timers(b->clock);
-        if (!t->service) {
-            free(t);
+        if (!t->service)
             return BW_ENOMEM;
-        }
         t->entry.deadline = timer_deadline;
         t->entry.fire = timer_fire;
         t->entry.ctx = b;
     }
-    b->timer = t;
-    b->bytes += (uint32_t)sizeof *t;
+    x->has_timer = 1;
     return BW_OK;
 }
 
 /* After this, no timed transition of b runs or starts. */
 static void timer_free(bw_breaker *b)
 {
-    bw_timer *t = b->timer;
+    bw_timer *t = timer_of(b);
     if (!t)
         return;
     if (t->service)
         bw__timers_cancel(t->service, &t->entry);
     else
         bw__clock_unwatch(b->clock, &t->watch);
-    free(t);
+    b->extra->has_timer = 0;
+}
+
+/* Free the extra block (after timer_free and the store's detach). */
+static void extra_free(bw_breaker *b)
+{
+    free(b->extra);
+    b->extra = NULL;
 }
 
 /* ---- construction ---- */
@@ -382,6 +455,8 @@ int bw__check_name(const char *name, const char *field, bw_error *err)
                         field);
     return BW_OK;
 }
+
+static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err);
 
 int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err)
 {
@@ -458,8 +533,16 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     b->keyed.idle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_idle, 0) : cfg->keyed_idle;
     b->keyed.hidle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_hidle, 0) : cfg->keyed_hidle;
     if (cfg->auto_transition && (rc = timer_new(b)) != BW_OK) {
+        timer_free(b);
+        extra_free(b);
         free(b);
         return bw__fail(err, rc, "", "could not create the auto-transition timer");
+    }
+    if (cfg->store && (rc = share_new(b, cfg, err)) != BW_OK) {
+        timer_free(b);
+        extra_free(b);
+        free(b);
+        return rc;
     }
     *out = b;
     return BW_OK;
@@ -483,7 +566,7 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
     memcpy(c, parent, offsetof(bw_breaker, data));
     c->bytes = (uint32_t)size;
     c->kind = BW__CIRCUIT;
-    c->timer = NULL;
+    c->extra = NULL; /* a circuit's state stays in this process */
     c->stripes = NULL;
     c->nstripes = 0;
     atomic_init(&c->lock.v, 0);
@@ -494,7 +577,9 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
     atomic_init(&c->open_until, 0);
     *node = (bw__circuit *)((char *)c + node_at);
     atomic_init(&c->ext, (void *)*node);
-    if (parent->timer && timer_new(c) != BW_OK) {
+    if (timer_of(parent) && timer_new(c) != BW_OK) {
+        timer_free(c);
+        extra_free(c);
         free(c);
         return BW_ENOMEM;
     }
@@ -504,7 +589,11 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
 
 void bw__breaker_destroy(bw_breaker *b)
 {
+    bw__share *sh = share_of(b);
+    if (sh && sh->coord)
+        bw__coord_free(sh->coord); /* no lane touches b after this */
     timer_free(b);
+    extra_free(b);
     if (b->kind != BW__CIRCUIT) {
         bw__keyed *k = atomic_load_explicit(&b->ext, memory_order_acquire);
         if (k)
@@ -599,6 +688,282 @@ size_t bw_breaker_bytes(const bw_breaker *b)
     return b ? b->bytes : 0;
 }
 
+/* ---- breakers bound to a store (src/store; docs/stores.md) ---- */
+
+static BW_NOINLINE void fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after);
+static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp);
+static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied,
+                                      int before, int after);
+
+/*
+ * Stored mode keeps the circuit in the store: the word's state is WORD_STORED,
+ * which no lock-free path accepts, so every acquire comes here and runs one
+ * store update; its permits are PERMIT_STORED and settle with another. The local
+ * machine serves the calls made while the store fails.
+ *
+ * Coordinated mode keeps the machine local and follows the store's shared
+ * OPEN / HALF_OPEN as a view (share->ov_*): publish() makes the view the
+ * breaker's effective state, so CLOSED and OPEN admissions stay lock-free with
+ * no store round trip. An acquire that finds the view's wait over, or the view
+ * HALF_OPEN, leases a probe from the store (PERMIT_LEASED); leased outcomes and
+ * local trips are written by the coordinator's lane (coord.c).
+ */
+
+static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err)
+{
+    bw__mcfg sc = b->m.cfg;
+    if (cfg->store_mode == BW_STORE_COORDINATED) {
+        /* The shared machine only opens, probes and closes: a one-call window it never fills. */
+        sc.window_kind = BW_WINDOW_COUNT;
+        sc.window_size = 1;
+        sc.min_calls = UINT32_MAX;
+        sc.initial_state = BW_STATE_CLOSED;
+    } else if (!bw__shared_fits(&sc)) {
+        return bw__fail(err, BW_ERANGE, "window",
+                        "in stored mode the window must fit in a store entry (%d bytes): count:N up to about 900 "
+                        "calls, time:N up to 80 s",
+                        BW_STORE_DATA_MAX);
+    }
+    if (b->nstripes && cfg->store_mode == BW_STORE_STORED)
+        return bw__fail(err, BW_EINVAL, "store", "internal: a stored breaker cannot be striped");
+    bw_extra *x = extra_of(b);
+    if (!x)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    bw__share *s = &x->share;
+    memset(s, 0, sizeof *s);
+    s->store = cfg->store;
+    s->mode = cfg->store_mode;
+    s->scfg = sc;
+    s->ttl = cfg->store_ttl;
+    s->retry = cfg->store_retry;
+    s->retry_max = cfg->store_retry_max;
+    s->retry_mult = cfg->store_retry_multiplier;
+    s->retry_jitter = cfg->store_retry_jitter;
+    s->rng = (uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15u | 1;
+    s->ov_state = BW_STATE_CLOSED;
+    atomic_init(&s->stored_state, b->m.state);
+    x->has_share = 1;
+    lock_all(b);
+    publish(b);
+    unlock_all(b);
+    if (s->mode == BW_STORE_COORDINATED) {
+        int rc = bw__coord_new(b, s, cfg, &s->coord);
+        if (rc != BW_OK) {
+            x->has_share = 0;
+            return bw__fail(err, rc, "", "could not start the store coordinator");
+        }
+    }
+    return BW_OK;
+}
+
+int64_t bw__breaker_now(const bw_breaker *b)
+{
+    return now_of(b);
+}
+
+/* The delay before a failing store is tried again: base * multiplier^k, capped, plus jitter. */
+static int64_t retry_delay(bw__share *s)
+{
+    double d = (double)s->retry;
+    double cap = s->retry_max > 0 ? (double)s->retry_max : 1e18;
+    for (uint32_t i = 0; i < s->failures && d < cap; i++)
+        d *= s->retry_mult;
+    if (d > cap)
+        d = cap;
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    d += d * s->retry_jitter * ((double)(s->rng >> 11) / 9007199254740992.0);
+    return d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
+}
+
+int bw__breaker_store_gate(bw_breaker *b)
+{
+    bw__share *s = share_of(b);
+    int64_t now = now_of(b);
+    bw__spin_lock(&b->lock);
+    int open = !s->degraded || now >= s->retry_at;
+    bw__spin_unlock(&b->lock);
+    return open;
+}
+
+static void add_event(bw_breaker *b, pending *p, int type)
+{
+    if (b->listener_mask & BW_EVENT_MASK(type))
+        p->ev[p->n++] = event_of(b, (bw_event_type)type);
+}
+
+/* Adopt a coordinated view from a store operation. Call with every lock held. */
+static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
+{
+    int prev = s->ov_state;
+    uint64_t prev_gen = s->ov_gen;
+    if (op->after == BW_STATE_OPEN) {
+        s->ov_state = BW_STATE_OPEN;
+        int64_t left = op->open_until > op->now ? op->open_until - op->now : 0;
+        s->ov_until = now_of(b) + left;
+    } else if (op->after == BW_STATE_HALF_OPEN) {
+        s->ov_state = BW_STATE_HALF_OPEN;
+    } else {
+        s->ov_state = BW_STATE_CLOSED;
+        /* A shared recovery cuts this process's own OPEN short (interlock's rule). */
+        if ((prev == BW_STATE_OPEN || prev == BW_STATE_HALF_OPEN) && op->out_gen > prev_gen &&
+            (b->m.state == BW_STATE_OPEN || b->m.state == BW_STATE_HALF_OPEN))
+            bw__machine_reset(&b->m);
+    }
+    s->ov_gen = op->out_gen;
+    s->ov_seen = 1;
+}
+
+void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
+{
+    bw__share *s = share_of(b);
+    pending ev;
+    ev.n = 0;
+    int64_t now = now_of(b);
+    change c = change_begin(b);
+    if (rc == BW_OK) {
+        if (s->degraded)
+            add_event(b, &ev, BW_EVENT_STORE_RECOVERED);
+        s->degraded = 0;
+        s->failures = 0;
+        if (s->mode == BW_STORE_COORDINATED)
+            adopt(b, s, op);
+    } else {
+        if (!s->degraded)
+            add_event(b, &ev, BW_EVENT_STORE_DEGRADED);
+        s->degraded = 1;
+        s->retry_at = now + retry_delay(s);
+        if (s->failures < UINT32_MAX)
+            s->failures++;
+    }
+    int after = change_end(b, &c);
+    if (rc == BW_OK && s->mode == BW_STORE_STORED) {
+        atomic_store_explicit(&s->stored_state, op->after, memory_order_relaxed);
+        add_change(b, &ev, op->before, op->after);
+    }
+    announce(b, &ev, c.before, after, 0);
+    coord_trip(b, &c);
+}
+
+void bw__breaker_write_dropped(bw_breaker *b)
+{
+    pending ev;
+    ev.n = 0;
+    add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED);
+    deliver(b, &ev);
+}
+
+/* A local CLOSED -> OPEN trip of a coordinated breaker: tell the store (queued). */
+static void coord_trip(bw_breaker *b, const change *c)
+{
+    if (BW_LIKELY(!c->trip))
+        return;
+    bw__share *s = share_of(b);
+    if (s && s->coord && bw__coord_enqueue(s->coord, BW__OP_TRIP, 0, 0, 0) != 0)
+        bw__breaker_write_dropped(b);
+}
+
+/* One update of b's circuit in its store. */
+static int store_op(bw_breaker *b, bw__share *s, bw__shared_op *op)
+{
+    op->cfg = &s->scfg;
+    op->ttl = s->ttl;
+    int rc = bw_store_update(s->store, b->name, bw__shared_apply, op, NULL);
+    bw__breaker_store_result(b, rc, op);
+    return rc;
+}
+
+static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st)
+{
+    bw__share *s = share_of(b);
+    if (s->mode == BW_STORE_COORDINATED) {
+        /* Only a shared OPEN whose wait ended, or a shared HALF_OPEN, needs the store. */
+        bw__spin_lock(&b->lock);
+        int follow = effective(b) != (int)b->m.state;
+        bw__spin_unlock(&b->lock);
+        if (!follow)
+            return acquire_locked(b, p, why, stamp);
+    } else if (st != WORD_STORED) {
+        return acquire_locked(b, p, why, stamp);
+    }
+    if (!bw__breaker_store_gate(b))
+        return acquire_locked(b, p, why, stamp); /* degraded: local rules */
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = BW__OP_ACQUIRE;
+    if (store_op(b, s, &op) != BW_OK)
+        return acquire_locked(b, p, why, stamp);
+    int leased = s->mode == BW_STORE_COORDINATED;
+    if (op.ok && leased && op.after != BW_STATE_HALF_OPEN)
+        return acquire_locked(b, p, why, stamp); /* the shared circuit closed meanwhile: local rules */
+    if (!op.ok) {
+        int64_t ra = op.after == BW_STATE_OPEN ? (op.open_until > op.now ? op.open_until - op.now : 1) : BW_NO_TIME;
+        p->magic_ = PERMIT_SETTLED;
+        fill_rejection(b, why, op.after, ra);
+        return BW_REJECTED;
+    }
+    p->breaker_ = b;
+    p->generation_ = op.out_gen;
+    p->start_ns_ = stamp;
+    p->magic_ = leased ? PERMIT_LEASED : PERMIT_STORED;
+    return BW_OK;
+}
+
+static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
+{
+    bw__share *s = share_of(b);
+    int leased = p->magic_ == PERMIT_LEASED;
+    p->magic_ = PERMIT_SETTLED;
+    int64_t span = stamp_of(b) - p->start_ns_;
+    int slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
+    int applied = -1;
+    if (leased) {
+        if (bw__coord_enqueue(s->coord, BW__OP_RECORD, p->generation_, outcome, slow) != 0)
+            bw__breaker_write_dropped(b);
+        applied = 1;
+    } else if (bw__breaker_store_gate(b)) {
+        bw__shared_op op;
+        memset(&op, 0, sizeof op);
+        op.op = BW__OP_RECORD;
+        op.gen = p->generation_;
+        op.outcome = outcome;
+        op.slow = slow;
+        if (store_op(b, s, &op) == BW_OK)
+            applied = op.ok;
+    }
+    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL))
+        settle_events(b, outcome, slow, span, applied, 0, 0);
+    return BW_OK;
+}
+
+static int shared_snapshot(bw_breaker *b, bw_snapshot *out)
+{
+    bw__share *s = share_of(b);
+    if (!bw__breaker_store_gate(b))
+        return BW_ESTATE;
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = BW__OP_READ;
+    op.want_snapshot = 1;
+    int rc = store_op(b, s, &op);
+    if (rc == BW_OK)
+        *out = op.snap;
+    return rc;
+}
+
+static void shared_verb(bw_breaker *b, int target)
+{
+    bw__share *s = share_of(b);
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = BW__OP_VERB;
+    op.state = target;
+    store_op(b, s, &op);
+}
+
 /* ---- admission ---- */
 
 static inline uint64_t load_word(const bw_breaker *b)
@@ -633,8 +998,9 @@ static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection 
     change c = change_begin(b);
     int ok = bw__machine_acquire(&b->m, &t, &gen);
     int64_t retry_after = ok ? BW_NO_TIME : bw__machine_retry_after(&b->m, now);
-    int after = change_end(b, c);
+    int after = change_end(b, &c);
     announce(b, &ev, c.before, after, 0);
+    coord_trip(b, &c);
     if (!ok) {
         p->magic_ = PERMIT_SETTLED;
         fill_rejection(b, why, after, retry_after);
@@ -646,6 +1012,8 @@ static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection 
     p->magic_ = PERMIT_LIVE;
     return BW_OK;
 }
+
+static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st);
 
 int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
 {
@@ -675,6 +1043,8 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
             return BW_REJECTED;
         }
     }
+    if (BW_UNLIKELY(b->extra != NULL) && share_of(b))
+        return shared_acquire(b, p, why, stamp, st);
     return acquire_locked(b, p, why, stamp);
 }
 
@@ -688,7 +1058,8 @@ static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome,
     uint32_t stripe = b->stripes ? (uint32_t)(my_stripe(b) - b->stripes) : 0;
     int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
     *before = c.before;
-    *after = change_end(b, c);
+    *after = change_end(b, &c);
+    coord_trip(b, &c);
     return applied;
 }
 
@@ -721,7 +1092,8 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     if (b->m.gen == gen && bw__machine_evaluate(&b->m, now) == 0)
         atomic_store_explicit(&b->eval_sec, sec, memory_order_relaxed); /* passed in this second */
     *before = c.before;
-    *after = change_end(b, c);
+    *after = change_end(b, &c);
+    coord_trip(b, &c);
     return 1;
 }
 
@@ -743,6 +1115,7 @@ static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slo
 }
 
 static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
+static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
 
 void bw__permit_pin(bw_permit *p)
 {
@@ -795,6 +1168,8 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
  */
 static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
 {
+    if (p->magic_ == PERMIT_STORED || p->magic_ == PERMIT_LEASED)
+        return p->breaker_ == b ? shared_settle(b, p, outcome, failure_code, timed_out) : BW_EPERMIT;
     if (p->magic_ != PERMIT_LIVE && p->magic_ != PERMIT_PINNED)
         return BW_EPERMIT;
     bw_breaker *c = p->breaker_;
@@ -852,17 +1227,27 @@ int bw_breaker_state(const bw_breaker *b)
 {
     if (!b)
         return BW_EINVAL;
-    return (int)(load_word(b) & 7);
+    unsigned st = (unsigned)(load_word(b) & 7);
+    if (BW_UNLIKELY(st == WORD_STORED))
+        return atomic_load_explicit(&share_of(b)->stored_state, memory_order_relaxed);
+    return (int)st;
 }
+
+static int shared_snapshot(bw_breaker *b, bw_snapshot *out);
 
 int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
 {
     if (!b || !out)
         return BW_EINVAL;
+    bw__share *sh = share_of(b);
+    if (BW_UNLIKELY(sh && sh->mode == BW_STORE_STORED) && shared_snapshot(b, out) == BW_OK)
+        return BW_OK;
     lazy_clock lc = {b, 0, 0};
     bw__now now = {0, 0, lazy_read, &lc};
     lock_all(b);
     bw__machine_snapshot(&b->m, &now, out);
+    if (b->extra)
+        out->state = (bw_state)effective(b);
     unlock_all(b);
     return BW_OK;
 }
@@ -891,6 +1276,8 @@ void bw__breaker_preset(bw_breaker *b, int target)
     unlock_all(b);
 }
 
+static void shared_verb(bw_breaker *b, int target);
+
 static int verb(bw_breaker *b, int target)
 {
     if (!b)
@@ -904,7 +1291,11 @@ static int verb(bw_breaker *b, int target)
     } else {
         bw__machine_override(&b->m, target);
     }
-    announce(b, &ev, c.before, change_end(b, c), target == BW_STATE_CLOSED);
+    int after = change_end(b, &c);
+    announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
+    bw__share *sh = share_of(b);
+    if (sh && sh->mode == BW_STORE_STORED)
+        shared_verb(b, target); /* the fleet's circuit too */
     return BW_OK;
 }
 

@@ -49,6 +49,14 @@ static const bw_config defaults = {
     .keyed_limit = 0,
     .keyed_idle = 300 * BW_NS_PER_S,
     .keyed_hidle = 3600 * BW_NS_PER_S,
+    .store_ttl = DAY_NS,
+    .store_poll = BW_NS_PER_S,
+    .store_retry = 5 * BW_NS_PER_S,
+    .store_retry_max = 60 * BW_NS_PER_S,
+    .store_close_timeout = 5 * BW_NS_PER_S,
+    .store_retry_multiplier = 2.0,
+    .store_retry_jitter = 0.2,
+    .store_queue = 128,
 };
 
 bw_config *bw_config_new(void)
@@ -266,6 +274,68 @@ int bw_config_set_keyed_history_idle(bw_config *cfg, int64_t ns, bw_error *err)
     return set_duration(cfg, "keyed_history_idle", ns, 0, FIELD(keyed_hidle), err);
 }
 
+int bw_config_set_store(bw_config *cfg, bw_store *store, bw_store_mode mode, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (store && mode != BW_STORE_COORDINATED && mode != BW_STORE_STORED)
+        return bw__fail(err, BW_EINVAL, "store_mode", "store mode must be coordinated or stored, got %d", (int)mode);
+    cfg->store = store;
+    cfg->store_mode = store ? (int)mode : 0;
+    return BW_OK;
+}
+
+/* A double in [lo, hi]; the negated test also rejects NaN. */
+static int set_real(bw_config *cfg, const char *field, double v, double lo, double hi, double *dst, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (!(v >= lo && v <= hi))
+        return bw__fail(err, BW_ERANGE, field, "%s must be in [%g, %g], got %g", field, lo, hi, v);
+    *dst = v;
+    return BW_OK;
+}
+
+int bw_config_set_store_ttl(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "store_ttl", ns, 0, FIELD(store_ttl), err);
+}
+
+int bw_config_set_store_poll(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "store_poll", ns, 0, FIELD(store_poll), err);
+}
+
+int bw_config_set_store_queue(bw_config *cfg, int64_t writes, bw_error *err)
+{
+    return set_count(cfg, "store_queue", writes, 1000000, FIELD(store_queue), err);
+}
+
+int bw_config_set_store_retry(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "store_retry", ns, 0, FIELD(store_retry), err);
+}
+
+int bw_config_set_store_retry_multiplier(bw_config *cfg, double multiplier, bw_error *err)
+{
+    return set_real(cfg, "store_retry_multiplier", multiplier, 1.0, 1000.0, FIELD(store_retry_multiplier), err);
+}
+
+int bw_config_set_store_retry_max(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "store_retry_max", ns, 1, FIELD(store_retry_max), err);
+}
+
+int bw_config_set_store_retry_jitter(bw_config *cfg, double jitter, bw_error *err)
+{
+    return set_real(cfg, "store_retry_jitter", jitter, 0.0, 1.0, FIELD(store_retry_jitter), err);
+}
+
+int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_error *err)
+{
+    return set_duration(cfg, "store_close_timeout", ns, 1, FIELD(store_close_timeout), err);
+}
+
 int bw_config_set_clock(bw_config *cfg, bw_clock *clock)
 {
     if (!cfg)
@@ -313,6 +383,14 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 (twice keyed_maxsize) or in [keyed_maxsize = %u, %" PRId64 "], got %u",
                         cfg->keyed_max, MAX_COUNT, cfg->keyed_limit);
+    if (cfg->store_retry_max != 0 && cfg->store_retry_max < cfg->store_retry)
+        return bw__fail(err, BW_ERANGE, "store_retry_max",
+                        "store_retry_max must be none or in [store_retry = %" PRId64 " ns, 365d], got %" PRId64 " ns",
+                        cfg->store_retry, cfg->store_retry_max);
+    if (cfg->store && cfg->m.max_wait_ho == 0)
+        return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
+                        "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
+                        "comes back");
     if (cfg->keyed_hidle < cfg->keyed_idle)
         return bw__fail(err, BW_ERANGE, "keyed_history_idle",
                         "keyed_history_idle must be in [keyed_idle = %" PRId64 " ns, 365d], got %" PRId64 " ns",
@@ -469,6 +547,14 @@ static const knob knobs[] = {
     {"keyed_limit", K_COUNT, 0, bw_config_set_keyed_limit, "a whole number"},
     {"keyed_idle", K_DURATION, 0, bw_config_set_keyed_idle, "a duration such as 300s"},
     {"keyed_history_idle", K_DURATION, 0, bw_config_set_keyed_history_idle, "a duration such as 1h"},
+    {"store_ttl", K_DURATION, 0, bw_config_set_store_ttl, "a duration such as 1d"},
+    {"store_poll", K_DURATION, 0, bw_config_set_store_poll, "a duration such as 1s"},
+    {"store_queue", K_COUNT, 0, bw_config_set_store_queue, "a whole number"},
+    {"store_retry", K_DURATION, 0, bw_config_set_store_retry, "a duration such as 5s"},
+    {"store_retry_multiplier", K_MULT, bw_config_set_store_retry_multiplier, 0, "a number such as 2"},
+    {"store_retry_max", K_DURATION, 0, bw_config_set_store_retry_max, "a duration such as 1m, or none"},
+    {"store_retry_jitter", K_MULT, bw_config_set_store_retry_jitter, 0, "a number such as 0.2"},
+    {"store_close_timeout", K_DURATION, 0, bw_config_set_store_close_timeout, "a duration such as 5s"},
 };
 
 static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
@@ -579,25 +665,33 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
 {
     if (!cfg || (!buf && size))
         return BW_EINVAL;
-    char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32];
+    char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32], sttl[32], spoll[32], sretry[32], smax[32],
+        sclose[32];
     fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
     fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
     fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
     fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
     fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
     fmt_duration(khidle, sizeof khidle, cfg->keyed_hidle, "0s");
+    fmt_duration(sttl, sizeof sttl, cfg->store_ttl, "0s");
+    fmt_duration(spoll, sizeof spoll, cfg->store_poll, "0s");
+    fmt_duration(sretry, sizeof sretry, cfg->store_retry, "0s");
+    fmt_duration(smax, sizeof smax, cfg->store_retry_max, "none");
+    fmt_duration(sclose, sizeof sclose, cfg->store_close_timeout, "0s");
     const bw__mcfg *m = &cfg->m;
     int n = snprintf(buf, size,
                      "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
                      "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
                      "wait_max=%s max_wait_in_half_open=%s auto_transition=%s initial_state=%s error_threshold=%u "
                      "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
-                     "keyed_history_idle=%s",
+                     "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_retry=%s "
+                     "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
                      m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
                      m->min_calls, m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
                      m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait,
                      m->wait_multiplier, wmax, mwho, cfg->auto_transition ? "true" : "false",
                      bw_state_name((bw_state)m->initial_state), m->error_threshold, m->success_threshold,
-                     m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle);
+                     m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle, sttl, spoll,
+                     cfg->store_queue, sretry, cfg->store_retry_multiplier, smax, cfg->store_retry_jitter, sclose);
     return n;
 }

@@ -44,6 +44,12 @@ struct bw_config {
     uint32_t keyed_limit; /* 0 = twice keyed_max */
     int64_t keyed_idle;   /* ns */
     int64_t keyed_hidle;  /* ns */
+    /* Shared state (src/store). */
+    struct bw_store *store;                                                           /* NULL = none */
+    int store_mode;                                                                   /* bw_store_mode */
+    int64_t store_ttl, store_poll, store_retry, store_retry_max, store_close_timeout; /* ns */
+    double store_retry_multiplier, store_retry_jitter;
+    uint32_t store_queue;
 };
 
 /* The breaker's classifier applied to a call's return code (breaker.c). */

@@ -322,6 +322,14 @@ int64_t bw__machine_retry_after(const bw__machine *m, int64_t now)
     return now >= until ? 0 : until - now;
 }
 
+int bw__machine_trip(bw__machine *m, int64_t now)
+{
+    if (m->state != BW_STATE_CLOSED)
+        return 0;
+    trip(m, now);
+    return 1;
+}
+
 void bw__machine_reset(bw__machine *m)
 {
     close_(m);

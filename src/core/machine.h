@@ -149,6 +149,9 @@ int64_t bw__machine_deadline(const bw__machine *m);
 /* OPEN: max(0, remaining wait); any other state: BW_NO_TIME. */
 int64_t bw__machine_retry_after(const bw__machine *m, int64_t now);
 
+/* CLOSED -> OPEN as a trip would (a trip learned elsewhere); returns 1, or 0 in any other state. */
+int bw__machine_trip(bw__machine *m, int64_t now);
+
 /* Operator verbs (see breaker.h). */
 void bw__machine_reset(bw__machine *m);
 void bw__machine_override(bw__machine *m, int state); /* FORCED_OPEN, DISABLED, METRICS_ONLY */

@@ -168,6 +168,7 @@ void bw_store_close(bw_store *s)
 {
     if (!s)
         return;
+    bw__lane_stop(s);
     s->ops.close(s->ctx);
     free(s);
 }

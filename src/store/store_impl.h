@@ -47,7 +47,11 @@ struct bw_store {
     void *ctx;
     _Atomic(bw_clock *) clock; /* set by bw_store_set_clock; NULL = the default */
     int default_clock;         /* BW__STORE_MONOTONIC or BW__STORE_REALTIME */
+    struct lane *lane;         /* coordinated breakers' lane (coord.c), made on first use */
 };
+
+/* Stop the store's lane, if it has one (coord.c). */
+void bw__lane_stop(bw_store *s);
 
 /* The store's clock, in ns. */
 int64_t bw__store_now(const bw_store *s);

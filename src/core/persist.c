@@ -1,0 +1,163 @@
+/*
+ * persist.c — the machine as bytes, for stores (see persist.h).
+ *
+ * Layout (little-endian, fixed width), format 1:
+ *   u32 magic "BWM1"  u8 policy  u8 window kind  u8 state  u8 0  u32 window size
+ *   u64 gen  i64 opened_at  i64 open_wait  i64 ho_since
+ *   u32 failed_rounds admitted in_flight completed probe_failures probe_slows
+ *       inconclusive cerr csucc
+ *   rate policy only: u64 total failed slow  i64 cur_sec  u32 head cur_slot,
+ *       then the window's memory (count: one byte a call; time: three u32 a
+ *       second)
+ * A image whose policy or window differs from the machine's configuration
+ * loads its state and counters but an empty window: clients of one stored
+ * circuit are expected to share its configuration.
+ */
+#include "persist.h"
+
+#include <string.h>
+
+#define MAGIC 0x314d5742u /* "BWM1" */
+
+typedef struct cursor {
+    unsigned char *p;
+    const unsigned char *r;
+    size_t left;
+    int bad;
+} cursor;
+
+static void put(cursor *c, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        *c->p++ = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get(cursor *c, int bytes)
+{
+    if (c->left < (size_t)bytes) {
+        c->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)c->r[i] << (8 * i);
+    c->r += bytes;
+    c->left -= (size_t)bytes;
+    return v;
+}
+
+#define HEAD_BYTES (4 + 4 + 4 + 8 * 4 + 4 * 9)
+#define WIN_HEAD_BYTES (8 * 4 + 4 * 2)
+
+size_t bw__machine_image_bytes(const bw__mcfg *cfg)
+{
+    size_t n = HEAD_BYTES;
+    if (cfg->policy == BW_POLICY_RATE)
+        n += WIN_HEAD_BYTES + bw__window_bytes(cfg->window_kind, cfg->window_size);
+    return n;
+}
+
+size_t bw__machine_save(const bw__machine *m, unsigned char *buf)
+{
+    cursor c = {buf, NULL, 0, 0};
+    put(&c, MAGIC, 4);
+    put(&c, m->cfg.policy, 1);
+    put(&c, m->cfg.window_kind, 1);
+    put(&c, m->state, 1);
+    put(&c, 0, 1);
+    put(&c, m->cfg.window_size, 4);
+    put(&c, m->gen, 8);
+    put(&c, (uint64_t)m->opened_at, 8);
+    put(&c, (uint64_t)m->open_wait, 8);
+    put(&c, (uint64_t)m->ho_since, 8);
+    const uint32_t u[] = {m->failed_rounds, m->admitted,     m->in_flight, m->completed, m->probe_failures,
+                          m->probe_slows,   m->inconclusive, m->cerr,      m->csucc};
+    for (int i = 0; i < 9; i++)
+        put(&c, u[i], 4);
+    if (m->cfg.policy == BW_POLICY_RATE) {
+        const bw__window *w = &m->win;
+        put(&c, w->total, 8);
+        put(&c, w->failed, 8);
+        put(&c, w->slow, 8);
+        put(&c, (uint64_t)w->cur_sec, 8);
+        put(&c, w->head, 4);
+        put(&c, w->cur_slot, 4);
+        size_t wb = bw__window_bytes(w->kind, w->size);
+        if (w->kind == BW_WINDOW_COUNT) {
+            memcpy(c.p, w->mem, wb);
+            c.p += wb;
+        } else {
+            const bw__bucket *b = w->mem;
+            for (uint32_t i = 0; i < w->size; i++) {
+                put(&c, b[i].total, 4);
+                put(&c, b[i].failed, 4);
+                put(&c, b[i].slow, 4);
+            }
+        }
+    }
+    return (size_t)(c.p - buf);
+}
+
+int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len)
+{
+    cursor c = {NULL, buf, len, 0};
+    if (get(&c, 4) != MAGIC)
+        return -1;
+    unsigned policy = (unsigned)get(&c, 1), kind = (unsigned)get(&c, 1), state = (unsigned)get(&c, 1);
+    get(&c, 1);
+    uint32_t size = (uint32_t)get(&c, 4);
+    uint64_t gen = get(&c, 8);
+    int64_t opened_at = (int64_t)get(&c, 8), open_wait = (int64_t)get(&c, 8), ho_since = (int64_t)get(&c, 8);
+    uint32_t u[9];
+    for (int i = 0; i < 9; i++)
+        u[i] = (uint32_t)get(&c, 4);
+    if (c.bad || state > BW_STATE_METRICS_ONLY)
+        return -1;
+    m->state = (uint8_t)state;
+    m->gen = gen;
+    m->opened_at = opened_at;
+    m->open_wait = open_wait;
+    m->ho_since = ho_since;
+    m->failed_rounds = u[0];
+    m->admitted = u[1];
+    m->in_flight = u[2];
+    m->completed = u[3];
+    m->probe_failures = u[4];
+    m->probe_slows = u[5];
+    m->inconclusive = u[6];
+    m->cerr = u[7];
+    m->csucc = u[8];
+    if (m->cfg.policy != BW_POLICY_RATE)
+        return 0;
+    bw__window *w = &m->win;
+    bw__window_clear(w);
+    if (policy != m->cfg.policy || kind != w->kind || size != w->size)
+        return 0; /* another configuration's window: start it empty */
+    uint64_t total = get(&c, 8), failed = get(&c, 8), slow = get(&c, 8);
+    int64_t cur_sec = (int64_t)get(&c, 8);
+    uint32_t head = (uint32_t)get(&c, 4), cur_slot = (uint32_t)get(&c, 4);
+    size_t wb = bw__window_bytes(w->kind, w->size);
+    if (c.bad || c.left < wb || head >= w->size || cur_slot >= w->size)
+        return -1;
+    if (w->kind == BW_WINDOW_COUNT) {
+        memcpy(w->mem, c.r, wb);
+    } else {
+        bw__bucket *b = w->mem;
+        for (uint32_t i = 0; i < w->size; i++) {
+            b[i].total = (uint32_t)get(&c, 4);
+            b[i].failed = (uint32_t)get(&c, 4);
+            b[i].slow = (uint32_t)get(&c, 4);
+        }
+    }
+    w->total = total;
+    w->failed = failed;
+    w->slow = slow;
+    w->head = head;
+    w->cur_slot = cur_slot;
+    w->cur_sec = cur_sec;
+    if (cur_sec != INT64_MIN) { /* the cache of the current second's bounds */
+        w->sec_lo = cur_sec > INT64_MIN / 1000000000 ? cur_sec * 1000000000 : INT64_MIN;
+        w->sec_hi = cur_sec < INT64_MAX / 1000000000 ? w->sec_lo + 1000000000 : INT64_MAX;
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * shared.h — a circuit kept in a store: the operations breakers run inside a
+ * store's atomic update (internal; shared.c).
+ *
+ * The entry is a small header and the image of a machine (persist.h), so a
+ * stored circuit follows exactly the rules of docs/states.md, on the store's
+ * clock. Both modes use it:
+ * - stored: the whole machine lives in the store; each acquire and each settle
+ *   is one update (BW__OP_ACQUIRE, BW__OP_RECORD);
+ * - coordinated: the entry holds the shared OPEN / HALF_OPEN state, its
+ *   generation (the fence), the failed-round count (the fleet's backoff) and the
+ *   probe round; local windows trip (BW__OP_TRIP), pollers move OPEN to
+ *   HALF_OPEN (BW__OP_ADVANCE), probes are leased (BW__OP_ACQUIRE in
+ *   HALF_OPEN) and tallied (BW__OP_RECORD) by generation, so an outcome of an
+ *   earlier round is dropped as stale.
+ * Lifetimes: a CLOSED circuit with nothing to remember is deleted; an operator
+ * state never expires; anything else expires `ttl` after its last write, and an
+ * OPEN circuit never before its open wait ends.
+ */
+#ifndef BW_SHARED_H
+#define BW_SHARED_H
+
+#include "../core/machine.h"
+#include "breakwater/store.h"
+
+enum {
+    BW__OP_READ = 0,    /* nothing changes */
+    BW__OP_ACQUIRE = 1, /* admit a call or a probe (bw__machine_acquire) */
+    BW__OP_RECORD = 2,  /* settle a permit of generation `gen` */
+    BW__OP_TRIP = 3,    /* CLOSED -> OPEN (coordinated: a local trip) */
+    BW__OP_ADVANCE = 4, /* timed transitions (coordinated poll) */
+    BW__OP_VERB = 5     /* operator verb: `state` CLOSED (reset) or an override */
+};
+
+typedef struct bw__shared_op {
+    /* In. */
+    int op;
+    const bw__mcfg *cfg; /* the circuit's configuration */
+    int64_t ttl;         /* lifetime after the last write, ns (> 0) */
+    uint64_t gen;        /* RECORD: the permit's generation */
+    int outcome, slow;   /* RECORD */
+    int state;           /* VERB */
+    int want_snapshot;   /* fill `snap` */
+    /* Out. */
+    int64_t now;         /* the store's clock during the update */
+    int before, after;   /* state before and after */
+    int ok;              /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
+    uint64_t out_gen;    /* the generation after (ACQUIRE: the permit's) */
+    int64_t open_until;  /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
+    int64_t ho_deadline; /* HALF_OPEN: when the round expires; else INT64_MAX */
+    int found;           /* the entry existed (live) before */
+    bw_snapshot snap;    /* when want_snapshot */
+} bw__shared_op;
+
+/* The update function for bw_store_update; arg is a bw__shared_op. */
+bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next);
+
+/* Whether a machine with this configuration fits in a store entry. */
+int bw__shared_fits(const bw__mcfg *cfg);
+
+#endif
