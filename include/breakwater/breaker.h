@@ -188,7 +188,10 @@ BW_API int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_
 /*
  * bw_breaker_state — the current state (a bw_state, >= 0), or BW_EINVAL for NULL.
  * An OPEN breaker whose wait has ended still reads OPEN until a call or the
- * auto-transition timer moves it. Cost: one atomic load. Thread safety: any thread.
+ * auto-transition timer moves it. A coordinated breaker (store.h) reads the
+ * shared OPEN or HALF_OPEN it follows; a stored one reads the state its store
+ * reported at this breaker's last store operation (bw_breaker_snapshot asks the
+ * store). Cost: one atomic load. Thread safety: any thread.
  */
 BW_API int bw_breaker_state(const bw_breaker *b);
 

@@ -1,0 +1,529 @@
+/*
+ * test_shared.c — breakers sharing state through a store, on every store: the
+ * contract suite of the shared modes. Run as `test_shared memory|shm|sqlite`;
+ * each ctest entry runs one store. Everything here runs on one manual clock
+ * shared by the breakers and the store, so every rule is exact:
+ * - stored mode: two breakers on one circuit, the global probe budget, stale
+ *   outcomes, lifetimes of the entry (closing deletes, operator holds never
+ *   expire, OPEN outlives its wait), a store failing on command (fallback to
+ *   the local circuit, degraded and recovered events);
+ * - coordinated mode: trip propagation through the queue and polls,
+ *   retry_after of a shared OPEN, the global probe budget across breakers, a
+ *   late probe from an old round dropped, a lease expiring, degradation and
+ *   recovery adopting an OPEN made while cut off, the queue filling up.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "store/shared.h"
+
+#define S BW_NS_PER_S
+#define MS BW_NS_PER_MS
+
+static bw_clock *clk;
+static char url[512];
+static char tmpdir[256];
+
+/* ---- a store that fails on command (wraps the real one) ---- */
+
+typedef struct flaky {
+    bw_store *inner;
+    atomic_int fail;
+    atomic_int calls;
+} flaky;
+
+static int flaky_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    flaky *f = ctx;
+    atomic_fetch_add(&f->calls, 1);
+    if (atomic_load(&f->fail)) {
+        if (err)
+            snprintf(err->message, sizeof err->message, "down on command");
+        return BW_ESYS;
+    }
+    return bw_store_update(f->inner, name, fn, arg, err);
+}
+
+static int flaky_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    flaky *f = ctx;
+    return bw_store_sweep(f->inner, max, deleted, err);
+}
+
+static void flaky_close(void *ctx)
+{
+    (void)ctx; /* the test owns the inner store */
+}
+
+static const bw_store_ops flaky_ops = {BW_STORE_OPS_VERSION, "flaky", flaky_update, flaky_sweep, flaky_close};
+
+/* ---- helpers ---- */
+
+static bw_store *open_store(void)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    int rc = bw_store_open(url, &s, &e);
+    if (rc != BW_OK) {
+        H_FAIL("bw_store_open(%s): %s", url, e.message);
+        exit(1);
+    }
+    CHECK_OK(bw_store_set_clock(s, clk));
+    return s;
+}
+
+/* Events of interest, as a compact log. */
+typedef struct evlog {
+    int n;
+    char line[64][48];
+} evlog;
+
+static void on_event(const bw_event *e, void *user)
+{
+    evlog *l = user;
+    if (l->n >= 64)
+        return;
+    switch (e->type) {
+    case BW_EVENT_STATE_CHANGE:
+        snprintf(l->line[l->n++], 48, "%s->%s", bw_state_name(e->from), bw_state_name(e->to));
+        break;
+    case BW_EVENT_STORE_DEGRADED:
+        snprintf(l->line[l->n++], 48, "degraded");
+        break;
+    case BW_EVENT_STORE_RECOVERED:
+        snprintf(l->line[l->n++], 48, "recovered");
+        break;
+    case BW_EVENT_STORE_WRITE_DROPPED:
+        snprintf(l->line[l->n++], 48, "dropped");
+        break;
+    default:
+        break;
+    }
+}
+
+static int logged(const evlog *l, const char *what)
+{
+    int n = 0;
+    for (int i = 0; i < l->n; i++)
+        n += strcmp(l->line[i], what) == 0;
+    return n;
+}
+
+/*
+ * A breaker named `name` on store s: trips on 2 failures of the last 4 calls,
+ * waits 10 s, `probes` probes a round (all at once), a round expires after 5 s.
+ */
+static bw_breaker *make(const char *name, bw_store *s, bw_store_mode mode, int probes, evlog *log, int queue)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 4, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    CHECK_OK(bw_config_set_wait(c, 10 * S, &e));
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, &e));
+    CHECK_OK(bw_config_set_permitted_probes(c, probes, &e));
+    CHECK_OK(bw_config_set_max_concurrent_probes(c, probes, &e));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 5 * S, &e));
+    CHECK_OK(bw_config_set_store_poll(c, 1 * S, &e));
+    CHECK_OK(bw_config_set_store_retry(c, 2 * S, &e));
+    CHECK_OK(bw_config_set_store_retry_jitter(c, 0, &e));
+    if (queue)
+        CHECK_OK(bw_config_set_store_queue(c, queue, &e));
+    if (log)
+        CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, on_event, log));
+    CHECK_OK(bw_config_set_store(c, s, mode, &e));
+    bw_breaker *b = NULL;
+    int rc = bw_breaker_new(name, c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_breaker_new: %s: %s", bw_strerror(rc), e.message);
+    bw_config_free(c);
+    return b;
+}
+
+static int call(bw_breaker *b, bw_outcome o)
+{
+    bw_permit p;
+    int rc = bw_acquire(b, &p, NULL);
+    if (rc == BW_OK)
+        CHECK_OK(bw_settle(b, &p, o));
+    return rc;
+}
+
+/* Run queued writes and due polls (a manual clock's lane runs inside advance). */
+static void pump(int64_t dt)
+{
+    CHECK_OK(bw_clock_manual_advance(clk, dt));
+}
+
+/* The stored circuit as the store holds it. */
+typedef struct peek {
+    int found;
+    int64_t expires_at;
+} peek;
+
+static bw_store_verdict peek_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now;
+    (void)next;
+    peek *p = arg;
+    p->found = cur != NULL;
+    p->expires_at = cur ? cur->expires_at : 0;
+    return BW_STORE_KEEP;
+}
+
+static peek peek_at(bw_store *s, const char *name)
+{
+    peek p = {0, 0};
+    CHECK_OK(bw_store_update(s, name, peek_fn, &p, NULL));
+    return p;
+}
+
+/* The shared machine's snapshot (coordinated: the shared OPEN/HALF_OPEN and its round). */
+static bw_snapshot shared_snapshot(bw_store *s, const char *name)
+{
+    bw__mcfg mc;
+    memset(&mc, 0, sizeof mc);
+    mc.policy = BW_POLICY_RATE;
+    mc.window_kind = BW_WINDOW_COUNT;
+    mc.window_size = 1;
+    mc.min_calls = UINT32_MAX;
+    mc.failure_rate = 0.5;
+    mc.slow_rate = 1;
+    mc.wait = 10 * S;
+    mc.wait_multiplier = 2;
+    mc.permitted = 1;
+    mc.max_concurrent = 1;
+    mc.max_wait_ho = 5 * S;
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = BW__OP_READ;
+    op.cfg = &mc;
+    op.ttl = S;
+    op.want_snapshot = 1;
+    CHECK_OK(bw_store_update(s, name, bw__shared_apply, &op, NULL));
+    return op.snap;
+}
+
+/* ---- stored mode ---- */
+
+static void test_stored_one_circuit_for_two(void)
+{
+    bw_store *s = open_store();
+    bw_breaker *a = make("svc-stored", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *b = make("svc-stored", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_INT(call(a, BW_SUCCESS), BW_OK);
+    CHECK(peek_at(s, "svc-stored").found); /* a success is worth remembering in a window */
+    CHECK_INT(call(b, BW_FAILURE), BW_OK); /* one window for both: 1 of 2 failed trips it */
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED); /* as of a's last store operation */
+    bw_permit p;
+    bw_rejection why;
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 10 * S);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    /* The OPEN entry outlives its wait: it expires a ttl (1 d) after the wait ends. */
+    peek pk = peek_at(s, "svc-stored");
+    CHECK(pk.found);
+    CHECK_INT(pk.expires_at - bw_clock_now(clk), 10 * S + 86400 * S);
+    /* The wait ends: one probe for the whole fleet. */
+    pump(10 * S);
+    bw_permit probe;
+    CHECK_OK(bw_acquire(b, &probe, NULL));
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    CHECK_OK(bw_settle(b, &probe, BW_SUCCESS));
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED);
+    CHECK(!peek_at(s, "svc-stored").found); /* closing deletes the entry */
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK_INT(snap.state, BW_STATE_CLOSED);
+    CHECK_INT(snap.total_calls, 0);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void test_stored_stale_and_expiry(void)
+{
+    bw_store *s = open_store();
+    bw_breaker *a = make("svc-stale", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_INT(call(a, BW_FAILURE), BW_OK);
+    CHECK_INT(call(a, BW_FAILURE), BW_OK);
+    pump(10 * S);
+    bw_permit old;
+    CHECK_OK(bw_acquire(a, &old, NULL)); /* probe of round 1 */
+    pump(5 * S);                         /* the round expires: a failed round, OPEN for 20 s */
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 20 * S);
+    pump(20 * S);
+    bw_permit probe;
+    CHECK_OK(bw_acquire(a, &probe, NULL));    /* round 2 */
+    CHECK_OK(bw_settle(a, &old, BW_SUCCESS)); /* round 1's late probe: dropped */
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK_INT(snap.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(snap.probes_completed, 0);
+    CHECK_INT(snap.probes_in_flight, 1);
+    CHECK_INT(snap.failed_rounds, 1);
+    CHECK_OK(bw_settle(a, &probe, BW_SUCCESS));
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    /* An operator hold in the store never expires, and binds every breaker. */
+    bw_breaker *b = make("svc-stale", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_OK(bw_breaker_force_open(a));
+    CHECK_INT(peek_at(s, "svc-stale").expires_at, BW_STORE_NEVER);
+    CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED);
+    CHECK_OK(bw_breaker_reset(b));
+    CHECK(!peek_at(s, "svc-stale").found);
+    CHECK_OK(call(a, BW_SUCCESS));
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void test_stored_store_failure_falls_back(void)
+{
+    bw_store *inner = open_store();
+    flaky f = {inner, 0, 0};
+    bw_store *s;
+    CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
+    evlog log = {0};
+    bw_breaker *a = make("svc-flaky", s, BW_STORE_STORED, 1, &log, 0);
+    CHECK_OK(call(a, BW_SUCCESS));
+    atomic_store(&f.fail, 1);
+    int before = atomic_load(&f.calls);
+    CHECK_OK(call(a, BW_FAILURE)); /* the store fails: the local circuit admits */
+    CHECK_INT(logged(&log, "degraded"), 1);
+    CHECK_OK(call(a, BW_FAILURE)); /* not retried before store_retry (2 s): local only */
+    CHECK_INT(atomic_load(&f.calls) - before, 1);
+    CHECK_RC(call(a, BW_SUCCESS), BW_REJECTED); /* the local circuit tripped on its own */
+    pump(2 * S);
+    atomic_store(&f.fail, 0);
+    CHECK_OK(call(a, BW_SUCCESS)); /* the store again: its circuit was never tripped */
+    CHECK_INT(logged(&log, "recovered"), 1);
+    bw_breaker_free(a);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
+/* ---- coordinated mode ---- */
+
+static void test_coordinated_trip_propagates(void)
+{
+    bw_store *s = open_store();
+    evlog la = {0}, lb = {0};
+    bw_breaker *a = make("svc-coord", s, BW_STORE_COORDINATED, 2, &la, 0);
+    bw_breaker *b = make("svc-coord", s, BW_STORE_COORDINATED, 2, &lb, 0);
+    pump(0); /* first polls: nothing shared yet */
+    CHECK_OK(call(a, BW_FAILURE));
+    CHECK_OK(call(a, BW_FAILURE)); /* a trips locally: the trip is queued */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED);
+    CHECK_OK(call(b, BW_SUCCESS)); /* nothing written yet: b's CLOSED costs no store call */
+    pump(0);                       /* the lane writes the trip */
+    CHECK_INT(shared_snapshot(s, "svc-coord").state, BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED); /* b learns it at its next poll */
+    pump(1 * S);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    CHECK_INT(logged(&lb, "closed->open"), 1);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 9 * S); /* the shared wait, not a local one */
+    /* The global budget: 2 probes between both breakers. */
+    pump(9 * S);
+    bw_permit pa, pb;
+    CHECK_OK(bw_acquire(a, &pa, NULL));
+    CHECK_OK(bw_acquire(b, &pb, NULL));
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    bw_snapshot sh = shared_snapshot(s, "svc-coord");
+    CHECK_INT(sh.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(sh.probes_admitted, 2);
+    CHECK_OK(bw_settle(a, &pa, BW_SUCCESS));
+    CHECK_OK(bw_settle(b, &pb, BW_SUCCESS));
+    pump(0); /* both outcomes written: the round passes, the shared circuit closes */
+    CHECK(!peek_at(s, "svc-coord").found);
+    pump(1 * S); /* polls: both follow, and a's own OPEN is cut short */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED);
+    CHECK_OK(call(a, BW_SUCCESS));
+    CHECK_OK(call(b, BW_SUCCESS));
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void test_coordinated_late_probe_and_expired_lease(void)
+{
+    bw_store *s = open_store();
+    bw_breaker *a = make("svc-late", s, BW_STORE_COORDINATED, 1, NULL, 0);
+    bw_breaker *b = make("svc-late", s, BW_STORE_COORDINATED, 1, NULL, 0);
+    pump(0);
+    CHECK_OK(call(a, BW_FAILURE));
+    CHECK_OK(call(a, BW_FAILURE));
+    pump(0);
+    pump(10 * S); /* polls move the shared OPEN to HALF_OPEN */
+    bw_permit old;
+    CHECK_OK(bw_acquire(b, &old, NULL)); /* b leases round 1's probe, and never settles in time */
+    pump(5 * S);                         /* the lease expires with its round: a failed round */
+    bw_snapshot sh = shared_snapshot(s, "svc-late");
+    CHECK_INT(sh.state, BW_STATE_OPEN);
+    CHECK_INT(sh.failed_rounds, 1);
+    CHECK_INT(sh.open_wait_ns, 20 * S); /* the fleet's backoff */
+    pump(1 * S);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 19 * S);
+    pump(19 * S);
+    bw_permit probe;
+    CHECK_OK(bw_acquire(a, &probe, NULL));    /* round 2 */
+    CHECK_OK(bw_settle(b, &old, BW_FAILURE)); /* round 1's probe, late: dropped */
+    pump(0);
+    sh = shared_snapshot(s, "svc-late");
+    CHECK_INT(sh.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(sh.probes_completed, 0);
+    CHECK_OK(bw_settle(a, &probe, BW_SUCCESS));
+    pump(0);
+    CHECK(!peek_at(s, "svc-late").found);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void test_coordinated_degrade_and_recover(void)
+{
+    bw_store *inner = open_store();
+    flaky f = {inner, 0, 0};
+    bw_store *s;
+    CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
+    evlog la = {0};
+    bw_breaker *a = make("svc-degrade", s, BW_STORE_COORDINATED, 1, &la, 0);
+    bw_breaker *other = make("svc-degrade", inner, BW_STORE_COORDINATED, 1, NULL, 0);
+    pump(0);
+    atomic_store(&f.fail, 1);
+    pump(1 * S); /* a's poll fails */
+    CHECK_INT(logged(&la, "degraded"), 1);
+    /* While a is cut off, the other one trips the shared circuit. */
+    CHECK_OK(call(other, BW_FAILURE));
+    CHECK_OK(call(other, BW_FAILURE));
+    pump(0);
+    CHECK_INT(shared_snapshot(inner, "svc-degrade").state, BW_STATE_OPEN);
+    pump(1 * S); /* a polls again before its retry time (2 s): no store call */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    CHECK_OK(call(a, BW_SUCCESS)); /* local rules */
+    atomic_store(&f.fail, 0);
+    pump(1 * S); /* retry time: the poll succeeds, a adopts the shared OPEN */
+    CHECK_INT(logged(&la, "recovered"), 1);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK(why.retry_after_ns > 0 && why.retry_after_ns <= 10 * S);
+    bw_breaker_free(a);
+    bw_breaker_free(other);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
+static void test_coordinated_queue_full(void)
+{
+    bw_store *s = open_store();
+    evlog la = {0};
+    bw_breaker *a = make("svc-queue", s, BW_STORE_COORDINATED, 3, &la, 2);
+    pump(0);
+    CHECK_OK(call(a, BW_FAILURE));
+    CHECK_OK(call(a, BW_FAILURE));
+    pump(0);
+    pump(10 * S);
+    bw_permit p[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(bw_acquire(a, &p[i], NULL));
+    for (int i = 0; i < 3; i++) /* three writes, room for two: the third is dropped */
+        CHECK_OK(bw_settle(a, &p[i], BW_SUCCESS));
+    CHECK_INT(logged(&la, "dropped"), 1);
+    pump(0);
+    bw_snapshot sh = shared_snapshot(s, "svc-queue");
+    CHECK_INT(sh.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(sh.probes_completed, 2);
+    bw_breaker_free(a);
+    bw_store_close(s);
+}
+
+static void test_config_checks(void)
+{
+    bw_store *s = open_store();
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_RC(bw_config_set_store(c, s, (bw_store_mode)9, &e), BW_EINVAL);
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 0, &e));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "max_wait_in_half_open");
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, S, &e));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 5000, &e));
+    bw_breaker *b = NULL;
+    CHECK_RC(bw_breaker_new("too-big", c, &b, &e), BW_ERANGE);
+    CHECK_STR(e.field, "window");
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e)); /* coordinated keeps windows local */
+    CHECK_OK(bw_breaker_new("big-ok", c, &b, &e));
+    bw_breaker_free(b);
+    CHECK_RC(bw_config_parse(c, "store_retry=10s store_retry_max=5s", &e), BW_OK);
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "store_retry_max");
+    CHECK_RC(bw_config_set_store_retry_jitter(c, 1.5, &e), BW_ERANGE);
+    CHECK_RC(bw_config_set_store_queue(c, 0, &e), BW_ERANGE);
+    bw_config_free(c);
+    bw_store_close(s);
+}
+
+int main(int argc, char **argv)
+{
+    const char *scheme = argc > 1 ? argv[1] : "memory";
+    if (strcmp(scheme, "memory") == 0) {
+        snprintf(url, sizeof url, "memory:");
+    } else if (strcmp(scheme, "shm") == 0) {
+        snprintf(url, sizeof url, "shm:bw-test-shared-%ld", (long)getpid());
+    } else if (strcmp(scheme, "sqlite") == 0) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/bw-test-shared-XXXXXX");
+        if (!mkdtemp(tmpdir))
+            return 2;
+        snprintf(url, sizeof url, "sqlite:%s/db", tmpdir);
+    } else {
+        fprintf(stderr, "usage: test_shared memory|shm|sqlite\n");
+        return 2;
+    }
+    CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
+    RUN(test_stored_one_circuit_for_two);
+    RUN(test_stored_stale_and_expiry);
+    RUN(test_stored_store_failure_falls_back);
+    RUN(test_coordinated_trip_propagates);
+    RUN(test_coordinated_late_probe_and_expired_lease);
+    RUN(test_coordinated_degrade_and_recover);
+    RUN(test_coordinated_queue_full);
+    RUN(test_config_checks);
+    bw_clock_free(clk);
+    if (strcmp(scheme, "shm") == 0) {
+        char name[sizeof url + 1];
+        snprintf(name, sizeof name, "/%s", url + 4);
+        shm_unlink(name);
+    } else if (strcmp(scheme, "sqlite") == 0) {
+        char cmd[sizeof tmpdir + 32];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tmpdir);
+    }
+    return TEST_SUMMARY();
+}
