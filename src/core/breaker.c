@@ -218,15 +218,18 @@ static inline uint64_t word_of(const bw__machine *m)
  * shared OPEN or HALF_OPEN (its own operator states still win, and a degraded
  * breaker runs on its own). Call with the lock held.
  */
-static int effective(const bw_breaker *b)
+static int following(const bw_breaker *b)
 {
     const bw__share *s = share_of(b);
     int st = b->m.state;
-    if (s && s->mode == BW_STORE_COORDINATED && !s->degraded &&
-        (s->ov_state == BW_STATE_OPEN || s->ov_state == BW_STATE_HALF_OPEN) &&
-        (st == BW_STATE_CLOSED || st == BW_STATE_OPEN || st == BW_STATE_HALF_OPEN))
-        return s->ov_state;
-    return st;
+    return s && s->mode == BW_STORE_COORDINATED && !s->degraded &&
+           (s->ov_state == BW_STATE_OPEN || s->ov_state == BW_STATE_HALF_OPEN) &&
+           (st == BW_STATE_CLOSED || st == BW_STATE_OPEN || st == BW_STATE_HALF_OPEN);
+}
+
+static int effective(const bw_breaker *b)
+{
+    return following(b) ? share_of(b)->ov_state : b->m.state;
 }
 
 /* Mirror the machine into the lock-free fields. Call with lock_all held. */
@@ -236,10 +239,7 @@ static void publish(bw_breaker *b)
     int st = effective(b);
     if (st == BW_STATE_OPEN) {
         const bw__share *s = share_of(b);
-        int64_t until = st != (int)b->m.state ||
-                                (s && s->ov_state == BW_STATE_OPEN && !s->degraded && s->mode == BW_STORE_COORDINATED)
-                            ? s->ov_until
-                            : bw__machine_deadline(&b->m);
+        int64_t until = following(b) ? s->ov_until : bw__machine_deadline(&b->m);
         atomic_store_explicit(&b->open_until, b->clock_sys ? bw__sys_ns_to_stamp(until, 1) : until,
                               memory_order_relaxed);
     }
@@ -880,7 +880,7 @@ static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection 
     if (s->mode == BW_STORE_COORDINATED) {
         /* Only a shared OPEN whose wait ended, or a shared HALF_OPEN, needs the store. */
         bw__spin_lock(&b->lock);
-        int follow = effective(b) != (int)b->m.state;
+        int follow = following(b);
         bw__spin_unlock(&b->lock);
         if (!follow)
             return acquire_locked(b, p, why, stamp);
