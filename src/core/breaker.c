@@ -258,13 +258,14 @@ typedef struct change {
     int before;  /* the state callers saw */
     int mbefore; /* the machine's own state */
     uint64_t gen;
-    int trip; /* set by change_end: the machine tripped CLOSED -> OPEN */
+    int trip;  /* set by change_end: the machine tripped CLOSED -> OPEN */
+    int force; /* publish even if nothing above moved (a new shared view) */
 } change;
 
 static inline change change_begin(bw_breaker *b)
 {
     lock_all(b);
-    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0};
+    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0, 0};
     return c;
 }
 
@@ -272,13 +273,14 @@ static inline change change_begin(bw_breaker *b)
 static inline int change_end(bw_breaker *b, change *c)
 {
     int after = b->m.state;
+    int moved = b->m.gen != c->gen;
     if (BW_UNLIKELY(b->extra != NULL)) {
         after = effective(b);
         c->trip = c->mbefore == BW_STATE_CLOSED && b->m.state == BW_STATE_OPEN;
-        publish(b); /* a store's view may have moved without the generation */
-    } else if (b->m.gen != c->gen) {
-        publish(b);
+        moved |= after != c->before || c->force; /* a store's view moves without the generation */
     }
+    if (moved)
+        publish(b);
     unlock_all(b);
     return after;
 }
@@ -822,6 +824,7 @@ void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
     ev.n = 0;
     int64_t now = now_of(b);
     change c = change_begin(b);
+    c.force = 1;
     if (rc == BW_OK) {
         if (s->degraded)
             add_event(b, &ev, BW_EVENT_STORE_RECOVERED);
