@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -613,6 +614,86 @@ static void test_coordinated_queue_full(void)
     bw_store_close(s);
 }
 
+/* A store whose updates block until released: bw_breaker_free must still return on time. */
+typedef struct stuck {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int release, inside;
+} stuck;
+
+static int stuck_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    (void)name;
+    (void)fn;
+    (void)arg;
+    (void)err;
+    stuck *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    st->inside++;
+    while (!st->release)
+        pthread_cond_wait(&st->cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
+    return BW_ESYS;
+}
+
+static int stuck_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    (void)ctx;
+    (void)max;
+    (void)err;
+    *deleted = 0;
+    return BW_OK;
+}
+
+static void stuck_close(void *ctx)
+{
+    (void)ctx;
+}
+
+static int64_t real_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_coordinated_close_bounded_when_store_hangs(void)
+{
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, stuck_sweep, stuck_close};
+    stuck st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    bw_store *s;
+    CHECK_OK(bw_store_custom(&ops, &st, &s, NULL));
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e)); /* system clock: a real lane */
+    CHECK_OK(bw_config_set_store_close_timeout(c, 100 * MS, &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("svc-stuck", c, &b, &e));
+    bw_config_free(c);
+    int64_t t0 = real_ms();
+    for (;;) { /* the lane's first poll is now stuck in the store */
+        pthread_mutex_lock(&st.mu);
+        int in = st.inside;
+        pthread_mutex_unlock(&st.mu);
+        if (in || real_ms() - t0 > 2000)
+            break;
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    CHECK_OK(call(b, BW_SUCCESS)); /* calls do not wait for the store */
+    int64_t t1 = real_ms();
+    bw_breaker_free(b);
+    int64_t took = real_ms() - t1;
+    if (took < 90 || took > 1500)
+        H_FAIL("bw_breaker_free took %lld ms with a hung store call; want about the 100 ms close timeout",
+               (long long)took);
+    pthread_mutex_lock(&st.mu);
+    st.release = 1; /* the abandoned call returns: the lane frees what it held, touching no breaker */
+    pthread_cond_broadcast(&st.cv);
+    pthread_mutex_unlock(&st.mu);
+    bw_store_close(s); /* joins the lane */
+}
+
 static void test_config_checks(void)
 {
     bw_store *s = open_store();
@@ -667,6 +748,8 @@ int main(int argc, char **argv)
     RUN(test_coordinated_degrade_and_recover);
     RUN(test_coordinated_queue_full);
     RUN(test_config_checks);
+    if (strcmp(scheme, "memory") == 0) /* independent of the store under test */
+        RUN(test_coordinated_close_bounded_when_store_hangs);
     bw_clock_free(clk);
     if (strcmp(scheme, "shm") == 0) {
         char name[sizeof url + 1];
