@@ -290,12 +290,7 @@ static int shm_update(void *ctx, const char *name, bw_store_update_fn fn, void *
     switch (fn(arg, now, cur, &next)) {
     case BW_STORE_KEEP:
         break;
-    case BW_STORE_PUT: {
-        if (next.len < 1 || next.len > BW_STORE_DATA_MAX) {
-            rc =
-                bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, next.len);
-            break;
-        }
+    case BW_STORE_PUT: { /* store.c checked the verdict and the length */
         const shm_meta mt = {SLOT_USED, tag, next.expires_at};
         uint32_t used = m->hdr->used;
         if (found < 0) {
@@ -315,8 +310,6 @@ static int shm_update(void *ctx, const char *name, bw_store_update_fn fn, void *
         if (found >= 0)
             delete_slot(m, (uint32_t)found);
         break;
-    default:
-        rc = bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
     }
     pthread_mutex_unlock(&m->hdr->mu);
     return rc;

@@ -196,6 +196,34 @@ int64_t bw__store_now(const bw_store *s)
     return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
 }
 
+/*
+ * Every update runs the caller's function through this guard, so that no store
+ * (built in or custom) ever sees an unknown verdict or a bad length: those
+ * become "keep" and the update returns BW_EINVAL.
+ */
+typedef struct guard {
+    bw_store_update_fn fn;
+    void *arg;
+    int bad; /* 1 bad length, 2 unknown verdict */
+    uint32_t len;
+} guard;
+
+static bw_store_verdict guarded(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    guard *g = arg;
+    bw_store_verdict v = g->fn(g->arg, now, cur, next);
+    if (v == BW_STORE_PUT && (next->len < 1 || next->len > BW_STORE_DATA_MAX)) {
+        g->bad = 1;
+        g->len = next->len;
+        return BW_STORE_KEEP;
+    }
+    if (v != BW_STORE_KEEP && v != BW_STORE_PUT && v != BW_STORE_DELETE) {
+        g->bad = 2;
+        return BW_STORE_KEEP;
+    }
+    return v;
+}
+
 int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     if (!s || !fn)
@@ -203,7 +231,13 @@ int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *
     int rc = bw__check_name(name, "name", err);
     if (rc != BW_OK)
         return rc;
-    return s->ops.update(s->ctx, name, fn, arg, err);
+    guard g = {fn, arg, 0, 0};
+    rc = s->ops.update(s->ctx, name, guarded, &g, err);
+    if (rc == BW_OK && g.bad == 1)
+        return bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, g.len);
+    if (rc == BW_OK && g.bad == 2)
+        return bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
+    return rc;
 }
 
 int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)
