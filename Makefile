@@ -40,10 +40,11 @@ tsan:
 
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench >/dev/null
+	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench >/dev/null
 	./build-bench/breaker_bench
 	./build-bench/registry_bench
 	./build-bench/pipeline_bench
+	./build-bench/store_bench
 
 format:
 	sh scripts/format.sh --fix
