@@ -782,6 +782,8 @@ static int64_t retry_delay(bw__share *s)
 int bw__breaker_store_gate(bw_breaker *b)
 {
     bw__share *s = share_of(b);
+    if (BW_LIKELY(!atomic_load_explicit(&s->degraded, memory_order_relaxed)))
+        return 1; /* the common case: no lock, no clock */
     int64_t now = now_of(b);
     bw__spin_lock(&b->lock);
     int open = !s->degraded || now >= s->retry_at;
@@ -822,7 +824,16 @@ void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
     bw__share *s = share_of(b);
     pending ev;
     ev.n = 0;
-    int64_t now = now_of(b);
+    if (rc == BW_OK && s->mode == BW_STORE_STORED && !atomic_load_explicit(&s->degraded, memory_order_relaxed)) {
+        /* Stored, and nothing to recover: the word never changes, so no lock. */
+        atomic_store_explicit(&s->stored_state, op->after, memory_order_relaxed);
+        if (BW_UNLIKELY(op->before != op->after)) {
+            add_change(b, &ev, op->before, op->after);
+            deliver(b, &ev);
+        }
+        return;
+    }
+    int64_t now = rc == BW_OK ? 0 : now_of(b);
     change c = change_begin(b);
     c.force = 1;
     if (rc == BW_OK) {
@@ -950,11 +961,8 @@ static int shared_snapshot(bw_breaker *b, bw_snapshot *out)
     bw__shared_op op;
     memset(&op, 0, sizeof op);
     op.op = BW__OP_READ;
-    op.want_snapshot = 1;
-    int rc = store_op(b, s, &op);
-    if (rc == BW_OK)
-        *out = op.snap;
-    return rc;
+    op.snap = out;
+    return store_op(b, s, &op);
 }
 
 static void shared_verb(bw_breaker *b, int target)

@@ -26,8 +26,19 @@ typedef struct cursor {
     int bad;
 } cursor;
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_IS_LE 1 /* the image's byte order: copy fields as they are */
+#else
+#define HOST_IS_LE 0
+#endif
+
 static void put(cursor *c, uint64_t v, int bytes)
 {
+    if (HOST_IS_LE) {
+        memcpy(c->p, &v, (size_t)bytes);
+        c->p += bytes;
+        return;
+    }
     for (int i = 0; i < bytes; i++)
         *c->p++ = (unsigned char)(v >> (8 * i));
 }
@@ -39,8 +50,11 @@ static uint64_t get(cursor *c, int bytes)
         return 0;
     }
     uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)c->r[i] << (8 * i);
+    if (HOST_IS_LE)
+        memcpy(&v, c->r, (size_t)bytes);
+    else
+        for (int i = 0; i < bytes; i++)
+            v |= (uint64_t)c->r[i] << (8 * i);
     c->r += bytes;
     c->left -= (size_t)bytes;
     return v;
@@ -98,6 +112,18 @@ size_t bw__machine_save(const bw__machine *m, unsigned char *buf)
     return (size_t)(c.p - buf);
 }
 
+int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uint64_t *gen)
+{
+    cursor c = {NULL, buf, len, 0};
+    if (get(&c, 4) != MAGIC)
+        return -1;
+    get(&c, 2);
+    *state = (int)get(&c, 1);
+    get(&c, 5);
+    *gen = get(&c, 8);
+    return c.bad ? -1 : 0;
+}
+
 int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len)
 {
     cursor c = {NULL, buf, len, 0};
@@ -130,9 +156,10 @@ int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len)
     if (m->cfg.policy != BW_POLICY_RATE)
         return 0;
     bw__window *w = &m->win;
-    bw__window_clear(w);
-    if (policy != m->cfg.policy || kind != w->kind || size != w->size)
-        return 0; /* another configuration's window: start it empty */
+    if (policy != m->cfg.policy || kind != w->kind || size != w->size) {
+        bw__window_clear(w); /* another configuration's window: start it empty */
+        return 0;
+    }
     uint64_t total = get(&c, 8), failed = get(&c, 8), slow = get(&c, 8);
     int64_t cur_sec = (int64_t)get(&c, 8);
     uint32_t head = (uint32_t)get(&c, 4), cur_slot = (uint32_t)get(&c, 4);

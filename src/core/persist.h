@@ -22,4 +22,10 @@ size_t bw__machine_save(const bw__machine *m, unsigned char *buf);
  */
 int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len);
 
+/*
+ * Read only the state and generation of an image, without loading it. Returns 0,
+ * or -1 for an image too short or not an image.
+ */
+int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uint64_t *gen);
+
 #endif

@@ -24,8 +24,8 @@ typedef struct bw__share {
     int64_t retry, retry_max; /* ns */
     double retry_mult, retry_jitter;
     bw__coord *coord; /* coordinated: the lane's side */
-    /* Guarded by the breaker's lock. */
-    int degraded;
+    /* Written under the breaker's lock; `degraded` is also read without it. */
+    _Atomic int degraded;
     int64_t retry_at; /* breaker clock: the store is not tried before */
     uint32_t failures;
     uint64_t rng;

@@ -1,9 +1,17 @@
 /*
  * shared.c — the operations on a circuit kept in a store (see shared.h).
  *
- * Entry layout: u8 format (1), u8 0, u16 0, then the machine image. A new
- * circuit's generation starts at the store's clock in ns, so a circuit deleted
- * and made again never reuses a generation an old permit may still carry.
+ * Entry layout: u8 format (2), u8 0, u16 0, u64 born, then the machine image.
+ *
+ * Generations. A new circuit's generation starts at the store's clock in ns, so
+ * a circuit deleted and made again never reuses a generation an old permit may
+ * still carry; `born` keeps that first generation. A CLOSED circuit with no
+ * entry admits without writing anything, so its permits cannot carry the
+ * generation of an entry that does not exist: they carry BW__GEN_NO_ENTRY
+ * instead, and their outcome counts if the circuit still has no entry, or has
+ * one that has not moved since it was born (CLOSED, generation == born). The one
+ * imprecision: an outcome of a call that lasted through a whole trip, recovery
+ * and deletion lands in the next CLOSED window.
  */
 #include "shared.h"
 
@@ -11,8 +19,8 @@
 
 #include "../core/persist.h"
 
-#define FORMAT 1
-#define HEAD 4
+#define FORMAT 2
+#define HEAD 12
 
 int bw__shared_fits(const bw__mcfg *cfg)
 {
@@ -24,39 +32,89 @@ static int64_t sat_add(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 /* Nothing worth keeping: CLOSED, an empty window, no counters, no backoff. */
 static int forgettable(bw__machine *m, bw__now *now)
 {
-    if (m->state != BW_STATE_CLOSED)
+    if (m->state != BW_STATE_CLOSED || m->cerr || m->csucc || m->failed_rounds)
         return 0;
-    bw_snapshot s;
-    bw__machine_snapshot(m, now, &s);
-    return s.total_calls == 0 && m->cerr == 0 && m->csucc == 0 && m->failed_rounds == 0;
+    if (m->cfg.policy != BW_POLICY_RATE)
+        return 1;
+    bw__window_expire(&m->win, bw__now_get(now));
+    return m->win.total == 0;
+}
+
+/*
+ * The common case, an admission by a CLOSED (or DISABLED, METRICS_ONLY) stored
+ * circuit whose lifetime needs no renewal: read two fields of the image and
+ * write nothing. Returns 1 when it answered.
+ */
+static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
+{
+    int state;
+    uint64_t gen;
+    if (op->op != BW__OP_ACQUIRE || op->snap || !cur || cur->len < HEAD || cur->data[0] != FORMAT ||
+        bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
+        return 0;
+    if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
+        return 0;
+    if (cur->expires_at != BW_STORE_NEVER && cur->expires_at < sat_add(now, op->ttl) - op->ttl / 2)
+        return 0; /* due for renewal: the full path rewrites it */
+    op->now = now;
+    op->before = op->after = state;
+    op->ok = 1;
+    op->out_gen = gen;
+    op->found = 1;
+    op->open_until = op->ho_deadline = INT64_MAX;
+    return 1;
 }
 
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
 {
     bw__shared_op *op = arg;
+    if (admit_fast(op, now, cur))
+        return BW_STORE_KEEP;
     unsigned char wmem[BW_STORE_DATA_MAX];
     bw__machine m;
     bw__machine_init(&m, op->cfg, wmem);
+    uint64_t born;
     op->found = cur && cur->len >= HEAD && cur->data[0] == FORMAT &&
                 bw__machine_load(&m, cur->data + HEAD, cur->len - HEAD) == 0;
-    if (!op->found) { /* a fresh circuit (or an unreadable entry, replaced) */
+    if (op->found) {
+        born = get64(cur->data + 4);
+    } else { /* a fresh circuit (or an unreadable entry, replaced) */
         bw__machine_init(&m, op->cfg, wmem);
-        m.gen = (uint64_t)now;
+        m.gen = born = (uint64_t)now;
     }
     bw__now t = bw__now_at(now);
     op->now = now;
     op->before = m.state;
     op->ok = 0;
+    uint64_t gen0 = m.gen;
     switch (op->op) {
     case BW__OP_ACQUIRE:
         op->ok = bw__machine_acquire(&m, &t, &op->out_gen);
         break;
-    case BW__OP_RECORD:
-        op->ok = bw__machine_record(&m, op->gen, op->outcome, op->slow, &t);
+    case BW__OP_RECORD: {
+        uint64_t gen = op->gen;
+        if (gen == BW__GEN_NO_ENTRY && (!op->found || (m.state == BW_STATE_CLOSED && m.gen == born)))
+            gen = m.gen; /* admitted while the circuit had no entry, and nothing moved since */
+        op->ok = bw__machine_record(&m, gen, op->outcome, op->slow, &t);
         break;
+    }
     case BW__OP_TRIP:
         op->ok = bw__machine_trip(&m, now);
         break;
@@ -79,21 +137,32 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     op->open_until = m.state == BW_STATE_OPEN ? sat_add(m.opened_at, m.open_wait) : INT64_MAX;
     op->ho_deadline =
         m.state == BW_STATE_HALF_OPEN && m.cfg.max_wait_ho > 0 ? sat_add(m.ho_since, m.cfg.max_wait_ho) : INT64_MAX;
-    if (op->want_snapshot)
-        bw__machine_snapshot(&m, &t, &op->snap);
+    if (op->snap)
+        bw__machine_snapshot(&m, &t, op->snap);
 
-    if (forgettable(&m, &t))
-        return op->found ? BW_STORE_DELETE : BW_STORE_KEEP; /* closing deletes the entry */
+    if (!op->found && forgettable(&m, &t)) {
+        if (op->op == BW__OP_ACQUIRE && op->ok)
+            op->out_gen = BW__GEN_NO_ENTRY; /* see the design notes */
+        return BW_STORE_KEEP;
+    }
+    if (op->found && forgettable(&m, &t))
+        return BW_STORE_DELETE; /* closing deletes the entry */
+    int64_t expires =
+        m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
+            ? BW_STORE_NEVER /* an operator hold never expires */
+            : sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
+    /* An admission in CLOSED changes nothing: no write unless the entry needs its lifetime renewed. */
+    if (op->found && op->op == BW__OP_ACQUIRE && m.gen == gen0 && m.state == BW_STATE_CLOSED &&
+        cur->expires_at >= expires - op->ttl / 2)
+        return BW_STORE_KEEP;
     next->data[0] = FORMAT;
     next->data[1] = next->data[2] = next->data[3] = 0;
+    put64(next->data + 4, born);
     size_t len = HEAD + bw__machine_save(&m, next->data + HEAD);
     next->len = (uint32_t)len;
-    if (m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY)
-        next->expires_at = BW_STORE_NEVER; /* an operator hold never expires */
-    else
-        next->expires_at = sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
-    if (op->found && cur->len == len && memcmp(cur->data, next->data, len) == 0 &&
-        cur->expires_at >= next->expires_at - op->ttl / 2)
+    next->expires_at = expires;
+    if (op->found && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
+        memcmp(cur->data, next->data, len) == 0 && cur->expires_at >= expires - op->ttl / 2)
         return BW_STORE_KEEP; /* unchanged, and not close to expiring: no write */
     return BW_STORE_PUT;
 }

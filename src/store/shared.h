@@ -23,6 +23,9 @@
 #include "../core/machine.h"
 #include "breakwater/store.h"
 
+/* The generation of a permit admitted by a circuit that had no entry (shared.c). */
+#define BW__GEN_NO_ENTRY UINT64_MAX
+
 enum {
     BW__OP_READ = 0,    /* nothing changes */
     BW__OP_ACQUIRE = 1, /* admit a call or a probe (bw__machine_acquire) */
@@ -40,7 +43,6 @@ typedef struct bw__shared_op {
     uint64_t gen;        /* RECORD: the permit's generation */
     int outcome, slow;   /* RECORD */
     int state;           /* VERB */
-    int want_snapshot;   /* fill `snap` */
     /* Out. */
     int64_t now;         /* the store's clock during the update */
     int before, after;   /* state before and after */
@@ -49,7 +51,7 @@ typedef struct bw__shared_op {
     int64_t open_until;  /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
     int64_t ho_deadline; /* HALF_OPEN: when the round expires; else INT64_MAX */
     int found;           /* the entry existed (live) before */
-    bw_snapshot snap;    /* when want_snapshot */
+    bw_snapshot *snap;   /* when not NULL: filled with the circuit's snapshot */
 } bw__shared_op;
 
 /* The update function for bw_store_update; arg is a bw__shared_op. */

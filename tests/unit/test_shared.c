@@ -205,9 +205,10 @@ static bw_snapshot shared_snapshot(bw_store *s, const char *name)
     op.op = BW__OP_READ;
     op.cfg = &mc;
     op.ttl = S;
-    op.want_snapshot = 1;
+    bw_snapshot snap;
+    op.snap = &snap;
     CHECK_OK(bw_store_update(s, name, bw__shared_apply, &op, NULL));
-    return op.snap;
+    return snap;
 }
 
 /* ---- the store primitive: what every store must do ---- */
@@ -399,6 +400,44 @@ static void test_stored_one_circuit_for_two(void)
     CHECK_INT(snap.total_calls, 0);
     bw_breaker_free(a);
     bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+/* The clock moves between admission and settlement, as it always does outside tests. */
+static void test_stored_moving_clock(void)
+{
+    bw_store *s = open_store();
+    bw_breaker *a = make("svc-moving", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *b = make("svc-moving", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_permit pa, pb;
+    CHECK_OK(bw_acquire(a, &pa, NULL)); /* no entry yet: nothing written */
+    CHECK(!peek_at(s, "svc-moving").found);
+    pump(1 * MS);
+    CHECK_OK(bw_acquire(b, &pb, NULL));
+    pump(1 * MS);
+    CHECK_OK(bw_settle(b, &pb, BW_SUCCESS)); /* makes the entry */
+    pump(1 * MS);
+    CHECK_OK(bw_settle(a, &pa, BW_FAILURE)); /* admitted before it existed; nothing moved since: counts */
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK_INT(snap.total_calls, 2);
+    CHECK_INT(snap.failed_calls, 1);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN); /* 1 of 2 failed */
+    /* A permit from before the trip is stale once the circuit moved. */
+    bw_breaker *c = make("svc-moving-2", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_permit old;
+    CHECK_OK(bw_acquire(c, &old, NULL));
+    pump(1 * MS);
+    CHECK_OK(call(c, BW_FAILURE));
+    CHECK_OK(call(c, BW_FAILURE)); /* 2 of 2: trips */
+    pump(1 * MS);
+    CHECK_OK(bw_settle(c, &old, BW_SUCCESS)); /* dropped */
+    CHECK_OK(bw_breaker_snapshot(c, &snap));
+    CHECK_INT(snap.state, BW_STATE_OPEN);
+    CHECK_INT(snap.total_calls, 2);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_breaker_free(c);
     bw_store_close(s);
 }
 
@@ -741,6 +780,7 @@ int main(int argc, char **argv)
     RUN(test_contract_primitive);
     RUN(test_contract_threads);
     RUN(test_stored_one_circuit_for_two);
+    RUN(test_stored_moving_clock);
     RUN(test_stored_stale_and_expiry);
     RUN(test_stored_store_failure_falls_back);
     RUN(test_coordinated_trip_propagates);
