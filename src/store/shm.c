@@ -207,7 +207,7 @@ static void repair(shm *m)
 
 /* Spins before sleeping: glibc's robust mutexes go straight to a futex wait,
  * and the critical sections here last about 100 ns. */
-#define SPIN_TRIES 100
+#define SPIN_TRIES 20
 
 static int lock(shm *m, bw_error *err)
 {

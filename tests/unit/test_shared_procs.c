@@ -372,47 +372,6 @@ static int call(bw_breaker *b, bw_outcome o, bw_rejection *why)
     return rc;
 }
 
-/* ---- a known bug of stored mode on a real clock ---- */
-
-/*
- * KNOWN BUG (src/store/shared.c:47 with :86): a fresh stored circuit takes the
- * store's clock as its generation, and an ACQUIRE on it keeps nothing (CLOSED
- * and empty is "forgettable"), so a permit carries the ns of its acquire while
- * the RECORD that settles it, a few ns later, makes another fresh circuit with
- * another generation and drops the outcome as stale. On any clock that moves
- * between the two updates no outcome is ever recorded: a stored circuit never
- * trips. test_shared.c does not see it (one manual clock that does not move).
- * Until it is fixed, the stored-mode scenarios that need a trip or a window are
- * skipped here with a loud note; BW_TEST_KNOWN_BUGS=1 runs them anyway. Once
- * stored mode records on the real clock they run (and must pass) by themselves.
- */
-static int stored_broken;
-
-static int stored_mode_records(void)
-{
-    bw_store *s = open_store();
-    bw_breaker *b = NULL;
-    knobs k = {BW_STORE_STORED, 10 * S, 0, 1, 0, 0, NULL};
-    int ok = 0;
-    if (s && make("probe-stored-records", s, &k, &b) == BW_OK) {
-        call(b, BW_FAILURE, NULL);
-        call(b, BW_FAILURE, NULL);
-        ok = bw_breaker_state(b) == BW_STATE_OPEN;
-        bw_breaker_reset(b); /* deletes the entry */
-    }
-    bw_breaker_free(b);
-    bw_store_close(s);
-    return ok;
-}
-
-static int skip_stored(const char *test)
-{
-    if (!stored_broken)
-        return 0;
-    printf("# SKIPPED %s: KNOWN BUG, stored mode records no outcome on a real clock (src/store/shared.c:47)\n", test);
-    return 1;
-}
-
 /* ---- 1. the half-open race ---- */
 
 typedef struct race {
@@ -546,8 +505,7 @@ out:
 
 static void test_race_stored(void)
 {
-    if (!skip_stored("test_race_stored"))
-        run_race(BW_STORE_STORED);
+    run_race(BW_STORE_STORED);
 }
 
 static void test_race_coordinated(void)
@@ -663,8 +621,7 @@ static void test_trip_coordinated(void)
 
 static void test_trip_stored(void)
 {
-    if (!skip_stored("test_trip_stored"))
-        run_trip(BW_STORE_STORED);
+    run_trip(BW_STORE_STORED);
 }
 
 /* ---- 3. a process killed at random moments, now and then holding the store's lock ---- */
@@ -751,8 +708,7 @@ static void test_killed_mid_loop(void)
         CHECK_OK(bw_breaker_snapshot(b, &snap));
         CHECK_INT(snap.state, BW_STATE_CLOSED);
         CHECK_INT(snap.failed_calls, 0);
-        if (!stored_broken)
-            CHECK_INT(snap.total_calls, WINDOW); /* the child filled the window (100 calls and more) */
+        CHECK_INT(snap.total_calls, WINDOW); /* the child filled the window (100 calls and more) */
         if (!keep) {
             bw_breaker_free(b);
             bw_store_close(s);
@@ -766,16 +722,12 @@ static void test_killed_mid_loop(void)
     CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.state, BW_STATE_CLOSED);
     CHECK_INT(snap.failed_calls, 0);
-    if (!stored_broken) /* the stored window is whole: full of successes */
-        CHECK_INT(snap.total_calls, WINDOW);
-    else
-        printf("# test_killed_mid_loop: window checks SKIPPED (KNOWN BUG, src/store/shared.c:47)\n");
+    CHECK_INT(snap.total_calls, WINDOW); /* the stored window is whole: full of successes */
     for (int i = 0; i < 100; i++)
         CHECK_OK(call(b, BW_SUCCESS, NULL));
     CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.state, BW_STATE_CLOSED);
-    if (!stored_broken)
-        CHECK_INT(snap.total_calls, WINDOW);
+    CHECK_INT(snap.total_calls, WINDOW);
     CHECK_INT(degraded, 0);
 out:
     end_test();
@@ -806,11 +758,6 @@ int main(int argc, char **argv)
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a child's write to a parent gone away fails instead */
-    const char *force = getenv("BW_TEST_KNOWN_BUGS");
-    stored_broken = !stored_mode_records() && !(force && *force && strcmp(force, "0") != 0);
-    if (stored_broken)
-        fprintf(stderr, "test_shared_procs: KNOWN BUG: stored mode records no outcome on a real clock "
-                        "(src/store/shared.c:47); its scenarios are skipped (BW_TEST_KNOWN_BUGS=1 runs them)\n");
     RUN(test_race_stored);
     RUN(test_race_coordinated);
     RUN(test_trip_coordinated);
