@@ -372,6 +372,19 @@ static int call(bw_breaker *b, bw_outcome o, bw_rejection *why)
     return rc;
 }
 
+/* In a child: its own store handle and breaker, or a MSG_FAIL to the parent. */
+static int child_open(const char *name, const knobs *k, int out, int idx, bw_store **s, bw_breaker **b)
+{
+    int rc = bw_store_open(url, s, NULL);
+    if (rc != BW_OK) {
+        send_msg(out, MSG_FAIL, idx, rc, 1, 0);
+        return rc;
+    }
+    if ((rc = make(name, *s, k, b)) != BW_OK)
+        send_msg(out, MSG_FAIL, idx, rc, 2, 0);
+    return rc;
+}
+
 /* ---- 1. the half-open race ---- */
 
 typedef struct race {
@@ -387,16 +400,9 @@ static int racer(void *arg, int idx)
     pipes_child(&r->p);
     int out = r->p.res[1];
     bw_store *s = NULL;
-    int rc = bw_store_open(url, &s, NULL);
-    if (rc != BW_OK) {
-        send_msg(out, MSG_FAIL, idx, rc, 1, 0);
-        return 1;
-    }
     bw_breaker *b = NULL;
-    if ((rc = make(r->name, s, &r->k, &b)) != BW_OK) {
-        send_msg(out, MSG_FAIL, idx, rc, 2, 0);
+    if (child_open(r->name, &r->k, out, idx, &s, &b) != BW_OK)
         return 1;
-    }
     send_msg(out, MSG_READY, idx, 0, bw_breaker_state(b), 0);
     if (r->k.mode == BW_STORE_COORDINATED) {
         /* The parent trips the shared circuit now: wait until this breaker's polls show it. */
@@ -410,7 +416,7 @@ static int racer(void *arg, int idx)
     bw_permit p;
     bw_rejection why;
     memset(&why, 0, sizeof why);
-    rc = bw_acquire(b, &p, &why);
+    int rc = bw_acquire(b, &p, &why);
     send_msg(out, MSG_RESULT, idx, rc, rc == BW_OK ? -1 : (int)why.state, rc == BW_OK ? 0 : why.retry_after_ns);
     wait_closed(r->p.fin[0]); /* hold the permit until every racer has answered */
     int status = 0;
@@ -528,18 +534,12 @@ static int trip_child(void *arg, int idx)
     pipes_child(&t->p);
     int out = t->p.res[1];
     bw_store *s = NULL;
-    int rc = bw_store_open(url, &s, NULL);
-    if (rc != BW_OK) {
-        send_msg(out, MSG_FAIL, idx, rc, 1, 0);
-        return 1;
-    }
     bw_breaker *b = NULL;
-    if ((rc = make(t->name, s, &t->k, &b)) != BW_OK) {
-        send_msg(out, MSG_FAIL, idx, rc, 2, 0);
+    if (child_open(t->name, &t->k, out, idx, &s, &b) != BW_OK)
         return 1;
-    }
     send_msg(out, MSG_READY, idx, 0, 0, 0);
     wait_closed(t->p.start[0]);
+    int rc;
     for (int i = 0; i < 4 && bw_breaker_state(b) != BW_STATE_OPEN; i++)
         if ((rc = call(b, BW_FAILURE, NULL)) != BW_OK) {
             send_msg(out, MSG_FAIL, idx, rc, 3, 0);
