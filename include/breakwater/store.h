@@ -95,6 +95,12 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
  *   the store is full, ...) with *err filled, in which case nothing changed.
  * - sweep: delete at most `max` expired entries; *deleted says how many.
  * - close: release ctx.
+ * - read (optional, may be NULL): copy `name`'s live entry into *out and set
+ *   *found (0 when absent or expired) and *now (the store's clock), without
+ *   waiting for writers and without changing anything. Return BW_OK with a copy
+ *   consistent as of one instant, or BW_ESTATE when it could not get one at once
+ *   (a writer was busy): breakwater then runs an update instead. A store
+ *   without a cheaper read than update leaves it NULL.
  * `name` is a validated breaker name (store.h's rules); never paste it unescaped
  * into a query.
  */
@@ -104,6 +110,7 @@ typedef struct bw_store_ops {
     int (*update)(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
     int (*sweep)(void *ctx, int max, int *deleted, bw_error *err);
     void (*close)(void *ctx);
+    int (*read)(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err);
 } bw_store_ops;
 
 /*

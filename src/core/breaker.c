@@ -64,6 +64,7 @@
 
 #include "internal.h"
 #include "../store/share.h"
+#include "../store/store_impl.h"
 #include "circuit.h"
 #include "spin.h"
 #include "timer.h"
@@ -888,9 +889,23 @@ static int store_op(bw_breaker *b, bw__share *s, bw__shared_op *op)
 {
     op->cfg = &s->scfg;
     op->ttl = s->ttl;
-    int rc = bw_store_update(s->store, b->name, bw__shared_apply, op, NULL);
+    int rc = bw__store_update(s->store, b->name, bw__shared_apply, op, NULL);
     bw__breaker_store_result(b, rc, op);
     return rc;
+}
+
+/*
+ * A stored admission from a lock-free read of the entry (stores that have one:
+ * shm:, sqlite:), when that alone decides it: CLOSED and not due for renewal.
+ */
+static int read_admits(bw_breaker *b, bw__share *s, bw__shared_op *op)
+{
+    bw_store_entry e;
+    int found = 0;
+    int64_t now;
+    if (bw__store_try_read(s->store, b->name, &now, &e, &found) != BW_OK)
+        return 0;
+    return bw__shared_admit_read(op, now, found ? &e : NULL);
 }
 
 static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st)
@@ -911,8 +926,13 @@ static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection 
     bw__shared_op op;
     memset(&op, 0, sizeof op);
     op.op = BW__OP_ACQUIRE;
-    if (store_op(b, s, &op) != BW_OK)
+    op.cfg = &s->scfg;
+    op.ttl = s->ttl;
+    if (s->mode == BW_STORE_STORED && read_admits(b, s, &op)) {
+        bw__breaker_store_result(b, BW_OK, &op);
+    } else if (store_op(b, s, &op) != BW_OK) {
         return acquire_locked(b, p, why, stamp);
+    }
     int leased = s->mode == BW_STORE_COORDINATED;
     if (op.ok && leased && op.after != BW_STATE_HALF_OPEN)
         return acquire_locked(b, p, why, stamp); /* the shared circuit closed meanwhile: local rules */

@@ -107,7 +107,7 @@ static int run_op(bw__coord *c, const qop *o)
     op.slow = o->slow;
     op.cfg = &c->s->scfg;
     op.ttl = c->s->ttl;
-    int rc = bw_store_update(c->store, c->name, bw__shared_apply, &op, NULL);
+    int rc = bw__store_update(c->store, c->name, bw__shared_apply, &op, NULL);
     pthread_mutex_lock(mu);
     if (c->orphan) {
         coord_destroy(c);

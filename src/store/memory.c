@@ -147,7 +147,7 @@ int bw__memory_open(bw_store *s, bw__url *u, bw_error *err)
     m->tab = tab;
     m->mask = 63;
     m->seed = bw__hash_seed(m);
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close};
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close, NULL};
     s->ops = ops;
     s->ctx = m;
     s->default_clock = BW__STORE_MONOTONIC;

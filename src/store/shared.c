@@ -82,6 +82,21 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
     return 1;
 }
 
+int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
+{
+    if (cur)
+        return admit_fast(op, now, cur);
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->cfg->initial_state != BW_STATE_CLOSED)
+        return 0;
+    op->now = now; /* a fresh CLOSED circuit: admits, and there is nothing to write */
+    op->before = op->after = BW_STATE_CLOSED;
+    op->ok = 1;
+    op->out_gen = BW__GEN_NO_ENTRY;
+    op->found = 0;
+    op->open_until = op->ho_deadline = INT64_MAX;
+    return 1;
+}
+
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
 {
     bw__shared_op *op = arg;

@@ -57,6 +57,14 @@ typedef struct bw__shared_op {
 /* The update function for bw_store_update; arg is a bw__shared_op. */
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next);
 
+/*
+ * An admission answered from a read entry (`cur`, NULL when absent) without an
+ * update: a CLOSED, DISABLED or METRICS_ONLY circuit not due for renewal, or no
+ * entry and a configuration starting CLOSED. Fills op as bw__shared_apply
+ * would and returns 1, or returns 0 when only an update can decide.
+ */
+int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
+
 /* Whether a machine with this configuration fits in a store entry. */
 int bw__shared_fits(const bw__mcfg *cfg);
 

@@ -65,7 +65,7 @@
 #include "store_impl.h"
 
 #define SHM_MAGIC UINT64_C(0x316d656d68737762) /* "bwshmem1" little-endian */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define SHM_READY 0x52454459u /* "READY" */
 #define SHM_SEED UINT64_C(0x62777368)
 #define SHM_NAME_MAX 200
@@ -103,6 +103,7 @@ typedef struct shm_hdr {
     uint32_t capacity;
     _Atomic uint32_t ready;
     uint32_t used;
+    _Atomic uint64_t wseq; /* odd while a writer changes slots (the lock-free read's seqlock) */
     pthread_mutex_t mu;
     shm_journal j;
 } shm_hdr;
@@ -160,6 +161,22 @@ static void body_copy(shm_body *dst, const shm_body *src, int with_fault)
     memcpy(dst->entry.data + len / 2, src->entry.data + len / 2, len - len / 2);
 }
 
+/*
+ * The seqlock of lock-free reads (shm_read): a writer (holding the mutex) makes
+ * wseq odd before it changes any slot and even after. A writer that dies in
+ * between leaves it odd; the recovering process makes it even again.
+ */
+static void write_begin(shm *m)
+{
+    /* A full barrier: odd before any slot store (a fence would do; ThreadSanitizer knows no fences). */
+    atomic_fetch_add_explicit(&m->hdr->wseq, 1, memory_order_seq_cst);
+}
+
+static void write_end(shm *m)
+{
+    atomic_fetch_add_explicit(&m->hdr->wseq, 1, memory_order_release);
+}
+
 /* Step 3 of a commit, and the redo of recovery: journal -> slot. Idempotent. */
 static void apply(shm *m, int with_fault)
 {
@@ -191,7 +208,9 @@ static void commit(shm *m, uint32_t slot, const shm_meta *meta, const char *name
     /* Nothing of the apply may be done before pending is visibly set. */
     atomic_thread_fence(memory_order_seq_cst);
     fault(BW__SHM_FAULT_PENDING);
+    write_begin(m);
     apply(m, 1);
+    write_end(m);
     atomic_store_explicit(&j->pending, 0, memory_order_release);
 }
 
@@ -199,8 +218,13 @@ static void commit(shm *m, uint32_t slot, const shm_meta *meta, const char *name
 static void repair(shm *m)
 {
     shm_journal *j = &m->hdr->j;
+    uint64_t w = atomic_load_explicit(&m->hdr->wseq, memory_order_relaxed);
+    if (w & 1) /* the dead writer was inside write_begin/write_end */
+        atomic_store_explicit(&m->hdr->wseq, w + 1, memory_order_release);
     if (atomic_load_explicit(&j->pending, memory_order_acquire)) {
+        write_begin(m);
         apply(m, 0);
+        write_end(m);
         atomic_store_explicit(&j->pending, 0, memory_order_release);
     }
 }
@@ -249,10 +273,12 @@ static void reclaim(shm *m, uint32_t i)
 {
     if (m->meta[next_slot(m, i)].state != SLOT_EMPTY)
         return;
+    write_begin(m);
     for (uint32_t n = 0; n < m->cap && m->meta[i].state == SLOT_TOMB; n++) {
         m->meta[i].state = SLOT_EMPTY; /* one aligned store: valid whenever it lands */
         i = i == 0 ? m->cap - 1 : i - 1;
     }
+    write_end(m);
 }
 
 static void delete_slot(shm *m, uint32_t i)
@@ -325,6 +351,82 @@ static int shm_update(void *ctx, const char *name, bw_store_update_fn fn, void *
     }
     pthread_mutex_unlock(&m->hdr->mu);
     return rc;
+}
+
+/*
+ * A lock-free read (the ops table's optional read): a seqlock copy of name's
+ * entry. Slots may change under it; the copy is used only when wseq was even
+ * and unchanged around it, and every length read is bounded first, so a torn
+ * read is discarded, never trusted. Copies go through volatile word loads
+ * (not memcpy, which a sanitizer would intercept), and the function is not
+ * instrumented by ThreadSanitizer: these races are the design.
+ */
+#if defined(__clang__) || defined(__GNUC__)
+#define NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define NO_TSAN
+#endif
+
+NO_TSAN static void copy_words(void *dst, const volatile void *src, size_t n)
+{
+    const volatile unsigned char *s = src;
+    unsigned char *d = dst;
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(s + i) & 7); i++) /* to an aligned word */
+        d[i] = s[i];
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = *(const volatile uint64_t *)(s + i);
+        memcpy(d + i, &w, 8);
+    }
+    for (; i < n; i++)
+        d[i] = s[i];
+}
+
+NO_TSAN static int shm_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    (void)err;
+    shm *m = ctx;
+    size_t nl = strlen(name);
+    uint64_t h = bw__hash(SHM_SEED, name, nl);
+    uint32_t tag = (uint32_t)(h >> 32);
+    *now = bw__store_now(m->store);
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t s1 = atomic_load_explicit(&m->hdr->wseq, memory_order_acquire);
+        if (s1 & 1) {
+            bw__cpu_relax();
+            continue;
+        }
+        int hit = 0, torn = 0;
+        uint32_t i = (uint32_t)(h % m->cap);
+        for (uint32_t n = 0; n < m->cap; n++, i = next_slot(m, i)) {
+            shm_meta mt;
+            copy_words(&mt, &m->meta[i], sizeof mt);
+            if (mt.state == SLOT_EMPTY)
+                break;
+            if (mt.state != SLOT_USED || mt.tag != tag)
+                continue;
+            char nm[256];
+            copy_words(nm, m->body[i].name, nl + 1);
+            if (memcmp(nm, name, nl + 1) != 0)
+                continue;
+            bw_store_entry *e = &m->body[i].entry;
+            out->expires_at = *(volatile int64_t *)&e->expires_at;
+            out->len = *(volatile uint32_t *)&e->len;
+            if (out->len < 1 || out->len > BW_STORE_DATA_MAX) {
+                torn = 1;
+                break;
+            }
+            copy_words(out->data, e->data, out->len);
+            hit = 1;
+            break;
+        }
+        atomic_thread_fence(memory_order_acquire); /* every load above before the second look at wseq */
+        if (torn || atomic_load_explicit(&m->hdr->wseq, memory_order_relaxed) != s1)
+            continue;
+        *found = hit && out->expires_at > *now;
+        return BW_OK;
+    }
+    return BW_ESTATE; /* writers kept it busy: the caller updates instead */
 }
 
 static int shm_sweep(void *ctx, int max, int *deleted, bw_error *err)
@@ -538,7 +640,7 @@ int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
     m->hdr = m->base;
     m->meta = (shm_meta *)((char *)m->base + meta_at());
     m->body = (shm_body *)((char *)m->base + body_at(m->cap));
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close};
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read};
     s->ops = ops;
     s->ctx = m;
     s->default_clock = BW__STORE_MONOTONIC;

@@ -182,6 +182,46 @@ static void sweep_maybe(sq *c, int64_t now)
 
 /* ---- the operations ---- */
 
+/* Read name's row into *out; an expired or malformed row reads as absent (*found = 0). Mutex held. */
+static int get_row(sq *c, const char *name, int64_t now, bw_store_entry *out, int *found, bw_error *err)
+{
+    int rc = BW_OK;
+    *found = 0;
+    sqlite3_stmt *get = c->st[ST_GET];
+    sqlite3_bind_text(get, 1, name, -1, SQLITE_STATIC);
+    int src = sqlite3_step(get);
+    if (src == SQLITE_ROW) {
+        int64_t exp = sqlite3_column_int64(get, 0);
+        const void *data = sqlite3_column_blob(get, 1);
+        int len = sqlite3_column_bytes(get, 1);
+        if (exp > now && data && len >= 1 && len <= BW_STORE_DATA_MAX) {
+            out->expires_at = exp;
+            out->len = (uint32_t)len;
+            memcpy(out->data, data, (size_t)len);
+            *found = 1;
+        }
+    } else if (src != SQLITE_DONE) {
+        rc = db_fail(c, src, "read the entry", err);
+    }
+    sqlite3_reset(get);
+    sqlite3_clear_bindings(get);
+    return rc;
+}
+
+/*
+ * The optional read: one SELECT in autocommit, which in WAL mode reads a
+ * consistent snapshot without the write lock and without waiting for writers.
+ */
+static int sq_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    sq *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    *now = bw__store_now(c->store);
+    int rc = get_row(c, name, *now, out, found, err);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     sq *c = ctx;
@@ -194,25 +234,9 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     int64_t now = bw__store_now(c->store);
 
     /* Read the entry; an expired or malformed row reads as absent. */
-    const bw_store_entry *cur = NULL;
-    sqlite3_stmt *get = c->st[ST_GET];
-    sqlite3_bind_text(get, 1, name, -1, SQLITE_STATIC);
-    int src = sqlite3_step(get);
-    if (src == SQLITE_ROW) {
-        int64_t exp = sqlite3_column_int64(get, 0);
-        const void *data = sqlite3_column_blob(get, 1);
-        int len = sqlite3_column_bytes(get, 1);
-        if (exp > now && data && len >= 1 && len <= BW_STORE_DATA_MAX) {
-            c->cur.expires_at = exp;
-            c->cur.len = (uint32_t)len;
-            memcpy(c->cur.data, data, (size_t)len);
-            cur = &c->cur;
-        }
-    } else if (src != SQLITE_DONE) {
-        rc = db_fail(c, src, "read the entry", err);
-    }
-    sqlite3_reset(get);
-    sqlite3_clear_bindings(get);
+    int found;
+    rc = get_row(c, name, now, &c->cur, &found, err);
+    const bw_store_entry *cur = found ? &c->cur : NULL;
 
     if (rc == BW_OK) {
         bw_store_entry *next = &c->next;
@@ -413,7 +437,7 @@ int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
         sq_close(c);
         return rc;
     }
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close};
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read};
     s->ops = ops;
     s->ctx = c;
     s->default_clock = BW__STORE_REALTIME;

@@ -238,13 +238,25 @@ int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *
     int rc = bw__check_name(name, "name", err);
     if (rc != BW_OK)
         return rc;
+    return bw__store_update(s, name, fn, arg, err);
+}
+
+int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
     guard g = {fn, arg, 0, 0};
-    rc = s->ops.update(s->ctx, name, guarded, &g, err);
+    int rc = s->ops.update(s->ctx, name, guarded, &g, err);
     if (rc == BW_OK && g.bad == 1)
         return bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, g.len);
     if (rc == BW_OK && g.bad == 2)
         return bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
     return rc;
+}
+
+int bw__store_try_read(bw_store *s, const char *name, int64_t *now, bw_store_entry *out, int *found)
+{
+    if (!s->ops.read)
+        return BW_ESTATE;
+    return s->ops.read(s->ctx, name, now, out, found, NULL);
 }
 
 int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)

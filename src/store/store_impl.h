@@ -50,6 +50,16 @@ struct bw_store {
     struct lane *lane;         /* coordinated breakers' lane (coord.c), made on first use */
 };
 
+/*
+ * Read name's entry without writing or waiting (a breaker's name, validated
+ * already), through the store's optional read. BW_OK with *found (0 when
+ * absent or expired) and *now (the store's clock); BW_ESTATE when the store has
+ * no read or could not answer at once; another error from the store.
+ */
+int bw__store_try_read(bw_store *s, const char *name, int64_t *now, bw_store_entry *out, int *found);
+/* An update of a breaker's name, validated already (no second check). */
+int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
+
 /* Stop the store's lane, if it has one (coord.c). */
 void bw__lane_stop(bw_store *s);
 

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "store/shared.h"
+#include "store/store_impl.h"
 
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
@@ -60,7 +61,7 @@ static void flaky_close(void *ctx)
     (void)ctx; /* the test owns the inner store */
 }
 
-static const bw_store_ops flaky_ops = {BW_STORE_OPS_VERSION, "flaky", flaky_update, flaky_sweep, flaky_close};
+static const bw_store_ops flaky_ops = {BW_STORE_OPS_VERSION, "flaky", flaky_update, flaky_sweep, flaky_close, NULL};
 
 /* ---- helpers ---- */
 
@@ -359,6 +360,105 @@ static void test_contract_threads(void)
     CHECK_OK(bw_store_update(s, "counter", read_counter, &v, NULL));
     CHECK_INT(v, 4000);
     bw_store_close(s);
+}
+
+/* The optional lock-free read sees what an update sees, and never a torn entry. */
+static void test_contract_read(void)
+{
+    bw_store *s = open_store();
+    bw_store_entry e;
+    int found = -1;
+    int64_t now = 0;
+    int rc = bw__store_try_read(s, "r-1", &now, &e, &found);
+    if (strcmp(bw_store_scheme(s), "memory") == 0) {
+        CHECK_RC(rc, BW_ESTATE); /* memory: has no cheaper read than update */
+        bw_store_close(s);
+        return;
+    }
+    CHECK_OK(rc);
+    CHECK_INT(found, 0);
+    CHECK_INT(now, bw_clock_now(clk));
+    step(s, "r-1", BW_STORE_PUT, 10 * S, "value", BW_OK);
+    CHECK_OK(bw__store_try_read(s, "r-1", &now, &e, &found));
+    CHECK_INT(found, 1);
+    CHECK_INT(e.len, 5);
+    CHECK(memcmp(e.data, "value", 5) == 0);
+    CHECK_INT(e.expires_at, bw_clock_now(clk) + 10 * S);
+    pump(10 * S); /* expired: absent */
+    CHECK_OK(bw__store_try_read(s, "r-1", &now, &e, &found));
+    CHECK_INT(found, 0);
+    bw_store_close(s);
+}
+
+typedef struct torn {
+    bw_store *s;
+    atomic_int stop;
+    atomic_long reads, bad;
+} torn;
+
+static bw_store_verdict fill_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    uint64_t v = 0;
+    if (cur)
+        memcpy(&v, cur->data, 8);
+    v++;
+    for (int i = 0; i < 32; i++) /* 256 bytes, every word the same */
+        memcpy(next->data + 8 * i, &v, 8);
+    next->len = 256;
+    next->expires_at = now + 3600 * S;
+    return BW_STORE_PUT;
+}
+
+static void *torn_writer(void *arg)
+{
+    torn *t = arg; /* writes until the readers have read 2,000 times meanwhile (or 2,000,000 writes) */
+    for (int i = 0; i < 2000000 && atomic_load(&t->reads) < 2000; i++)
+        bw_store_update(t->s, "torn", fill_fn, NULL, NULL);
+    atomic_store(&t->stop, 1);
+    return NULL;
+}
+
+static void *torn_reader(void *arg)
+{
+    torn *t = arg;
+    bw_store_entry e;
+    while (!atomic_load(&t->stop)) {
+        int found = 0;
+        int64_t now;
+        if (bw__store_try_read(t->s, "torn", &now, &e, &found) != BW_OK || !found)
+            continue;
+        atomic_fetch_add(&t->reads, 1);
+        uint64_t first;
+        memcpy(&first, e.data, 8);
+        for (int i = 1; i < 32; i++)
+            if (e.len != 256 || memcmp(e.data + 8 * i, &first, 8) != 0) {
+                atomic_fetch_add(&t->bad, 1);
+                break;
+            }
+    }
+    return NULL;
+}
+
+static void test_contract_read_never_torn(void)
+{
+    torn t;
+    memset(&t, 0, sizeof t);
+    t.s = open_store();
+    if (strcmp(bw_store_scheme(t.s), "memory") == 0) {
+        bw_store_close(t.s);
+        return;
+    }
+    pthread_t w, r[2];
+    pthread_create(&w, NULL, torn_writer, &t);
+    for (int i = 0; i < 2; i++)
+        pthread_create(&r[i], NULL, torn_reader, &t);
+    pthread_join(w, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i], NULL);
+    CHECK_INT(atomic_load(&t.bad), 0);
+    CHECK(atomic_load(&t.reads) > 0);
+    bw_store_close(t.s);
 }
 
 /* ---- stored mode ---- */
@@ -698,7 +798,7 @@ static int64_t real_ms(void)
 
 static void test_coordinated_close_bounded_when_store_hangs(void)
 {
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, stuck_sweep, stuck_close};
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, stuck_sweep, stuck_close, NULL};
     stuck st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     bw_store *s;
     CHECK_OK(bw_store_custom(&ops, &st, &s, NULL));
@@ -779,6 +879,8 @@ int main(int argc, char **argv)
     CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
     RUN(test_contract_primitive);
     RUN(test_contract_threads);
+    RUN(test_contract_read);
+    RUN(test_contract_read_never_torn);
     RUN(test_stored_one_circuit_for_two);
     RUN(test_stored_moving_clock);
     RUN(test_stored_stale_and_expiry);
