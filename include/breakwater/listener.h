@@ -13,7 +13,9 @@
  * Which thread runs the listener: the thread whose call produced the event
  * (acquire, settle, an operator verb), the clock's timer thread (one per clock,
  * shared by its breakers) for auto-transitions on the system clock or a custom
- * clock, or the thread that
+ * clock, a store's lane thread (one per store) for what a coordinated breaker
+ * learns from its store (a shared OPEN, HALF_OPEN or recovery, degraded and
+ * recovered events; store.h), or the thread that
  * advanced a manual clock. In that last case the manual clock's own mutex is
  * held (no breaker lock is): such a listener may call into any breaker, but must
  * not advance or set that clock, nor create or free an auto_transition breaker
