@@ -57,7 +57,8 @@
  * bw_keyed_find holds a pin from the lookup until bw_settle or bw_keyed_release.
  * A permit that is never settled pins its circuit forever (settle BW_IGNORED to
  * abandon a call). A circuit pointer in a listener event is valid during the
- * callback only.
+ * callback only, and a listener must not make new keys of that circuit's
+ * breaker (a new key may evict the very circuit whose event is running).
  *
  * Cost: a lookup hashes the key (a per-breaker random seed, so crafted keys
  * cannot collide on purpose) and holds the breaker's map lock (a spin lock) for

@@ -489,7 +489,8 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
 
     bw__mcfg mc = cfg->m;
     mc.wait = bw__config_wait(cfg);
-    uint32_t nstripes = stripes_for(&mc);
+    /* A stored circuit's window lives in its store: the local one only serves while the store is out. */
+    uint32_t nstripes = cfg->store && cfg->store_mode == BW_STORE_STORED ? 0 : stripes_for(&mc);
     size_t wbytes = bw__machine_window_bytes(&mc);
     size_t stripe_mem = (wbytes + 63) / 64 * 64;
     size_t own = nstripes ? 0 : wbytes; /* the machine's own window, unless striped */
@@ -573,7 +574,20 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
     if (posix_memalign(&mem, 64, size) != 0)
         return BW_ENOMEM;
     bw_breaker *c = mem;
-    memcpy(c, parent, offsetof(bw_breaker, data));
+    /* Field by field: the parent's atomics may be changing under other threads. */
+    memset(c, 0, offsetof(bw_breaker, data));
+    c->slow_stamp = parent->slow_stamp;
+    c->clock = parent->clock;
+    c->listener = parent->listener;
+    c->listener_user = parent->listener_user;
+    c->listener_mask = parent->listener_mask;
+    c->clock_sys = parent->clock_sys;
+    c->timed = parent->timed;
+    c->classifier = parent->classifier;
+    c->classifier_user = parent->classifier_user;
+    c->name = parent->name;
+    c->keyed = parent->keyed;
+    atomic_init(&c->kpreset, -1);
     c->bytes = (uint32_t)size;
     c->kind = BW__CIRCUIT;
     c->extra = NULL; /* a circuit's state stays in this process */
@@ -704,6 +718,9 @@ static BW_NOINLINE void fill_rejection(bw_breaker *b, bw_rejection *why, int sta
 static BW_NOINLINE int acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp);
 static BW_NOINLINE void settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied,
                                       int before, int after);
+static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before,
+                                int *after);
+static inline uint64_t load_word(const bw_breaker *b);
 
 /*
  * Stored mode keeps the circuit in the store: the word's state is WORD_STORED,
@@ -734,8 +751,6 @@ static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err)
                         "calls, time:N up to 80 s",
                         BW_STORE_DATA_MAX);
     }
-    if (b->nstripes && cfg->store_mode == BW_STORE_STORED)
-        return bw__fail(err, BW_EINVAL, "store", "internal: a stored breaker cannot be striped");
     bw_extra *x = extra_of(b);
     if (!x)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -958,11 +973,12 @@ static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome out
     int slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
-    int applied = -1;
+    int applied = -1, stored = 0, before = 0, after = 0;
     if (leased) {
         if (bw__coord_enqueue(s->coord, BW__OP_RECORD, p->generation_, outcome, slow) != 0)
             bw__breaker_write_dropped(b);
         applied = 1;
+        stored = 1;
     } else if (bw__breaker_store_gate(b)) {
         bw__shared_op op;
         memset(&op, 0, sizeof op);
@@ -970,11 +986,18 @@ static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome out
         op.gen = p->generation_;
         op.outcome = outcome;
         op.slow = slow;
-        if (store_op(b, s, &op) == BW_OK)
+        if (store_op(b, s, &op) == BW_OK) {
             applied = op.ok;
+            stored = 1;
+        }
     }
-    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL))
-        settle_events(b, outcome, slow, span, applied, 0, 0);
+    if (!stored) { /* the store is out: the local circuit, which serves meanwhile, learns the outcome */
+        lazy_clock lc = {b, 0, 0};
+        bw__now now = {0, 0, lazy_read, &lc};
+        applied = settle_locked(b, load_word(b) >> 3, outcome, slow, &now, &before, &after);
+    }
+    if (b->listener_mask || before != after)
+        settle_events(b, outcome, slow, span, applied, before, after);
     return BW_OK;
 }
 
@@ -1312,6 +1335,8 @@ int bw_breaker_last_failure(const bw_breaker *b, int *code)
 
 /* ---- operator verbs ---- */
 
+static void shared_verb(bw_breaker *b, int target);
+
 void bw__breaker_preset(bw_breaker *b, int target)
 {
     lock_all(b);
@@ -1321,9 +1346,10 @@ void bw__breaker_preset(bw_breaker *b, int target)
         bw__machine_override(&b->m, target);
     publish(b);
     unlock_all(b);
+    bw__share *sh = share_of(b);
+    if (sh && sh->mode == BW_STORE_STORED)
+        shared_verb(b, target); /* a stored circuit lives in the store: the state goes there */
 }
-
-static void shared_verb(bw_breaker *b, int target);
 
 static int verb(bw_breaker *b, int target)
 {

@@ -51,6 +51,10 @@ struct bw__coord {
     uint32_t cap, head, count;
     int64_t poll, poll_next, close_timeout;
     int phase, detaching, orphan;
+    /* Copies of what a store call reads, so that an abandoned call (orphan)
+       never touches the breaker's memory. */
+    bw__mcfg scfg;
+    int64_t ttl;
     char name[256];
 };
 
@@ -105,8 +109,8 @@ static int run_op(bw__coord *c, const qop *o)
     op.gen = o->gen;
     op.outcome = o->outcome;
     op.slow = o->slow;
-    op.cfg = &c->s->scfg;
-    op.ttl = c->s->ttl;
+    op.cfg = &c->scfg;
+    op.ttl = c->ttl;
     int rc = bw__store_update(c->store, c->name, bw__shared_apply, &op, NULL);
     pthread_mutex_lock(mu);
     if (c->orphan) {
@@ -258,6 +262,8 @@ int bw__coord_new(struct bw_breaker *b, bw__share *s, const bw_config *cfg, bw__
     c->poll = cfg->store_poll;
     c->close_timeout = cfg->store_close_timeout;
     snprintf(c->name, sizeof c->name, "%s", bw_breaker_name(b));
+    c->scfg = s->scfg;
+    c->ttl = s->ttl;
     c->poll_next = bw__breaker_now(b); /* poll at once: learn the shared state */
     bw_clock *clock = cfg->clock ? cfg->clock : bw_clock_system();
     c->clock = clock;

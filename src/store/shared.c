@@ -3,19 +3,24 @@
  *
  * Entry layout: u8 format (2), u8 0, u16 0, u64 born, then the machine image.
  *
- * Generations. A new circuit's generation starts at the store's clock in ns, so
- * a circuit deleted and made again never reuses a generation an old permit may
- * still carry; `born` keeps that first generation. A CLOSED circuit with no
- * entry admits without writing anything, so its permits cannot carry the
- * generation of an entry that does not exist: they carry BW__GEN_NO_ENTRY
- * instead, and their outcome counts if the circuit still has no entry, or has
- * one that has not moved since it was born (CLOSED, generation == born). The one
- * imprecision: an outcome of a call that lasted through a whole trip, recovery
- * and deletion lands in the next CLOSED window.
+ * Generations. A new circuit's generation starts at the wall clock in ns (read
+ * finely here, not the store's coarse clock), so a circuit deleted and made
+ * again does not reuse a generation an old permit may still carry; `born`
+ * keeps that first generation. A CLOSED circuit with no entry admits without
+ * writing anything, so its permits cannot carry the generation of an entry that
+ * does not exist: they carry BW__GEN_NO_ENTRY instead, and count if the circuit
+ * has an entry that has not moved since it was born (CLOSED, generation ==
+ * born). An outcome that finds no entry at all counts into the fresh CLOSED
+ * circuit, whatever its permit: the entry it was admitted by was deleted, and
+ * a CLOSED window is the only place it can land. So the one imprecision: an
+ * outcome of a call that lasted through a whole trip, recovery and deletion
+ * lands in the next CLOSED window; never in a probe round.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "shared.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "../core/persist.h"
 
@@ -112,7 +117,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         born = get64(cur->data + 4);
     } else { /* a fresh circuit (or an unreadable entry, replaced) */
         bw__machine_init(&m, op->cfg, wmem);
-        m.gen = born = (uint64_t)now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        m.gen = born = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     }
     bw__now t = bw__now_at(now);
     op->now = now;
@@ -125,8 +132,8 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         break;
     case BW__OP_RECORD: {
         uint64_t gen = op->gen;
-        if (gen == BW__GEN_NO_ENTRY && (!op->found || (m.state == BW_STATE_CLOSED && m.gen == born)))
-            gen = m.gen; /* admitted while the circuit had no entry, and nothing moved since */
+        if (!op->found || (gen == BW__GEN_NO_ENTRY && m.state == BW_STATE_CLOSED && m.gen == born))
+            gen = m.gen; /* see the design notes */
         op->ok = bw__machine_record(&m, gen, op->outcome, op->slow, &t);
         break;
     }
