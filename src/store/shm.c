@@ -237,6 +237,11 @@ static int lock(shm *m, bw_error *err)
 {
     int rc = EBUSY;
     for (int i = 0; i < SPIN_TRIES && rc == EBUSY; i++) {
+#ifdef __GLIBC__
+        /* Test before test-and-set: watch the lock word, try only when it looks free. */
+        for (int k = 0; k < 64 && __atomic_load_n(&m->hdr->mu.__data.__lock, __ATOMIC_RELAXED) != 0; k++)
+            bw__cpu_relax();
+#endif
         rc = pthread_mutex_trylock(&m->hdr->mu);
         if (rc == EBUSY)
             bw__cpu_relax();
