@@ -41,7 +41,7 @@ static char *seg(const char *tag)
 
 static void unlink_seg(const char *name)
 {
-    char path[128];
+    char path[256]; /* names are up to 200 bytes */
     snprintf(path, sizeof path, "/%s", name);
     shm_unlink(path);
 }
