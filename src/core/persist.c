@@ -124,8 +124,20 @@ int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uin
     return c.bad ? -1 : 0;
 }
 
-int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len)
+int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, const unsigned char *buf, size_t len)
 {
+    m->cfg = *cfg;
+    m->wins = &m->win;
+    m->stride = (uint32_t)sizeof m->win;
+    m->nwin = 1;
+    bw__window *w = &m->win;
+    w->kind = cfg->window_kind;
+    w->size = cfg->window_size;
+    w->mem = window_mem;
+    w->total = w->failed = w->slow = 0;
+    w->cur_sec = INT64_MIN;
+    w->sec_lo = w->sec_hi = 0;
+    w->head = w->cur_slot = 0;
     cursor c = {NULL, buf, len, 0};
     if (get(&c, 4) != MAGIC)
         return -1;
@@ -155,7 +167,6 @@ int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len)
     m->csucc = u[8];
     if (m->cfg.policy != BW_POLICY_RATE)
         return 0;
-    bw__window *w = &m->win;
     if (policy != m->cfg.policy || kind != w->kind || size != w->size) {
         bw__window_clear(w); /* another configuration's window: start it empty */
         return 0;

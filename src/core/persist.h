@@ -16,11 +16,12 @@ size_t bw__machine_image_bytes(const bw__mcfg *cfg);
 size_t bw__machine_save(const bw__machine *m, unsigned char *buf);
 
 /*
- * Load an image into m, an initialised machine with its configuration and
- * window memory. Returns 0, or -1 for a malformed image (m is then unchanged
- * except perhaps its window, which the caller should treat as fresh).
+ * Make m the machine of an image, with configuration cfg and window memory
+ * window_mem (bw__machine_window_bytes long): m needs no bw__machine_init
+ * first, and nothing is cleared twice. Returns 0, or -1 for a malformed image,
+ * after which m must be initialised afresh before use.
  */
-int bw__machine_load(bw__machine *m, const unsigned char *buf, size_t len);
+int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, const unsigned char *buf, size_t len);
 
 /*
  * Read only the state and generation of an image, without loading it. Returns 0,

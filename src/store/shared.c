@@ -109,10 +109,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         return BW_STORE_KEEP;
     unsigned char wmem[BW_STORE_DATA_MAX];
     bw__machine m;
-    bw__machine_init(&m, op->cfg, wmem);
     uint64_t born;
     op->found = cur && cur->len >= HEAD && cur->data[0] == FORMAT &&
-                bw__machine_load(&m, cur->data + HEAD, cur->len - HEAD) == 0;
+                bw__machine_load(&m, op->cfg, wmem, cur->data + HEAD, cur->len - HEAD) == 0;
     if (op->found) {
         born = get64(cur->data + 4);
     } else { /* a fresh circuit (or an unreadable entry, replaced) */
