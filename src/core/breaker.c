@@ -297,13 +297,9 @@ static inline void coord_trip(bw_breaker *b, const change *c)
 
 static bw_event event_of(bw_breaker *b, bw_event_type type)
 {
-    bw_event e;
-    memset(&e, 0, sizeof e);
-    e.type = type;
+    bw_event e = bw__event(type, b->name);
     e.breaker = b;
-    e.name = b->name;
     e.key = b->kind == BW__CIRCUIT ? bw__circuit_node(b)->key : NULL;
-    e.retry_after_ns = BW_NO_TIME;
     return e;
 }
 
@@ -789,12 +785,7 @@ int64_t bw__breaker_now(const bw_breaker *b)
 /* The delay before a failing store is tried again: base * multiplier^k, capped, plus jitter. */
 static int64_t retry_delay(bw__share *s)
 {
-    double d = (double)s->retry;
-    double cap = s->retry_max > 0 ? (double)s->retry_max : 1e18;
-    for (uint32_t i = 0; i < s->failures && d < cap; i++)
-        d *= s->retry_mult;
-    if (d > cap)
-        d = cap;
+    double d = bw__grow((double)s->retry, s->retry_mult, s->failures, s->retry_max > 0 ? (double)s->retry_max : 1e18);
     s->rng ^= s->rng << 13;
     s->rng ^= s->rng >> 7;
     s->rng ^= s->rng << 17;

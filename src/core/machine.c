@@ -9,6 +9,8 @@
  */
 #include "machine.h"
 
+#include "internal.h"
+
 #include <string.h>
 
 static int64_t sat_add(int64_t a, int64_t b)
@@ -20,10 +22,8 @@ static int64_t sat_add(int64_t a, int64_t b)
 static int64_t backoff_wait(const bw__mcfg *c, uint32_t k)
 {
     int64_t cap = c->wait_max > 0 ? c->wait_max : BW__WAIT_CEILING;
-    double w = (double)c->wait;
-    uint32_t n = k < BW__BACKOFF_ROUNDS ? k : BW__BACKOFF_ROUNDS;
-    for (uint32_t i = 0; i < n && w < (double)cap; i++)
-        w *= c->wait_multiplier;
+    double w =
+        bw__grow((double)c->wait, c->wait_multiplier, k < BW__BACKOFF_ROUNDS ? k : BW__BACKOFF_ROUNDS, (double)cap);
     return w >= (double)cap ? cap : (int64_t)w;
 }
 

@@ -81,11 +81,7 @@ static void emit(const bw_ctx *c, bw_event_type type, int status, int attempt, i
     const bw_pipeline *p = c->p;
     if (!p->listener || !(p->listener_mask & BW_EVENT_MASK(type)))
         return;
-    bw_event e;
-    memset(&e, 0, sizeof e);
-    e.type = type;
-    e.name = p->name;
-    e.retry_after_ns = BW_NO_TIME;
+    bw_event e = bw__event(type, p->name);
     e.status = status;
     e.rc = status == BW_OK ? c->rc : 0;
     e.attempt = attempt;

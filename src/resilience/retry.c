@@ -199,14 +199,10 @@ static double uniform(const bw_retry *r)
 static int64_t backoff_delay(const bw_retry *r, int n, int64_t prev)
 {
     double base = (double)r->base, cap = (double)r->cap, raw = base;
-    if (r->backoff == BW_BACKOFF_LINEAR) {
-        raw = base * n;
-    } else if (r->backoff == BW_BACKOFF_EXPONENTIAL) {
-        for (int i = 1; i < n && raw < cap; i++) /* no libm: the core needs libc and pthreads only */
-            raw *= r->multiplier;
-    }
-    if (r->backoff != BW_BACKOFF_CONSTANT && raw > cap)
-        raw = cap;
+    if (r->backoff == BW_BACKOFF_LINEAR)
+        raw = base * n > cap ? cap : base * n;
+    else if (r->backoff == BW_BACKOFF_EXPONENTIAL)
+        raw = bw__grow(base, r->multiplier, (uint64_t)(n - 1), cap);
     switch (r->jitter) {
     case BW_JITTER_NONE:
         return (int64_t)raw;

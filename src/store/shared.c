@@ -62,6 +62,18 @@ static int forgettable(bw__machine *m, bw__now *now)
     return m->win.total == 0;
 }
 
+/* An admission decided without running the machine: fill op as bw__shared_apply would. */
+static int admitted(bw__shared_op *op, int64_t now, int state, uint64_t gen, int found)
+{
+    op->now = now;
+    op->before = op->after = state;
+    op->ok = 1;
+    op->out_gen = gen;
+    op->found = found;
+    op->open_until = op->ho_deadline = INT64_MAX;
+    return 1;
+}
+
 /*
  * The common case, an admission by a CLOSED (or DISABLED, METRICS_ONLY) stored
  * circuit whose lifetime needs no renewal: read two fields of the image and
@@ -78,13 +90,7 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
         return 0;
     if (cur->expires_at != BW_STORE_NEVER && cur->expires_at < sat_add(now, op->ttl) - op->ttl / 2)
         return 0; /* due for renewal: the full path rewrites it */
-    op->now = now;
-    op->before = op->after = state;
-    op->ok = 1;
-    op->out_gen = gen;
-    op->found = 1;
-    op->open_until = op->ho_deadline = INT64_MAX;
-    return 1;
+    return admitted(op, now, state, gen, 1);
 }
 
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
@@ -93,13 +99,7 @@ int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *
         return admit_fast(op, now, cur);
     if (op->op != BW__OP_ACQUIRE || op->snap || op->cfg->initial_state != BW_STATE_CLOSED)
         return 0;
-    op->now = now; /* a fresh CLOSED circuit: admits, and there is nothing to write */
-    op->before = op->after = BW_STATE_CLOSED;
-    op->ok = 1;
-    op->out_gen = BW__GEN_NO_ENTRY;
-    op->found = 0;
-    op->open_until = op->ho_deadline = INT64_MAX;
-    return 1;
+    return admitted(op, now, BW_STATE_CLOSED, BW__GEN_NO_ENTRY, 0); /* a fresh CLOSED circuit: nothing to write */
 }
 
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
