@@ -17,7 +17,11 @@
 
 #include "breakwater/breakwater.h"
 
-static int h_failed_checks, h_tests_passed, h_tests_failed;
+#include <stdatomic.h>
+
+/* Checks may fail on several threads at once: the failure count is atomic. */
+static _Atomic int h_failed_checks;
+static int h_tests_passed, h_tests_failed;
 static const char *h_current;
 
 #define H_FAIL(...)                                                                                                    \

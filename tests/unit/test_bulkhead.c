@@ -10,19 +10,7 @@
 #include <time.h>
 
 #include "harness.h"
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+#include "timeutil.h"
 
 static void test_counting(void)
 {
@@ -138,7 +126,7 @@ static void test_max_wait(void)
     CHECK_OK(bw_bulkhead_release(bh));
     pthread_join(t, NULL);
     CHECK_RC(w.rc, BW_OK);
-    CHECK(w.waited_ms >= 20 && w.waited_ms < 2000);
+    CHECK(w.waited_ms < 2000); /* served by the release, not by the 2 s max_wait (it may have started after) */
     CHECK_INT(bw_bulkhead_in_flight(bh), 1);
     CHECK_OK(bw_bulkhead_release(bh));
     bw_bulkhead_free(bh);

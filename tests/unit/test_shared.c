@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "timeutil.h"
 #include "store/shared.h"
 #include "store/store_impl.h"
 
@@ -445,10 +446,6 @@ static void test_contract_read_never_torn(void)
     torn t;
     memset(&t, 0, sizeof t);
     t.s = open_store();
-    if (strcmp(bw_store_scheme(t.s), "memory") == 0) {
-        bw_store_close(t.s);
-        return;
-    }
     pthread_t w, r[2];
     pthread_create(&w, NULL, torn_writer, &t);
     for (int i = 0; i < 2; i++)
@@ -840,13 +837,6 @@ static void stuck_close(void *ctx)
     (void)ctx;
 }
 
-static int64_t real_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void test_coordinated_close_bounded_when_store_hangs(void)
 {
     static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, stuck_sweep, stuck_close, NULL};
@@ -860,21 +850,20 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     bw_breaker *b = NULL;
     CHECK_OK(bw_breaker_new("svc-stuck", c, &b, &e));
     bw_config_free(c);
-    int64_t t0 = real_ms();
-    for (;;) { /* the lane's first poll is now stuck in the store */
+    int64_t t0 = mono_ms();
+    int in = 0;
+    while (!in && mono_ms() - t0 < 10000) { /* the lane's first poll gets stuck in the store */
         pthread_mutex_lock(&st.mu);
-        int in = st.inside;
+        in = st.inside;
         pthread_mutex_unlock(&st.mu);
-        if (in || real_ms() - t0 > 2000)
-            break;
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
+        sleep_ms(1);
     }
+    CHECK(in);
     CHECK_OK(call(b, BW_SUCCESS)); /* calls do not wait for the store */
-    int64_t t1 = real_ms();
+    int64_t t1 = mono_ms();
     bw_breaker_free(b);
-    int64_t took = real_ms() - t1;
-    if (took < 90 || took > 1500)
+    int64_t took = mono_ms() - t1;
+    if (took < 90 || took > 3000)
         H_FAIL("bw_breaker_free took %lld ms with a hung store call; want about the 100 ms close timeout",
                (long long)took);
     pthread_mutex_lock(&st.mu);
@@ -936,7 +925,8 @@ int main(int argc, char **argv)
     RUN(test_contract_primitive);
     RUN(test_contract_threads);
     RUN(test_contract_read);
-    RUN(test_contract_read_never_torn);
+    if (strcmp(scheme, "memory") != 0) /* memory: has no lock-free read */
+        RUN(test_contract_read_never_torn);
     RUN(test_stored_one_circuit_for_two);
     RUN(test_stored_moving_clock);
     RUN(test_stored_outcome_after_delete);

@@ -37,6 +37,7 @@
 #endif
 
 #include "harness.h"
+#include "timeutil.h"
 
 #define MS BW_NS_PER_MS
 #define S BW_NS_PER_S
@@ -267,25 +268,11 @@ static int collect(int fd, int kind, int count, msg *out)
 
 /* ---- time ---- */
 
-static int64_t mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * S + ts.tv_nsec;
-}
-
-static void sleep_ns(int64_t ns)
-{
-    if (ns <= 0)
-        return;
-    struct timespec ts = {(time_t)(ns / S), (long)(ns % S)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 static void sleep_until(int64_t at)
 {
-    sleep_ns(at - mono());
+    int64_t left = at - mono_ns();
+    if (left > 0)
+        sleep_ns(left);
 }
 
 /* ---- stores and breakers ---- */
@@ -307,13 +294,13 @@ typedef struct knobs {
     int64_t wait, poll;
     int probes;
     int window, min_calls;
-    int *degraded; /* counts BW_EVENT_STORE_DEGRADED when not NULL */
+    atomic_int *degraded; /* counts BW_EVENT_STORE_DEGRADED when not NULL */
 } knobs;
 
 static void on_event(const bw_event *e, void *user)
 {
     if (e->type == BW_EVENT_STORE_DEGRADED)
-        (*(int *)user)++;
+        atomic_fetch_add((atomic_int *)user, 1);
 }
 
 /*
@@ -406,9 +393,9 @@ static int racer(void *arg, int idx)
     send_msg(out, MSG_READY, idx, 0, bw_breaker_state(b), 0);
     if (r->k.mode == BW_STORE_COORDINATED) {
         /* The parent trips the shared circuit now: wait until this breaker's polls show it. */
-        int64_t until = mono() + 5 * S;
+        int64_t until = mono_ns() + 5 * S;
         int st;
-        while ((st = bw_breaker_state(b)) == BW_STATE_CLOSED && mono() < until)
+        while ((st = bw_breaker_state(b)) == BW_STATE_CLOSED && mono_ns() < until)
             sleep_ns(1 * MS);
         send_msg(out, MSG_READY2, idx, 0, st, 0);
     }
@@ -462,7 +449,7 @@ static void run_race(bw_store_mode mode)
         bw_breaker_free(b); /* waits for the queued trip to be written */
         b = NULL;
     }
-    int64_t tripped = mono(); /* the shared OPEN began no later than this */
+    int64_t tripped = mono_ns(); /* the shared OPEN began no later than this */
     if (mode == BW_STORE_COORDINATED) {
         msg m[RACERS];
         if (collect(in, MSG_READY2, RACERS, m) != RACERS)
@@ -585,17 +572,17 @@ static void run_trip(bw_store_mode mode)
     if (collect(in, MSG_TRIPPED, 1, &m) != 1)
         goto out;
     CHECK_INT(m.state, BW_STATE_OPEN);
-    int64_t t0 = mono();
+    int64_t t0 = mono_ns();
     bw_rejection why;
     memset(&why, 0, sizeof why);
     int rc = BW_OK;
     if (mode == BW_STORE_STORED) {
         rc = call(b, BW_SUCCESS, &why); /* the very next acquire */
     } else {
-        while ((rc = call(b, BW_SUCCESS, &why)) == BW_OK && mono() - t0 < 2 * S)
+        while ((rc = call(b, BW_SUCCESS, &why)) == BW_OK && mono_ns() - t0 < 2 * S)
             sleep_ns(1 * MS);
         printf("# %s: the coordinated trip rejected here after %.1f ms (store_poll 100 ms)\n", url,
-               (double)(mono() - t0) / 1e6);
+               (double)(mono_ns() - t0) / 1e6);
     }
     CHECK_RC(rc, BW_REJECTED);
     if (rc == BW_REJECTED) {
@@ -668,7 +655,7 @@ static void test_killed_mid_loop(void)
     l.k.mode = BW_STORE_STORED;
     l.k.window = WINDOW;
     l.k.min_calls = WINDOW;
-    int degraded = 0;
+    atomic_int degraded = 0;
     knobs pk = l.k;
     pk.degraded = &degraded;
     /*
@@ -698,11 +685,11 @@ static void test_killed_mid_loop(void)
         kill(pid, SIGKILL);
         CHECK_INT(reap(pid), 128 + SIGKILL);
         /* The survivor's breaker works at once: the store recovered the lock (if held) and its entry. */
-        int64_t t0 = mono();
+        int64_t t0 = mono_ns();
         if (!keep && (!(s = open_store()) || make(l.name, s, &pk, &b) != BW_OK))
             break;
         CHECK_OK(call(b, BW_SUCCESS, NULL));
-        CHECK(mono() - t0 < 1 * S);
+        CHECK(mono_ns() - t0 < 1 * S);
         CHECK_INT(degraded, 0);
         bw_snapshot snap;
         CHECK_OK(bw_breaker_snapshot(b, &snap));
