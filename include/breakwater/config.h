@@ -8,8 +8,8 @@
  * returns BW_ERANGE (NaN and infinities included) with a message naming the field
  * and the allowed range, leaving the config unchanged. Checks that involve two
  * fields (max_concurrent_probes <= permitted_probes, wait_max >= wait, the
- * keyed_* bounds) run in
- * bw_config_validate, which bw_breaker_new also calls.
+ * keyed_* and store_* bounds) run in bw_config_validate, which bw_breaker_new
+ * also calls.
  *
  * The knobs, their text names, defaults and ranges (docs/configuration.md has the
  * full reference):
@@ -163,7 +163,7 @@ BW_API int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_erro
  * breaker's name is its key in the store; all clients of one name should share
  * its configuration. With a store, max_wait_in_half_open must not be off
  * (bw_config_validate), and in BW_STORE_STORED mode the window must fit in a
- * store entry (count:N with N up to about 900, time:N up to 80 s; checked by
+ * store entry (count:N with N up to about 900, time:N up to 74 s; checked by
  * bw_breaker_new). Not text: set it in C. Returns BW_OK, or BW_EINVAL for a NULL
  * cfg or an unknown mode. Thread safety: one thread at a time per config.
  */
@@ -196,9 +196,10 @@ BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *u
 
 /*
  * bw_config_validate — run the cross-field checks (max_concurrent_probes <=
- * permitted_probes; wait_max either none or >= wait; keyed_limit 0 or >=
- * keyed_maxsize, and 0 when keyed_maxsize is 0; keyed_history_idle >=
- * keyed_idle). Returns BW_OK, BW_EINVAL
+ * permitted_probes; wait_max either none or >= wait; keyed_limit 0 when
+ * keyed_maxsize is 0, else 0 or >= keyed_maxsize; store_retry_max none or >=
+ * store_retry; max_wait_in_half_open not off with a store; keyed_history_idle
+ * >= keyed_idle), in that order. Returns BW_OK, BW_EINVAL
  * (cfg NULL) or BW_ERANGE with *err naming the field. Thread safety: cfg must
  * not be modified concurrently.
  */

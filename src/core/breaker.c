@@ -744,7 +744,7 @@ static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err)
     } else if (!bw__shared_fits(&sc)) {
         return bw__fail(err, BW_ERANGE, "window",
                         "in stored mode the window must fit in a store entry (%d bytes): count:N up to about 900 "
-                        "calls, time:N up to 80 s",
+                        "calls, time:N up to 74 s",
                         BW_STORE_DATA_MAX);
     }
     bw_extra *x = extra_of(b);
