@@ -24,20 +24,6 @@
 #define BW_PRINTF(a, b)
 #endif
 
-/*
- * base * multiplier^k, capped at cap (the growth stops once it reaches cap, so a
- * huge k costs nothing). In doubles and without libm: the core needs only libc.
- * The one exponential backoff of the open wait, the retry policy and a failing
- * store's retry delay.
- */
-static inline double bw__grow(double base, double multiplier, uint64_t k, double cap)
-{
-    double d = base;
-    for (uint64_t i = 0; i < k && d < cap; i++)
-        d *= multiplier;
-    return d > cap ? cap : d;
-}
-
 /* An event of `type` from `name`, every other field as listener.h says when it does not apply. */
 static inline bw_event bw__event(bw_event_type type, const char *name)
 {

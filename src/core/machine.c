@@ -9,14 +9,7 @@
  */
 #include "machine.h"
 
-#include "internal.h"
-
 #include <string.h>
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
 
 /* The wait after k consecutive failed rounds: wait * multiplier^min(k, 64), capped. */
 static int64_t backoff_wait(const bw__mcfg *c, uint32_t k)
@@ -150,7 +143,7 @@ int bw__machine_evaluate(bw__machine *m, bw__now *now)
 
 static int open_elapsed(const bw__machine *m, int64_t now)
 {
-    return now >= sat_add(m->opened_at, m->open_wait);
+    return now >= bw__sat_add(m->opened_at, m->open_wait);
 }
 
 /* An expired half-open round reopens as a failed round: its probes hung. */
@@ -158,7 +151,7 @@ static void expire_half_open(bw__machine *m, bw__now *now)
 {
     if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0) {
         int64_t t = bw__now_get(now);
-        if (t >= sat_add(m->ho_since, m->cfg.max_wait_ho))
+        if (t >= bw__sat_add(m->ho_since, m->cfg.max_wait_ho))
             reopen(m, t, 1);
     }
 }
@@ -308,9 +301,9 @@ int bw__machine_advance(bw__machine *m, int64_t now)
 int64_t bw__machine_deadline(const bw__machine *m)
 {
     if (m->state == BW_STATE_OPEN)
-        return sat_add(m->opened_at, m->open_wait);
+        return bw__sat_add(m->opened_at, m->open_wait);
     if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0)
-        return sat_add(m->ho_since, m->cfg.max_wait_ho);
+        return bw__sat_add(m->ho_since, m->cfg.max_wait_ho);
     return INT64_MAX;
 }
 
@@ -318,7 +311,7 @@ int64_t bw__machine_retry_after(const bw__machine *m, int64_t now)
 {
     if (m->state != BW_STATE_OPEN)
         return BW_NO_TIME;
-    int64_t until = sat_add(m->opened_at, m->open_wait);
+    int64_t until = bw__sat_add(m->opened_at, m->open_wait);
     return now >= until ? 0 : until - now;
 }
 

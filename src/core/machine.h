@@ -22,6 +22,26 @@
 /* Open-wait growth stops after this many consecutive failed rounds. */
 #define BW__BACKOFF_ROUNDS 64
 
+/*
+ * base * multiplier^k, capped at cap (the growth stops once it reaches cap, so a
+ * huge k costs nothing). In doubles and without libm: the core needs only libc.
+ * The one exponential backoff of the open wait, the retry policy and a failing
+ * store's retry delay.
+ */
+static inline double bw__grow(double base, double multiplier, uint64_t k, double cap)
+{
+    double d = base;
+    for (uint64_t i = 0; i < k && d < cap; i++)
+        d *= multiplier;
+    return d > cap ? cap : d;
+}
+
+/* a + b, or INT64_MAX when it would overflow (b >= 0). */
+static inline int64_t bw__sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* A lazily read instant: `read(ctx)` is called at most once, when first needed. */
 typedef struct bw__now {
     int64_t ns;

@@ -32,11 +32,6 @@ int bw__shared_fits(const bw__mcfg *cfg)
     return HEAD + bw__machine_image_bytes(cfg) <= BW_STORE_DATA_MAX;
 }
 
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 static void put64(unsigned char *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
@@ -88,7 +83,7 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
         return 0;
     if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
         return 0;
-    if (cur->expires_at != BW_STORE_NEVER && cur->expires_at < sat_add(now, op->ttl) - op->ttl / 2)
+    if (cur->expires_at != BW_STORE_NEVER && cur->expires_at < bw__sat_add(now, op->ttl) - op->ttl / 2)
         return 0; /* due for renewal: the full path rewrites it */
     return admitted(op, now, state, gen, 1);
 }
@@ -155,9 +150,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     op->after = m.state;
     if (op->op != BW__OP_ACQUIRE || !op->ok)
         op->out_gen = m.gen;
-    op->open_until = m.state == BW_STATE_OPEN ? sat_add(m.opened_at, m.open_wait) : INT64_MAX;
+    op->open_until = m.state == BW_STATE_OPEN ? bw__sat_add(m.opened_at, m.open_wait) : INT64_MAX;
     op->ho_deadline =
-        m.state == BW_STATE_HALF_OPEN && m.cfg.max_wait_ho > 0 ? sat_add(m.ho_since, m.cfg.max_wait_ho) : INT64_MAX;
+        m.state == BW_STATE_HALF_OPEN && m.cfg.max_wait_ho > 0 ? bw__sat_add(m.ho_since, m.cfg.max_wait_ho) : INT64_MAX;
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
 
@@ -171,7 +166,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     int64_t expires =
         m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
             ? BW_STORE_NEVER /* an operator hold never expires */
-            : sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
+            : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
     /* An admission in CLOSED changes nothing: no write unless the entry needs its lifetime renewed. */
     if (op->found && op->op == BW__OP_ACQUIRE && m.gen == gen0 && m.state == BW_STATE_CLOSED &&
         cur->expires_at >= expires - op->ttl / 2)

@@ -125,11 +125,6 @@ static void rollback(sq *c)
 
 /* ---- the sweep ---- */
 
-static int64_t add_sat(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 /* d scaled by a uniform factor in [0.8, 1.2]. */
 static int64_t jitter(sq *c, int64_t d)
 {
@@ -169,7 +164,7 @@ static void sweep_maybe(sq *c, int64_t now)
         int64_t first = c->sweep_every < SWEEP_FIRST ? c->sweep_every : SWEEP_FIRST;
         c->sweep_armed = 1;
         c->sweep_base = now;
-        c->next_sweep = add_sat(now, jitter(c, first));
+        c->next_sweep = bw__sat_add(now, jitter(c, first));
         return;
     }
     if (now < c->next_sweep)
@@ -177,7 +172,7 @@ static void sweep_maybe(sq *c, int64_t now)
     int n;
     (void)sweep_pass(c, now, SWEEP_BATCH, &n, NULL); /* best effort; the next pass retries */
     c->sweep_base = now;
-    c->next_sweep = add_sat(now, jitter(c, c->sweep_every));
+    c->next_sweep = bw__sat_add(now, jitter(c, c->sweep_every));
 }
 
 /* ---- the operations ---- */
