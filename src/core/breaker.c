@@ -53,13 +53,11 @@
  * failure, slow call or new second runs the test as the machine would.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -535,8 +533,6 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     atomic_init(&b->kpreset, -1);
     b->keyed.max = cfg->keyed_max;
     b->keyed.limit = cfg->keyed_max == 0 ? 0 : cfg->keyed_limit ? cfg->keyed_limit : 2 * cfg->keyed_max;
-    if (cfg->keyed_max != 0 && b->keyed.limit < cfg->keyed_max) /* 2 x max overflowed */
-        b->keyed.limit = UINT32_MAX;
     b->keyed.idle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_idle, 0) : cfg->keyed_idle;
     b->keyed.hidle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_hidle, 0) : cfg->keyed_hidle;
     if (cfg->auto_transition && (rc = timer_new(b)) != BW_OK) {
@@ -830,7 +826,6 @@ static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
             bw__machine_reset(&b->m);
     }
     s->ov_gen = op->out_gen;
-    s->ov_seen = 1;
 }
 
 void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
@@ -1328,39 +1323,32 @@ int bw_breaker_last_failure(const bw_breaker *b, int *code)
 
 static void shared_verb(bw_breaker *b, int target);
 
-void bw__breaker_preset(bw_breaker *b, int target)
+/* An operator verb: the machine, then (stored mode) the fleet's circuit; events unless `quiet`. */
+static int apply_verb(bw_breaker *b, int target, int quiet)
 {
-    lock_all(b);
+    pending ev;
+    ev.n = 0;
+    change c = change_begin(b);
+    bw__machine_apply(&b->m, target);
     if (target == BW_STATE_CLOSED)
-        bw__machine_reset(&b->m);
-    else
-        bw__machine_override(&b->m, target);
-    publish(b);
-    unlock_all(b);
+        atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
+    int after = change_end(b, &c);
+    if (!quiet)
+        announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
     bw__share *sh = share_of(b);
     if (sh && sh->mode == BW_STORE_STORED)
         shared_verb(b, target); /* a stored circuit lives in the store: the state goes there */
+    return BW_OK;
+}
+
+void bw__breaker_preset(bw_breaker *b, int target)
+{
+    apply_verb(b, target, 1);
 }
 
 static int verb(bw_breaker *b, int target)
 {
-    if (!b)
-        return BW_EINVAL;
-    pending ev;
-    ev.n = 0;
-    change c = change_begin(b);
-    if (target == BW_STATE_CLOSED) {
-        bw__machine_reset(&b->m);
-        atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
-    } else {
-        bw__machine_override(&b->m, target);
-    }
-    int after = change_end(b, &c);
-    announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
-    bw__share *sh = share_of(b);
-    if (sh && sh->mode == BW_STORE_STORED)
-        shared_verb(b, target); /* the fleet's circuit too */
-    return BW_OK;
+    return b ? apply_verb(b, target, 0) : BW_EINVAL;
 }
 
 int bw_breaker_reset(bw_breaker *b)

@@ -62,7 +62,7 @@ const bw__keyed_params *bw__breaker_keyed_params(const bw_breaker *b);
  */
 int bw__breaker_keyed_preset(const bw_breaker *b);
 void bw__breaker_set_keyed_preset(bw_breaker *b, int state);
-/* The breaker's clock, as a stamp (see internal.h), and a duration in stamps. */
+/* The breaker's clock, as a stamp (see internal.h). */
 int64_t bw__breaker_stamp(const bw_breaker *b);
 /* Free a breaker of any kind, with its keyed circuits. */
 void bw__breaker_destroy(bw_breaker *b);

@@ -328,6 +328,14 @@ void bw__machine_reset(bw__machine *m)
     close_(m);
 }
 
+void bw__machine_apply(bw__machine *m, int state)
+{
+    if (state == BW_STATE_CLOSED)
+        close_(m);
+    else
+        bw__machine_override(m, state);
+}
+
 void bw__machine_override(bw__machine *m, int state)
 {
     m->state = (uint8_t)state;

@@ -175,6 +175,8 @@ int bw__machine_trip(bw__machine *m, int64_t now);
 /* Operator verbs (see breaker.h). */
 void bw__machine_reset(bw__machine *m);
 void bw__machine_override(bw__machine *m, int state); /* FORCED_OPEN, DISABLED, METRICS_ONLY */
+/* The verb that leads to `state`: reset for CLOSED, else override. */
+void bw__machine_apply(bw__machine *m, int state);
 
 /* Fill the counter part of a snapshot (expires a time window first). */
 void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out);

@@ -99,7 +99,7 @@ void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns)
         /* Branch-free, in 64-bit arithmetic: an empty slot is 0 and subtracts nothing. */
         uint8_t *slot = (uint8_t *)w->mem + w->head;
         uint64_t old = *slot;
-        *slot = (uint8_t)(SLOT_USED | f << 1 | sl << 2);
+        *slot = (uint8_t)(SLOT_USED | (f ? SLOT_FAILED : 0) | (sl ? SLOT_SLOW : 0));
         w->total += 1 - (old & SLOT_USED);
         w->failed += f - ((old >> 1) & 1);
         w->slow += sl - (old >> 2);

@@ -32,7 +32,6 @@ typedef struct bw__share {
     int ov_state;     /* coordinated view: CLOSED (none), OPEN or HALF_OPEN */
     int64_t ov_until; /* OPEN: stamp when the shared wait ends */
     uint64_t ov_gen;
-    int ov_seen;
     /* Stored: the state the store last reported (read without a lock). */
     _Atomic int stored_state;
 } bw__share;

@@ -65,7 +65,7 @@ static int admitted(bw__shared_op *op, int64_t now, int state, uint64_t gen, int
     op->ok = 1;
     op->out_gen = gen;
     op->found = found;
-    op->open_until = op->ho_deadline = INT64_MAX;
+    op->open_until = INT64_MAX;
     return 1;
 }
 
@@ -138,10 +138,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         op->ok = bw__machine_advance(&m, now);
         break;
     case BW__OP_VERB:
-        if (op->state == BW_STATE_CLOSED)
-            bw__machine_reset(&m);
-        else
-            bw__machine_override(&m, op->state);
+        bw__machine_apply(&m, op->state);
         op->ok = 1;
         break;
     default: /* READ */
@@ -151,8 +148,6 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     if (op->op != BW__OP_ACQUIRE || !op->ok)
         op->out_gen = m.gen;
     op->open_until = m.state == BW_STATE_OPEN ? bw__sat_add(m.opened_at, m.open_wait) : INT64_MAX;
-    op->ho_deadline =
-        m.state == BW_STATE_HALF_OPEN && m.cfg.max_wait_ho > 0 ? bw__sat_add(m.ho_since, m.cfg.max_wait_ho) : INT64_MAX;
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
 

@@ -44,14 +44,13 @@ typedef struct bw__shared_op {
     int outcome, slow;   /* RECORD */
     int state;           /* VERB */
     /* Out. */
-    int64_t now;         /* the store's clock during the update */
-    int before, after;   /* state before and after */
-    int ok;              /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
-    uint64_t out_gen;    /* the generation after (ACQUIRE: the permit's) */
-    int64_t open_until;  /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
-    int64_t ho_deadline; /* HALF_OPEN: when the round expires; else INT64_MAX */
-    int found;           /* the entry existed (live) before */
-    bw_snapshot *snap;   /* when not NULL: filled with the circuit's snapshot */
+    int64_t now;        /* the store's clock during the update */
+    int before, after;  /* state before and after */
+    int ok;             /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
+    uint64_t out_gen;   /* the generation after (ACQUIRE: the permit's) */
+    int64_t open_until; /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
+    int found;          /* the entry existed (live) before */
+    bw_snapshot *snap;  /* when not NULL: filled with the circuit's snapshot */
 } bw__shared_op;
 
 /* The update function for bw_store_update; arg is a bw__shared_op. */
