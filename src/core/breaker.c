@@ -834,8 +834,9 @@ void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
     pending ev;
     ev.n = 0;
     if (rc == BW_OK && s->mode == BW_STORE_STORED && !atomic_load_explicit(&s->degraded, memory_order_relaxed)) {
-        /* Stored, and nothing to recover: the word never changes, so no lock. */
-        atomic_store_explicit(&s->stored_state, op->after, memory_order_relaxed);
+        /* Stored, and nothing to recover: the word never changes, so no lock (and no write of an unchanged state). */
+        if (atomic_load_explicit(&s->stored_state, memory_order_relaxed) != op->after)
+            atomic_store_explicit(&s->stored_state, op->after, memory_order_relaxed);
         if (BW_UNLIKELY(op->before != op->after)) {
             add_change(b, &ev, op->before, op->after);
             deliver(b, &ev);
@@ -1130,7 +1131,7 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     bw__spin_unlock(&s->lock);
     if (st == BW_STATE_METRICS_ONLY)
         return 1;
-    int64_t sec = t / BW_NS_PER_S - (t % BW_NS_PER_S < 0);
+    int64_t sec = bw__second_of(t);
     if (!failed && !slow && atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == sec)
         return 1; /* cannot trip: see the design notes */
     change c = change_begin(b);

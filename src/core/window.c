@@ -41,7 +41,7 @@ void bw__window_clear(bw__window *w)
     w->cur_slot = 0;
 }
 
-static int64_t second_of(int64_t ns)
+int64_t bw__second_of(int64_t ns)
 {
     int64_t s = ns / 1000000000;
     if (ns % 1000000000 < 0)
@@ -83,7 +83,7 @@ static void move_to(bw__window *w, int64_t now_ns)
 {
     if (now_ns >= w->sec_lo && now_ns < w->sec_hi)
         return;
-    advance(w, second_of(now_ns));
+    advance(w, bw__second_of(now_ns));
 }
 
 void bw__window_expire(bw__window *w, int64_t now_ns)

@@ -28,6 +28,9 @@ typedef struct bw__window {
     uint8_t kind;           /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
 } bw__window;
 
+/* The second an instant (ns) falls in, rounded down also for negative instants. */
+int64_t bw__second_of(int64_t ns);
+
 /* Bytes of memory a window of this kind and size needs. */
 size_t bw__window_bytes(int kind, uint32_t size);
 /* Set up a window over `mem` (bw__window_bytes long) and clear it. */

@@ -54,16 +54,14 @@ static void grow(mem *m)
 static int mem_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     mem *m = ctx;
-    bw_store_entry *next = malloc(sizeof *next);
-    if (!next)
-        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    bw_store_entry next;
     pthread_mutex_lock(&m->mu);
     int64_t now = bw__store_now(m->store);
     node **pp = slot_of(m, name);
     node *n = *pp;
     const bw_store_entry *cur = n && n->entry.expires_at > now ? &n->entry : NULL;
     int rc = BW_OK;
-    switch (fn(arg, now, cur, next)) {
+    switch (fn(arg, now, cur, &next)) {
     case BW_STORE_KEEP:
         break;
     case BW_STORE_PUT: /* store.c checked the verdict and the length */
@@ -80,7 +78,7 @@ static int mem_update(void *ctx, const char *name, bw_store_update_fn fn, void *
             if (++m->count > m->mask + 1)
                 grow(m);
         }
-        bw__entry_copy(&n->entry, next);
+        bw__entry_copy(&n->entry, &next);
         break;
     case BW_STORE_DELETE:
         if (n) {
@@ -91,7 +89,6 @@ static int mem_update(void *ctx, const char *name, bw_store_update_fn fn, void *
         break;
     }
     pthread_mutex_unlock(&m->mu);
-    free(next);
     return rc;
 }
 

@@ -46,6 +46,12 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
+/* An entry written with lifetime `expires` needs no rewrite yet: at least half its ttl is left. */
+static int lasts(const bw_store_entry *cur, int64_t expires, int64_t ttl)
+{
+    return cur->expires_at >= expires - ttl / 2;
+}
+
 /* Nothing worth keeping: CLOSED, an empty window, no counters, no backoff. */
 static int forgettable(bw__machine *m, bw__now *now)
 {
@@ -83,7 +89,7 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
         return 0;
     if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
         return 0;
-    if (cur->expires_at != BW_STORE_NEVER && cur->expires_at < bw__sat_add(now, op->ttl) - op->ttl / 2)
+    if (!lasts(cur, state == BW_STATE_CLOSED ? bw__sat_add(now, op->ttl) : BW_STORE_NEVER, op->ttl))
         return 0; /* due for renewal: the full path rewrites it */
     return admitted(op, now, state, gen, 1);
 }
@@ -151,20 +157,20 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
 
-    if (!op->found && forgettable(&m, &t)) {
+    if (forgettable(&m, &t)) {
+        if (op->found)
+            return BW_STORE_DELETE; /* closing deletes the entry */
         if (op->op == BW__OP_ACQUIRE && op->ok)
             op->out_gen = BW__GEN_NO_ENTRY; /* see the design notes */
         return BW_STORE_KEEP;
     }
-    if (op->found && forgettable(&m, &t))
-        return BW_STORE_DELETE; /* closing deletes the entry */
     int64_t expires =
         m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
             ? BW_STORE_NEVER /* an operator hold never expires */
             : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
     /* An admission in CLOSED changes nothing: no write unless the entry needs its lifetime renewed. */
     if (op->found && op->op == BW__OP_ACQUIRE && m.gen == gen0 && m.state == BW_STATE_CLOSED &&
-        cur->expires_at >= expires - op->ttl / 2)
+        lasts(cur, expires, op->ttl))
         return BW_STORE_KEEP;
     next->data[0] = FORMAT;
     next->data[1] = next->data[2] = next->data[3] = 0;
@@ -173,7 +179,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     next->len = (uint32_t)len;
     next->expires_at = expires;
     if (op->found && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
-        memcmp(cur->data, next->data, len) == 0 && cur->expires_at >= expires - op->ttl / 2)
+        memcmp(cur->data, next->data, len) == 0 && lasts(cur, expires, op->ttl))
         return BW_STORE_KEEP; /* unchanged, and not close to expiring: no write */
     return BW_STORE_PUT;
 }

@@ -469,13 +469,6 @@ static void shm_close(void *ctx)
 
 /* ---- opening ---- */
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
-}
-
 static void nap(void)
 {
     struct timespec ts = {0, 1000000}; /* 1 ms */
@@ -523,14 +516,14 @@ static int create(shm *m, int fd, bw_error *err)
 /* An opener of an existing segment: wait for its creator, check its layout, map it. */
 static int attach(shm *m, int fd, bw_error *err)
 {
-    int64_t deadline = mono_ns() + SHM_WAIT_NS;
+    int64_t deadline = bw__mono_now() + SHM_WAIT_NS;
     struct stat st;
     for (;;) {
         if (fstat(fd, &st) != 0)
             return sys_fail(err, m, "fstat", errno);
         if ((size_t)st.st_size >= sizeof(shm_hdr))
             break;
-        if (mono_ns() > deadline)
+        if (bw__mono_now() > deadline)
             return bw__fail(err, BW_ESTATE, "name",
                             "shm segment '%s' was never initialised (its creator died?); remove it with shm_unlink",
                             m->name);
@@ -541,7 +534,7 @@ static int attach(shm *m, int fd, bw_error *err)
         return sys_fail(err, m, "mmap", errno);
     int rc = BW_OK;
     while (atomic_load_explicit(&h->ready, memory_order_acquire) != SHM_READY) {
-        if (mono_ns() > deadline) {
+        if (bw__mono_now() > deadline) {
             rc = bw__fail(err, BW_ESTATE, "name",
                           "shm segment '%s' was never initialised (its creator died?); remove it with shm_unlink",
                           m->name);

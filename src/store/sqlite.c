@@ -210,7 +210,8 @@ static int get_row(sq *c, const char *name, int64_t now, bw_store_entry *out, in
 static int sq_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
 {
     sq *c = ctx;
-    pthread_mutex_lock(&c->mu);
+    if (pthread_mutex_trylock(&c->mu) != 0)
+        return BW_ESTATE; /* another thread is in an update: the read must not wait for it */
     *now = bw__store_now(c->store);
     int rc = get_row(c, name, *now, out, found, err);
     pthread_mutex_unlock(&c->mu);

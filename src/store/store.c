@@ -231,6 +231,11 @@ static bw_store_verdict guarded(void *arg, int64_t now, const bw_store_entry *cu
     return v;
 }
 
+int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    return s->ops.update(s->ctx, name, fn, arg, err);
+}
+
 int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     if (!s || !fn)
@@ -238,13 +243,8 @@ int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *
     int rc = bw__check_name(name, "name", err);
     if (rc != BW_OK)
         return rc;
-    return bw__store_update(s, name, fn, arg, err);
-}
-
-int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
-{
     guard g = {fn, arg, 0, 0};
-    int rc = s->ops.update(s->ctx, name, guarded, &g, err);
+    rc = s->ops.update(s->ctx, name, guarded, &g, err);
     if (rc == BW_OK && g.bad == 1)
         return bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, g.len);
     if (rc == BW_OK && g.bad == 2)

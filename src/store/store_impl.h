@@ -57,7 +57,10 @@ struct bw_store {
  * no read or could not answer at once; another error from the store.
  */
 int bw__store_try_read(bw_store *s, const char *name, int64_t *now, bw_store_entry *out, int *found);
-/* An update of a breaker's name, validated already (no second check). */
+/*
+ * An update by breakwater itself: a breaker's name, validated already, and an
+ * update function (bw__shared_apply) whose verdicts need no guard.
+ */
 int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
 
 /* Stop the store's lane, if it has one (coord.c). */
