@@ -75,19 +75,26 @@ size_t bw__machine_window_bytes(const bw__mcfg *cfg)
     return cfg->policy == BW_POLICY_RATE ? bw__window_bytes(cfg->window_kind, cfg->window_size) : 0;
 }
 
-void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
+void bw__machine_bind(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
 {
-    memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->state = cfg->initial_state;
-    m->open_wait = cfg->wait;
     m->wins = &m->win;
     m->stride = (uint32_t)sizeof m->win;
     m->nwin = 1;
     if (cfg->policy == BW_POLICY_RATE && window_mem)
-        bw__window_init(&m->win, cfg->window_kind, cfg->window_size, window_mem);
+        bw__window_bind(&m->win, cfg->window_kind, cfg->window_size, window_mem);
     else if (cfg->policy == BW_POLICY_RATE)
         m->nwin = 0; /* stripes to come */
+}
+
+void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
+{
+    memset(m, 0, sizeof *m);
+    bw__machine_bind(m, cfg, window_mem);
+    m->state = cfg->initial_state;
+    m->open_wait = cfg->wait;
+    if (cfg->policy == BW_POLICY_RATE && window_mem)
+        bw__window_clear(&m->win);
 }
 
 void bw__machine_use_stripes(bw__machine *m, bw__window *first, size_t stride, uint32_t n)

@@ -120,6 +120,12 @@ size_t bw__machine_window_bytes(const bw__mcfg *cfg);
 void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
 
 /*
+ * The part of init that a load (persist.c) needs too: the configuration and the
+ * window's memory, with no state set and no memory cleared.
+ */
+void bw__machine_bind(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
+
+/*
  * Use `n` initialised, empty time windows of the machine's size as its stripes;
  * the first is at `first`, each next one `stride` bytes further.
  */

@@ -126,18 +126,8 @@ int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uin
 
 int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, const unsigned char *buf, size_t len)
 {
-    m->cfg = *cfg;
-    m->wins = &m->win;
-    m->stride = (uint32_t)sizeof m->win;
-    m->nwin = 1;
+    bw__machine_bind(m, cfg, window_mem);
     bw__window *w = &m->win;
-    w->kind = cfg->window_kind;
-    w->size = cfg->window_size;
-    w->mem = window_mem;
-    w->total = w->failed = w->slow = 0;
-    w->cur_sec = INT64_MIN;
-    w->sec_lo = w->sec_hi = 0;
-    w->head = w->cur_slot = 0;
     cursor c = {NULL, buf, len, 0};
     if (get(&c, 4) != MAGIC)
         return -1;
@@ -192,10 +182,7 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     w->slow = slow;
     w->head = head;
     w->cur_slot = cur_slot;
-    w->cur_sec = cur_sec;
-    if (cur_sec != INT64_MIN) { /* the cache of the current second's bounds */
-        w->sec_lo = cur_sec > INT64_MIN / 1000000000 ? cur_sec * 1000000000 : INT64_MIN;
-        w->sec_hi = cur_sec < INT64_MAX / 1000000000 ? w->sec_lo + 1000000000 : INT64_MAX;
-    }
+    if (cur_sec != INT64_MIN)
+        bw__window_set_sec(w, cur_sec);
     return 0;
 }

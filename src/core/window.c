@@ -23,22 +23,27 @@ size_t bw__window_bytes(int kind, uint32_t size)
     return kind == BW_WINDOW_TIME ? (size_t)size * sizeof(bw__bucket) : (size_t)size;
 }
 
-void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem)
+void bw__window_bind(bw__window *w, int kind, uint32_t size, void *mem)
 {
     w->kind = (uint8_t)kind;
     w->size = size;
     w->mem = mem;
-    bw__window_clear(w);
-}
-
-void bw__window_clear(bw__window *w)
-{
-    memset(w->mem, 0, bw__window_bytes(w->kind, w->size));
     w->head = 0;
     w->total = w->failed = w->slow = 0;
     w->cur_sec = INT64_MIN;
     w->sec_lo = w->sec_hi = 0;
     w->cur_slot = 0;
+}
+
+void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem)
+{
+    bw__window_bind(w, kind, size, mem);
+    memset(mem, 0, bw__window_bytes(w->kind, w->size));
+}
+
+void bw__window_clear(bw__window *w)
+{
+    bw__window_init(w, w->kind, w->size, w->mem);
 }
 
 int64_t bw__second_of(int64_t ns)
@@ -72,6 +77,11 @@ static void advance(bw__window *w, int64_t sec)
             x->total = x->failed = x->slow = 0;
         }
     }
+    bw__window_set_sec(w, sec);
+}
+
+void bw__window_set_sec(bw__window *w, int64_t sec)
+{
     w->cur_sec = sec;
     w->cur_slot = slot_of(w, sec);
     w->sec_lo = sec > INT64_MIN / 1000000000 ? sec * 1000000000 : INT64_MIN;

@@ -33,6 +33,10 @@ int64_t bw__second_of(int64_t ns);
 
 /* Bytes of memory a window of this kind and size needs. */
 size_t bw__window_bytes(int kind, uint32_t size);
+/* Set up a window over `mem` (bw__window_bytes long) as empty, leaving mem as it is (a load fills it). */
+void bw__window_bind(bw__window *w, int kind, uint32_t size, void *mem);
+/* Make `sec` the time window's newest second (after its buckets were filled as they should). */
+void bw__window_set_sec(bw__window *w, int64_t sec);
 /* Set up a window over `mem` (bw__window_bytes long) and clear it. */
 void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem);
 /* Forget every outcome. */
