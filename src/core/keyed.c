@@ -227,6 +227,12 @@ static void free_chain(bw__circuit *c)
 
 /* ---- lookup ---- */
 
+static int no_room(const bw__keyed *k, const char *key, bw_error *err)
+{
+    return bw__fail(err, BW_ELIMIT, "key",
+                    "no room for key '%s': %u circuits resident (keyed_limit) and none evictable", key, k->p.limit);
+}
+
 /*
  * The circuit of `key`, pinned, in *out: found, or (when `create`) made.
  * FOUND_NOT when not resident and not `create`.
@@ -261,12 +267,21 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     if (rc != BW_OK)
         return rc;
 
+    /* Room first, so that a key refused at the limit costs no allocation. */
+    int64_t now = bw__breaker_stamp(b);
+    bw__circuit *victims = NULL;
+    bw__spin_lock(&k->lock);
+    rc = make_room_locked(k, now, &victims);
+    bw__spin_unlock(&k->lock);
+    free_chain(victims);
+    if (rc != BW_OK)
+        return no_room(k, key, err);
+
     /* Make the circuit outside the lock, then insert it unless another thread won. */
     bw_breaker *nb;
     bw__circuit *node;
     if (bw__circuit_new(b, sizeof(bw__circuit) + len + 1, &nb, &node) != BW_OK)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    int64_t now = bw__breaker_stamp(b);
     memset(node, 0, sizeof *node);
     node->b = nb;
     node->fam = k;
@@ -276,7 +291,7 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     atomic_init(&node->touched, now);
     atomic_init(&node->pins, 1);
 
-    bw__circuit *victims = NULL;
+    victims = NULL;
     bw__spin_lock(&k->lock);
     c = find_locked(k, key, len, h);
     if (c) {
@@ -286,7 +301,7 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
         *out = c->b;
         return BW_OK;
     }
-    rc = make_room_locked(k, now, &victims);
+    rc = make_room_locked(k, now, &victims); /* again: others may have filled it meanwhile */
     if (rc == BW_OK) {
         int preset = bw__breaker_keyed_preset(b);
         if (preset >= 0)
@@ -297,10 +312,7 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     free_chain(victims);
     if (rc != BW_OK) {
         bw__breaker_destroy(nb);
-        if (rc == BW_ENOMEM)
-            return bw__fail(err, rc, "", "out of memory");
-        return bw__fail(err, rc, "key", "no room for key '%s': %u circuits resident (keyed_limit) and none evictable",
-                        key, k->p.limit);
+        return rc == BW_ENOMEM ? bw__fail(err, rc, "", "out of memory") : no_room(k, key, err);
     }
     *out = nb;
     return BW_OK;
