@@ -84,8 +84,11 @@ typedef struct bw_snapshot {
  * from a copy of `cfg` (NULL means all defaults). No event is emitted.
  * Returns BW_OK and stores the breaker in *out (free with bw_breaker_free);
  * BW_EINVAL for a NULL out or a bad name; BW_ERANGE when the config fails
- * bw_config_validate; BW_ENOMEM (also when the clock's timer service for
- * auto_transition cannot be made). *err (may be NULL) says which field is wrong.
+ * bw_config_validate (or, with a stored-mode store, a window that does not fit
+ * an entry); BW_ENOMEM (also when the clock's timer service for auto_transition
+ * cannot be made); BW_ESYS when a coordinated store's lane thread cannot start
+ * (the first coordinated breaker on a store starts it). *err (may be NULL) says
+ * which field is wrong.
  * Thread safety: safe from any thread; cfg must not be modified concurrently.
  */
 BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err);
@@ -97,7 +100,8 @@ BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **o
  * registry (bw_registry_free frees it) or a keyed circuit (see keyed.h).
  * No other call on the breaker or its circuits may run concurrently or later;
  * permits still outstanding must not be settled afterwards, and no circuit
- * handle may still be held.
+ * handle may still be held. A coordinated breaker first lets its store's lane
+ * run its queued writes, waiting at most store_close_timeout.
  * Thread safety: must not race any other call on this breaker (including a
  * listener still running for it, and its own timer's listener).
  */
@@ -126,7 +130,10 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * An OPEN breaker whose wait has ended moves to HALF_OPEN and admits this caller
  * as the first probe.
  * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection or
- * a call listener needs durations); no lock, no allocation.
+ * a call listener needs durations); no lock, no allocation. With a store
+ * (store.h): a coordinated breaker costs the same in CLOSED and OPEN, and one
+ * store update (a probe lease) in HALF_OPEN; a stored breaker reads or updates
+ * its store on every call, which may block as long as the store does.
  * Thread safety: any number of threads at once on the same breaker.
  */
 BW_API int bw_acquire(bw_breaker *b, bw_permit *permit, bw_rejection *why);
@@ -144,9 +151,11 @@ BW_API int bw_settle(bw_breaker *b, bw_permit *permit, bw_outcome outcome);
  * The engine measures the call's duration from the acquire and marks it slow when
  * it reached slow_call_duration. An outcome from a permit issued before the
  * breaker's last transition or operator verb is stale and dropped (not counted).
- * `b` is the breaker the permit was acquired from; for a keyed circuit's permit
- * it may also be the circuit's breaker (and must be, for bw_keyed_acquire's
- * permits, which unpin their circuit here; see keyed.h).
+ * `b` is the breaker the permit was acquired from; a keyed circuit's permit
+ * (from bw_acquire on a handle or from bw_keyed_acquire) may be settled on the
+ * circuit or on its breaker, and a bw_keyed_acquire permit unpins its circuit
+ * here (keyed.h). A stored breaker's settle is one store update (blocking as
+ * long as the store); a coordinated probe's outcome is queued for the lane.
  * To abandon a call without judging it (cancelled, shutting down), settle it
  * BW_IGNORED.
  * Returns BW_OK (also for a dropped stale outcome); BW_EINVAL for NULL b or
@@ -197,7 +206,9 @@ BW_API int bw_breaker_state(const bw_breaker *b);
 
 /*
  * bw_breaker_snapshot — fill *out with the breaker's counters and state, all
- * taken at one instant under the breaker's lock. Returns BW_OK or BW_EINVAL.
+ * taken at one instant under the breaker's lock. A stored breaker reads its
+ * circuit from the store (one store operation); if the store fails it reports
+ * its local circuit. Returns BW_OK or BW_EINVAL.
  * Thread safety: any thread, concurrently with calls (it briefly takes the
  * breaker's locks).
  */
@@ -221,7 +232,10 @@ BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
  * - disable: DISABLED; admits every call and records nothing. Window kept.
  * - metrics_only: METRICS_ONLY (shadow mode); admits every call and keeps
  *   recording into the window, but never trips.
- * Each returns BW_OK or BW_EINVAL (b NULL).
+ * On a stored breaker (store.h) a verb also updates the fleet's circuit in the
+ * store (one blocking store update); if the store fails, only this breaker's
+ * local circuit changed and it is degraded. A coordinated breaker's verbs stay
+ * local. Each returns BW_OK or BW_EINVAL (b NULL).
  * Thread safety: any thread, concurrently with calls; listeners run on the
  * calling thread after the breaker's locks are released.
  */

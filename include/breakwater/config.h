@@ -36,7 +36,7 @@
  *   keyed_limit           0 (= 2 x keyed_maxsize), or
  *                         [keyed_maxsize, 1000000000]            0
  *   keyed_idle            [0, 365d]                              300s
- *   keyed_history_idle    [keyed_idle, 365d]                     1h
+ *   keyed_history_idle    (0, 365d], and >= keyed_idle           1h
  *   store_ttl             (0, 365d]                              1d
  *   store_poll            (0, 365d]  (coordinated)               1s
  *   store_queue           [1, 1000000]  (coordinated)            128
@@ -147,14 +147,21 @@ BW_API int bw_config_set_keyed_limit(bw_config *cfg, int64_t circuits, bw_error 
 BW_API int bw_config_set_keyed_idle(bw_config *cfg, int64_t ns, bw_error *err);
 /* Unused time after which a keyed circuit with failure history may be evicted. */
 BW_API int bw_config_set_keyed_history_idle(bw_config *cfg, int64_t ns, bw_error *err);
+/* Lifetime of a stored entry after its last write (an OPEN one also outlives its wait). */
 BW_API int bw_config_set_store_ttl(bw_config *cfg, int64_t ns, bw_error *err);
+/* How often a coordinated breaker's lane reads the shared state. */
 BW_API int bw_config_set_store_poll(bw_config *cfg, int64_t ns, bw_error *err);
+/* Coordinated writes (trips, probe outcomes) that may wait for the lane; one more is dropped. */
 BW_API int bw_config_set_store_queue(bw_config *cfg, int64_t writes, bw_error *err);
+/* The first delay before a failing store is tried again. */
 BW_API int bw_config_set_store_retry(bw_config *cfg, int64_t ns, bw_error *err);
+/* The growth of that delay per consecutive failure. */
 BW_API int bw_config_set_store_retry_multiplier(bw_config *cfg, double multiplier, bw_error *err);
-/* 0 leaves the retry delay uncapped. */
+/* The cap on that delay; 0 leaves it uncapped. */
 BW_API int bw_config_set_store_retry_max(bw_config *cfg, int64_t ns, bw_error *err);
+/* Up to this fraction of the delay is added at random. */
 BW_API int bw_config_set_store_retry_jitter(bw_config *cfg, double jitter, bw_error *err);
+/* How long bw_breaker_free waits for a coordinated breaker's queued writes. */
 BW_API int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_error *err);
 
 /*

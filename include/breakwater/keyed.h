@@ -100,7 +100,8 @@ BW_API int bw_keyed_get(bw_breaker *b, const char *key, bw_breaker **out, bw_err
 
 /*
  * bw_keyed_find — a handle on the circuit of `key` if it is resident (pinned, as
- * bw_keyed_get), or NULL if it is not, or for NULL arguments. Never makes one.
+ * bw_keyed_get), or NULL if it is not, for NULL arguments, a malformed key, or
+ * b being itself a keyed circuit. Never makes one.
  */
 BW_API bw_breaker *bw_keyed_find(bw_breaker *b, const char *key);
 

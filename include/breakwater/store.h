@@ -118,22 +118,37 @@ typedef struct bw_store_ops {
  * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
  * URL or option (*err names the part: "url", "scheme", "name", "path", or the
  * option), BW_ESTATE for a scheme this build lacks (sqlite: without SQLite),
- * BW_ESYS when the operating system or the database refused, BW_ENOMEM.
+ * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
+ * BW_ESTATE also for an existing shm: segment or sqlite: database of another
+ * layout or schema version.
+ * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
 
 /*
  * bw_store_custom — a store from your own operations table (copied) and ctx
  * (owned by the store from now on: ops->close(ctx) runs at bw_store_close, also
- * when this call fails after validating the table). BW_EINVAL for a NULL or
- * incomplete table or an unknown version.
+ * when this call fails after validating the table). ops->scheme is borrowed:
+ * it must outlive the store. The operations are called from any thread that
+ * uses a breaker on the store and from the store's lane thread, at once:
+ * they must be thread-safe. Returns BW_OK; BW_EINVAL for a NULL or incomplete
+ * table, an unknown version, or a NULL out; BW_ENOMEM.
+ * Thread safety: any thread.
  */
 BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error *err);
 
-/* bw_store_close — close the store; NULL is ignored. */
+/*
+ * bw_store_close — close the store; NULL is ignored. Joins the store's lane
+ * thread (coordinated breakers), so it waits for a store call still running
+ * there. Every breaker on the store must have been freed.
+ * Thread safety: must not race any other use of the store.
+ */
 BW_API void bw_store_close(bw_store *s);
 
-/* bw_store_scheme — "memory", "shm", "sqlite" or a custom table's scheme; NULL for NULL. */
+/*
+ * bw_store_scheme — "memory", "shm", "sqlite" or a custom table's scheme
+ * (owned by the store, or by the custom table); NULL for NULL. Any thread.
+ */
 BW_API const char *bw_store_scheme(const bw_store *s);
 
 /*
@@ -141,19 +156,26 @@ BW_API const char *bw_store_scheme(const bw_store *s);
  * clock" (NULL: the system monotonic clock); for tests with a manual clock.
  * shm: and sqlite: accept it too, for tests in one process (other processes
  * keep their own clock: use it only where all clients share it). The clock is
- * borrowed. Returns BW_OK or BW_EINVAL.
+ * borrowed until bw_store_close. Returns BW_OK or BW_EINVAL.
+ * Thread safety: any thread; set it before breakers use the store.
  */
 BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
 
 /*
  * bw_store_update — run one atomic update (for tools and tests; breakers call it
- * themselves). Name rules as bw_breaker_new. Returns the store's status.
+ * themselves). Name rules as bw_breaker_new. Returns BW_OK; BW_EINVAL for a
+ * NULL store or fn, a bad name (*err says why), or an fn that returned an
+ * unknown verdict or a PUT length outside [1, BW_STORE_DATA_MAX] (nothing is
+ * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS, ...).
+ * Thread safety: any thread.
  */
 BW_API int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
 
 /*
  * bw_store_sweep — delete at most max (>= 1) expired entries now; *deleted (may
  * be NULL) says how many. Stores also sweep by themselves (sqlite: hourly).
+ * Returns BW_OK; BW_EINVAL for a NULL store or max < 1; the store's errors.
+ * Thread safety: any thread.
  */
 BW_API int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err);
 
