@@ -235,18 +235,16 @@ static int effective(const bw_breaker *b)
 static void publish(bw_breaker *b)
 {
     atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
-    int st = effective(b);
+    const bw__share *s = share_of(b);
+    int follow = following(b);
+    int st = follow ? s->ov_state : b->m.state;
     if (st == BW_STATE_OPEN) {
-        const bw__share *s = share_of(b);
-        int64_t until = following(b) ? s->ov_until : bw__machine_deadline(&b->m);
+        int64_t until = follow ? s->ov_until : bw__machine_deadline(&b->m);
         atomic_store_explicit(&b->open_until, b->clock_sys ? bw__sys_ns_to_stamp(until, 1) : until,
                               memory_order_relaxed);
     }
-    const bw__share *s = share_of(b);
-    uint64_t w = (b->m.gen << 3) | (unsigned)st;
-    if (s && s->mode == BW_STORE_STORED)
-        w = (b->m.gen << 3) | WORD_STORED;
-    atomic_store_explicit(&b->word, w, memory_order_release);
+    unsigned shown = s && s->mode == BW_STORE_STORED ? WORD_STORED : (unsigned)st;
+    atomic_store_explicit(&b->word, (b->m.gen << 3) | shown, memory_order_release);
 }
 
 /*
@@ -462,6 +460,19 @@ int bw__check_name(const char *name, const char *field, bw_error *err)
 
 static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err);
 
+/* The state every new breaker and circuit starts with: a fresh machine, published; unlocked; nothing else. */
+static void init_state(bw_breaker *b, const bw__mcfg *mc, void *window_mem)
+{
+    atomic_init(&b->lock.v, 0);
+    atomic_init(&b->last_failure, 0);
+    atomic_init(&b->eval_sec, INT64_MIN);
+    bw__machine_init(&b->m, mc, window_mem);
+    atomic_init(&b->word, word_of(&b->m));
+    atomic_init(&b->open_until, 0);
+    atomic_init(&b->ext, NULL);
+    atomic_init(&b->kpreset, -1);
+}
+
 int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err)
 {
     if (!out)
@@ -513,10 +524,7 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
     char *nm = (char *)b->data + own;
     memcpy(nm, name, nlen + 1);
     b->name = nm;
-    atomic_init(&b->last_failure, 0);
-    atomic_init(&b->lock.v, 0);
-    bw__machine_init(&b->m, &mc, own ? b->data : NULL);
-    atomic_init(&b->eval_sec, INT64_MIN);
+    init_state(b, &mc, own ? b->data : NULL);
     if (nstripes) {
         b->nstripes = nstripes;
         b->stripes = (bw_stripe *)((char *)b + stripes_at);
@@ -527,10 +535,6 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
         }
         bw__machine_use_stripes(&b->m, &b->stripes[0].win, sizeof(bw_stripe), nstripes);
     }
-    atomic_init(&b->word, word_of(&b->m));
-    atomic_init(&b->open_until, 0);
-    atomic_init(&b->ext, NULL);
-    atomic_init(&b->kpreset, -1);
     b->keyed.max = cfg->keyed_max;
     b->keyed.limit = cfg->keyed_max == 0 ? 0 : cfg->keyed_limit ? cfg->keyed_limit : 2 * cfg->keyed_max;
     b->keyed.idle = b->clock_sys ? bw__sys_ns_to_stamp(cfg->keyed_idle, 0) : cfg->keyed_idle;
@@ -578,19 +582,9 @@ int bw__circuit_new(bw_breaker *parent, size_t node_bytes, bw_breaker **out, bw_
     c->classifier = parent->classifier;
     c->classifier_user = parent->classifier_user;
     c->name = parent->name;
-    c->keyed = parent->keyed;
-    atomic_init(&c->kpreset, -1);
     c->bytes = (uint32_t)size;
-    c->kind = BW__CIRCUIT;
-    c->extra = NULL; /* a circuit's state stays in this process */
-    c->stripes = NULL;
-    c->nstripes = 0;
-    atomic_init(&c->lock.v, 0);
-    atomic_init(&c->last_failure, 0);
-    atomic_init(&c->eval_sec, INT64_MIN);
-    bw__machine_init(&c->m, mc, c->data);
-    atomic_init(&c->word, word_of(&c->m));
-    atomic_init(&c->open_until, 0);
+    c->kind = BW__CIRCUIT; /* no extra (a circuit's state stays in this process), no stripes, no keyed */
+    init_state(c, mc, c->data);
     *node = (bw__circuit *)((char *)c + node_at);
     atomic_init(&c->ext, (void *)*node);
     if (timer_of(parent) && timer_new(c) != BW_OK) {
