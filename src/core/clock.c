@@ -40,6 +40,22 @@ int64_t bw__mono_now(void)
     return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
 }
 
+int bw__cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(cv, &ca) == 0 ? 0 : -1;
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+struct timespec bw__timespec_of(int64_t mono_ns)
+{
+    struct timespec ts = {(time_t)(mono_ns / BW_NS_PER_S), (long)(mono_ns % BW_NS_PER_S)};
+    return ts;
+}
+
 #ifdef BW__HAVE_TSC
 /* Trust the TSC only where the kernel does: its clocksource is "tsc". */
 static int kernel_trusts_tsc(void)

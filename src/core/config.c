@@ -18,7 +18,6 @@
 #include "internal.h"
 
 #define DAY_NS (86400 * BW_NS_PER_S)
-#define MAX_DURATION (365 * DAY_NS)
 #define MAX_COUNT INT64_C(1000000000)
 #define MAX_WINDOW_CALLS INT64_C(1000000)
 #define MAX_WINDOW_SECONDS INT64_C(86400)
@@ -125,16 +124,34 @@ static int set_count(bw_config *cfg, const char *field, int64_t v, int64_t hi, u
     return set_range(cfg, field, v, 1, hi, dst, err);
 }
 
+int bw__check_duration(const char *field, int64_t ns, int zero_ok, bw_error *err)
+{
+    if (!((ns == 0 && zero_ok) || (ns > 0 && ns <= BW__MAX_DURATION)))
+        return bw__fail(err, BW_ERANGE, field,
+                        "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns", field,
+                        zero_ok ? "0 (off) or " : "", BW__MAX_DURATION, ns);
+    return BW_OK;
+}
+
 /* A duration in (0, 365d], or 0 where `zero_ok` (meaning off / none). */
 static int set_duration(bw_config *cfg, const char *field, int64_t ns, int zero_ok, int64_t *dst, bw_error *err)
 {
     if (!cfg)
         return null_cfg(err);
-    if (!((ns == 0 && zero_ok) || (ns > 0 && ns <= MAX_DURATION)))
-        return bw__fail(err, BW_ERANGE, field,
-                        "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns", field,
-                        zero_ok ? "0 (off) or " : "", MAX_DURATION, ns);
-    *dst = ns;
+    int rc = bw__check_duration(field, ns, zero_ok, err);
+    if (rc == BW_OK)
+        *dst = ns;
+    return rc;
+}
+
+/* A double in [lo, hi]; the negated test also rejects NaN. */
+static int set_real(bw_config *cfg, const char *field, double v, double lo, double hi, double *dst, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    if (!(v >= lo && v <= hi))
+        return bw__fail(err, BW_ERANGE, field, "%s must be in [%g, %g], got %g", field, lo, hi, v);
+    *dst = v;
     return BW_OK;
 }
 
@@ -199,12 +216,7 @@ int bw_config_set_wait(bw_config *cfg, int64_t ns, bw_error *err)
 
 int bw_config_set_wait_multiplier(bw_config *cfg, double multiplier, bw_error *err)
 {
-    if (!cfg)
-        return null_cfg(err);
-    if (!(multiplier >= 1.0 && multiplier <= 1000.0))
-        return bw__fail(err, BW_ERANGE, "wait_multiplier", "wait_multiplier must be in [1, 1000], got %g", multiplier);
-    cfg->m.wait_multiplier = multiplier;
-    return BW_OK;
+    return set_real(cfg, "wait_multiplier", multiplier, 1.0, 1000.0, FIELD(m.wait_multiplier), err);
 }
 
 int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err)
@@ -282,17 +294,6 @@ int bw_config_set_store(bw_config *cfg, bw_store *store, bw_store_mode mode, bw_
         return bw__fail(err, BW_EINVAL, "store_mode", "store mode must be coordinated or stored, got %d", (int)mode);
     cfg->store = store;
     cfg->store_mode = store ? (int)mode : 0;
-    return BW_OK;
-}
-
-/* A double in [lo, hi]; the negated test also rejects NaN. */
-static int set_real(bw_config *cfg, const char *field, double v, double lo, double hi, double *dst, bw_error *err)
-{
-    if (!cfg)
-        return null_cfg(err);
-    if (!(v >= lo && v <= hi))
-        return bw__fail(err, BW_ERANGE, field, "%s must be in [%g, %g], got %g", field, lo, hi, v);
-    *dst = v;
     return BW_OK;
 }
 

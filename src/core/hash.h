@@ -1,9 +1,10 @@
 /*
- * hash.h — the string hash of the registry and keyed circuits (internal).
+ * hash.h — the string hash of the registry and keyed circuits, and the one
+ * random source (internal).
  *
  * wyhash's construction, seeded per map from the address space and the clock,
  * so that keys an attacker chooses cannot be made to collide ahead of time. Not
- * cryptographic.
+ * cryptographic. Also the library's one random source (SplitMix64, below).
  */
 #ifndef BW_HASH_H
 #define BW_HASH_H
@@ -84,5 +85,35 @@ static inline uint64_t bw__hash(uint64_t seed, const char *p, size_t n)
 
 /* A seed for one map: its address, the time and a counter, mixed. */
 uint64_t bw__hash_seed(const void *map);
+
+/* ---- the one random source: SplitMix64 (Steele, Lea and Flood) ---- */
+
+/* SplitMix64's increment: the state advances by the golden ratio each step. */
+#define BW__GOLDEN UINT64_C(0x9e3779b97f4a7c15)
+
+/* SplitMix64's finalizer (Stafford's variant 13) of an advanced state. */
+static inline uint64_t bw__splitmix_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/*
+ * The next SplitMix64 output of *state (advanced by BW__GOLDEN). Not
+ * thread-safe: a shared state advances with an atomic add of BW__GOLDEN and
+ * bw__splitmix_mix of the new value instead.
+ */
+static inline uint64_t bw__splitmix(uint64_t *state)
+{
+    *state += BW__GOLDEN;
+    return bw__splitmix_mix(*state);
+}
+
+/* A uniform double in [0, 1) from 64 random bits (their top 53). */
+static inline double bw__unit(uint64_t x)
+{
+    return (double)(x >> 11) * 0x1.0p-53;
+}
 
 #endif

@@ -151,4 +151,26 @@ static inline int64_t bw__sys_now(void)
 {
     return bw__sys_stamp_ns(bw__sys_stamp());
 }
+
+/* ---- shared by the resilience layers, the timer and the store lane ---- */
+
+#include <pthread.h>
+#include <time.h>
+
+/* The longest duration any setter accepts: 365 days, in nanoseconds. */
+#define BW__MAX_DURATION (365 * 86400 * BW_NS_PER_S)
+
+/*
+ * Check a duration setting: in (0, 365d], or 0 where `zero_ok` (off / none).
+ * Returns BW_OK, or BW_ERANGE with *err naming `field` (config.c).
+ */
+int bw__check_duration(const char *field, int64_t ns, int zero_ok, bw_error *err);
+
+/* Initialize *cv to time its waits on CLOCK_MONOTONIC. Returns 0, or -1 (clock.c). */
+int bw__cond_init_mono(pthread_cond_t *cv);
+
+/* An absolute CLOCK_MONOTONIC instant in nanoseconds (as bw__mono_now gives) as
+ * the timespec pthread_cond_timedwait takes on such a condvar (clock.c). */
+struct timespec bw__timespec_of(int64_t mono_ns);
+
 #endif

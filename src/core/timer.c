@@ -133,8 +133,7 @@ static void *serve(void *arg)
         int64_t wait = e->due - now;
         if (wait > 3600 * BW_NS_PER_S)
             wait = 3600 * BW_NS_PER_S;
-        int64_t at = bw__mono_now() + wait;
-        struct timespec ts = {(time_t)(at / BW_NS_PER_S), (long)(at % BW_NS_PER_S)};
+        struct timespec ts = bw__timespec_of(bw__mono_now() + wait);
         pthread_cond_timedwait(&t->wake, &t->mu, &ts);
     }
     pthread_mutex_unlock(&t->mu);
@@ -146,11 +145,8 @@ bw__timers *bw__timers_new(bw_clock *clock)
     bw__timers *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     int ok = pthread_mutex_init(&t->mu, NULL) == 0;
-    if (ok && pthread_cond_init(&t->wake, &ca) != 0) {
+    if (ok && bw__cond_init_mono(&t->wake) != 0) {
         pthread_mutex_destroy(&t->mu);
         ok = 0;
     }
@@ -159,7 +155,6 @@ bw__timers *bw__timers_new(bw_clock *clock)
         pthread_mutex_destroy(&t->mu);
         ok = 0;
     }
-    pthread_condattr_destroy(&ca);
     if (!ok) {
         free(t);
         return NULL;

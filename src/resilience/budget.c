@@ -75,9 +75,11 @@ int bw__budget_failure(bw_retry_budget *b)
 {
     int64_t t = atomic_load_explicit(&b->tokens, memory_order_relaxed);
     int64_t n;
-    do
+    do {
+        if (t == 0)
+            return 0; /* already empty: no write, like a success on a full budget */
         n = t >= 1000 ? t - 1000 : 0;
-    while (!atomic_compare_exchange_weak_explicit(&b->tokens, &t, n, memory_order_relaxed, memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&b->tokens, &t, n, memory_order_relaxed, memory_order_relaxed));
     return n * 2 > b->max;
 }
 

@@ -38,9 +38,9 @@ int bw_bulkhead_new(int max_concurrent, int64_t max_wait_ns, bw_bulkhead **out, 
     if (max_concurrent < 1 || max_concurrent > MAX_SLOTS)
         return bw__fail(err, BW_ERANGE, "max_concurrent", "max_concurrent must be in [1, %d], got %d", MAX_SLOTS,
                         max_concurrent);
-    if (max_wait_ns < 0 || max_wait_ns > BW__MAX_DURATION)
-        return bw__fail(err, BW_ERANGE, "max_wait", "max_wait must be 0 (never wait) or in (0, 365d] (ns), got %lld",
-                        (long long)max_wait_ns);
+    int rc = bw__check_duration("max_wait", max_wait_ns, 1, err);
+    if (rc != BW_OK)
+        return rc;
     void *mem = NULL;
     if (posix_memalign(&mem, 64, sizeof(bw_bulkhead)) != 0)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -49,12 +49,7 @@ int bw_bulkhead_new(int max_concurrent, int64_t max_wait_ns, bw_bulkhead **out, 
     atomic_init(&bh->waiters, 0);
     bh->max = max_concurrent;
     bh->max_wait = max_wait_ns;
-    pthread_condattr_t ca;
-    int ok = pthread_condattr_init(&ca) == 0;
-    if (ok) {
-        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&bh->cv, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
+    int ok = bw__cond_init_mono(&bh->cv) == 0;
     if (ok && pthread_mutex_init(&bh->mu, NULL) != 0) {
         pthread_cond_destroy(&bh->cv);
         ok = 0;
@@ -96,8 +91,7 @@ int bw_bulkhead_try_acquire(bw_bulkhead *bh)
 
 static BW_NOINLINE int wait_for_slot(bw_bulkhead *bh)
 {
-    int64_t deadline = bw__mono_now() + bh->max_wait;
-    struct timespec ts = {(time_t)(deadline / BW_NS_PER_S), (long)(deadline % BW_NS_PER_S)};
+    struct timespec ts = bw__timespec_of(bw__mono_now() + bh->max_wait);
     int got = 0;
     pthread_mutex_lock(&bh->mu);
     atomic_fetch_add_explicit(&bh->waiters, 1, memory_order_seq_cst);

@@ -78,16 +78,6 @@ static void *worker_main(void *p)
     return NULL;
 }
 
-static int cond_init_mono(pthread_cond_t *c)
-{
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
-        return -1;
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(c, &ca) == 0 ? 0 : -1;
-    pthread_condattr_destroy(&ca);
-    return rc;
-}
-
 /* Stop and join the first `started` workers, then release everything. */
 static void teardown(bw_limiter *lim, int conds, int started)
 {
@@ -124,9 +114,9 @@ int bw_limiter_new(int workers, bw_limiter **out, bw_error *err)
     for (; conds < workers; conds++) {
         worker *w = &lim->w[conds];
         w->lim = lim;
-        if (cond_init_mono(&w->go) != 0)
+        if (bw__cond_init_mono(&w->go) != 0)
             break;
-        if (cond_init_mono(&w->done) != 0) {
+        if (bw__cond_init_mono(&w->done) != 0) {
             pthread_cond_destroy(&w->go);
             break;
         }
@@ -163,8 +153,7 @@ int bw_limiter_set_abandoned(bw_limiter *lim, bw_abandoned_cb fn, void *user)
 int bw__limiter_submit(bw_limiter *lim, int64_t timeout_ns, int (*run)(void *payload), void *payload, size_t size,
                        void *arg, int *rc)
 {
-    int64_t deadline = bw__mono_now() + timeout_ns;
-    struct timespec ts = {(time_t)(deadline / BW_NS_PER_S), (long)(deadline % BW_NS_PER_S)};
+    struct timespec ts = bw__timespec_of(bw__mono_now() + timeout_ns);
     pthread_mutex_lock(&lim->mu);
     worker *w = NULL;
     for (int i = 0; i < lim->n && !w; i++)
@@ -186,7 +175,8 @@ int bw__limiter_submit(bw_limiter *lim, int64_t timeout_ns, int (*run)(void *pay
     int status = BW_OK;
     if (w->state == DONE) {
         memcpy(payload, w->payload, size);
-        *rc = w->rc;
+        if (rc)
+            *rc = w->rc;
         w->state = IDLE;
     } else {
         w->abandoned = 1;
@@ -212,14 +202,10 @@ int bw_limiter_run(bw_limiter *lim, int64_t timeout_ns, bw_call_fn fn, void *arg
 {
     if (!lim || !fn)
         return BW_EINVAL;
-    if (timeout_ns <= 0 || timeout_ns > BW__MAX_DURATION)
+    if (bw__check_duration("timeout", timeout_ns, 0, NULL) != BW_OK)
         return BW_ERANGE;
     plain_job j = {fn, arg};
-    int r = 0;
-    int status = bw__limiter_submit(lim, timeout_ns, run_plain, &j, sizeof j, arg, &r);
-    if (status == BW_OK && rc)
-        *rc = r;
-    return status;
+    return bw__limiter_submit(lim, timeout_ns, run_plain, &j, sizeof j, arg, rc);
 }
 
 int bw_limiter_busy(bw_limiter *lim)

@@ -21,7 +21,6 @@
 #include "resilience.h"
 
 #define MAX_LAYERS 32
-#define NAME_MAX_LEN 255
 
 typedef struct layer {
     const bw_strategy *s;
@@ -36,7 +35,7 @@ struct bw_pipeline {
     void *listener_user;
     unsigned listener_mask;
     layer layers[MAX_LAYERS];
-    char name[NAME_MAX_LEN + 1];
+    char name[256]; /* bw__check_name: at most 255 bytes */
 };
 
 struct bw_ctx {
@@ -254,8 +253,7 @@ static int timeout_exec(void *state, bw_ctx *c)
     } else if (d <= start) {
         status = BW_ETIMEDOUT;
     } else {
-        int rc;
-        status = bw__limiter_submit(t->limiter, d - start, run_inner, c, sizeof *c, c->arg, &rc);
+        status = bw__limiter_submit(t->limiter, d - start, run_inner, c, sizeof *c, c->arg, NULL);
         if (status == BW_OK)
             status = c->job_status;
     }
@@ -332,19 +330,10 @@ int bw_pipeline_new(const char *name, bw_pipeline **out, bw_error *err)
 {
     if (!out)
         return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
-    if (!name)
-        return bw__fail(err, BW_EINVAL, "name", "name must not be NULL");
-    size_t n = 0;
-    for (; name[n]; n++) {
-        unsigned char ch = (unsigned char)name[n];
-        if (ch <= 0x20 || ch >= 0x7f)
-            return bw__fail(err, BW_EINVAL, "name", "name must be printable ASCII without spaces; byte %zu is 0x%02x",
-                            n, ch);
-        if (n >= NAME_MAX_LEN)
-            return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long", NAME_MAX_LEN);
-    }
-    if (n == 0)
-        return bw__fail(err, BW_EINVAL, "name", "name must be 1 to %d bytes long, got an empty name", NAME_MAX_LEN);
+    int rc = bw__check_name(name, "name", err);
+    if (rc != BW_OK)
+        return rc;
+    size_t n = strlen(name);
     bw_pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -376,12 +365,11 @@ static int check_open(const bw_pipeline *p, bw_error *err)
     return BW_OK;
 }
 
-static int push(bw_pipeline *p, const bw_strategy *s, void *state)
+static void push(bw_pipeline *p, const bw_strategy *s, void *state)
 {
     p->layers[p->n].s = s;
     p->layers[p->n].state = state;
     p->n++;
-    return BW_OK;
 }
 
 int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
@@ -391,7 +379,8 @@ int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
         return rc;
     if (!breaker)
         return bw__fail(err, BW_EINVAL, "breaker", "breaker must not be NULL");
-    return push(p, &breaker_strategy, breaker);
+    push(p, &breaker_strategy, breaker);
+    return BW_OK;
 }
 
 int bw_pipeline_add_retry(bw_pipeline *p, const bw_retry *retry, bw_error *err)
@@ -401,7 +390,8 @@ int bw_pipeline_add_retry(bw_pipeline *p, const bw_retry *retry, bw_error *err)
         return rc;
     if (!retry)
         return bw__fail(err, BW_EINVAL, "retry", "retry must not be NULL");
-    return push(p, &retry_strategy, (void *)retry);
+    push(p, &retry_strategy, (void *)retry);
+    return BW_OK;
 }
 
 int bw_pipeline_add_bulkhead(bw_pipeline *p, bw_bulkhead *bulkhead, bw_error *err)
@@ -411,7 +401,8 @@ int bw_pipeline_add_bulkhead(bw_pipeline *p, bw_bulkhead *bulkhead, bw_error *er
         return rc;
     if (!bulkhead)
         return bw__fail(err, BW_EINVAL, "bulkhead", "bulkhead must not be NULL");
-    return push(p, &bulkhead_strategy, bulkhead);
+    push(p, &bulkhead_strategy, bulkhead);
+    return BW_OK;
 }
 
 int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limiter, bw_error *err)
@@ -419,15 +410,15 @@ int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limi
     int rc = check_open(p, err);
     if (rc != BW_OK)
         return rc;
-    if (timeout_ns <= 0 || timeout_ns > BW__MAX_DURATION)
-        return bw__fail(err, BW_ERANGE, "timeout", "timeout must be in (0, 365d] (ns), got %lld",
-                        (long long)timeout_ns);
+    if ((rc = bw__check_duration("timeout", timeout_ns, 0, err)) != BW_OK)
+        return rc;
     timeout_layer *t = malloc(sizeof *t);
     if (!t)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     t->ns = timeout_ns;
     t->limiter = limiter;
-    return push(p, &timeout_strategy, t);
+    push(p, &timeout_strategy, t);
+    return BW_OK;
 }
 
 int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn fn, void *user, bw_error *err)
@@ -455,7 +446,8 @@ int bw_pipeline_add_fallback_ex(bw_pipeline *p, unsigned on, bw_classifier_cb cl
     f->user = user;
     f->classify = classify;
     f->classify_user = classify ? classify_user : NULL;
-    return push(p, &fallback_strategy, f);
+    push(p, &fallback_strategy, f);
+    return BW_OK;
 }
 
 int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error *err)
@@ -471,7 +463,8 @@ int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error 
     if (!s->name || !s->execute)
         return bw__fail(err, BW_EINVAL, s->name ? "execute" : "name",
                         "a strategy needs a name and an execute function");
-    return push(p, s, state);
+    push(p, s, state);
+    return BW_OK;
 }
 
 int bw_pipeline_set_clock(bw_pipeline *p, bw_clock *clock)

@@ -5,6 +5,7 @@
 #ifndef BW_RESILIENCE_H
 #define BW_RESILIENCE_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
 
 #include "../core/internal.h"
@@ -12,8 +13,6 @@
 #include "breakwater/pipeline.h"
 #include "breakwater/retry.h"
 #include "breakwater/timeout.h"
-
-#define BW__MAX_DURATION (365 * 86400 * BW_NS_PER_S)
 
 struct bw_retry {
     int attempts;
@@ -30,7 +29,9 @@ struct bw_retry {
     void *sleep_user;
     bw_random_cb random;
     void *random_user;
-    _Atomic uint64_t rng; /* SplitMix64 state */
+    /* SplitMix64 state (bw__splitmix), on its own cache line: jitter's atomic
+       add must not invalidate the line of the fields every retry reads. */
+    alignas(64) _Atomic uint64_t rng;
 };
 
 /* Start a retry loop on `clock` (NULL = system) whose deadline is also at most
@@ -52,8 +53,9 @@ static inline int64_t bw__now_on(const bw_clock *c)
  * The limiter's job interface (limiter.c): run(payload) on a worker, where
  * payload is a copy of `size` bytes (at most BW__JOB_BYTES) made at submission.
  * Waits up to timeout_ns of real time. On BW_OK the worker's payload is copied
- * back into `payload`. On BW_ETIMEDOUT the work is abandoned: the limiter's
- * abandoned callback later receives `arg` and run's return value.
+ * back into `payload` and run's return value into *rc (rc may be NULL). On
+ * BW_ETIMEDOUT the work is abandoned: the limiter's abandoned callback later
+ * receives `arg` and run's return value.
  */
 #define BW__JOB_BYTES 512
 int bw__limiter_submit(bw_limiter *lim, int64_t timeout_ns, int (*run)(void *payload), void *payload, size_t size,

@@ -13,22 +13,16 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "../core/hash.h"
 #include "resilience.h"
 
 #define STATE_LIVE 0x62777274u /* "bwrt" */
 #define STATE_DONE 0x62777264u
-#define GOLDEN UINT64_C(0x9e3779b97f4a7c15)
 #define MAX_ATTEMPTS 1000
 #define MAX_PATIENT_JITTER (3600 * BW_NS_PER_S)
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
 
 static void default_sleep(int64_t ns, void *user)
 {
@@ -44,9 +38,10 @@ int bw_retry_new(bw_retry **out)
 {
     if (!out)
         return BW_EINVAL;
-    bw_retry *r = calloc(1, sizeof *r);
-    if (!r)
+    void *mem = NULL;
+    if (posix_memalign(&mem, alignof(bw_retry), sizeof(bw_retry)) != 0) /* rng's own cache line */
         return BW_ENOMEM;
+    bw_retry *r = memset(mem, 0, sizeof(bw_retry));
     r->attempts = 3;
     r->backoff = BW_BACKOFF_EXPONENTIAL;
     r->jitter = BW_JITTER_FULL;
@@ -55,7 +50,7 @@ int bw_retry_new(bw_retry **out)
     r->cap = 30 * BW_NS_PER_S;
     r->sleep = default_sleep;
     (void)bw_clock_system(); /* calibrate the inlined system clock before its first use */
-    atomic_init(&r->rng, mix64((uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)r));
+    atomic_init(&r->rng, bw__hash_seed(r));
     *out = r;
     return BW_OK;
 }
@@ -83,11 +78,14 @@ int bw_retry_set_backoff(bw_retry *r, bw_backoff kind, int64_t base_ns, double m
     if ((unsigned)kind > BW_BACKOFF_EXPONENTIAL)
         return bw__fail(err, BW_EINVAL, "backoff", "backoff must be constant, linear or exponential, got %d",
                         (int)kind);
-    if (base_ns < 0 || base_ns > BW__MAX_DURATION)
-        return bw__fail(err, BW_ERANGE, "base", "base must be in [0, 365d] (ns), got %lld", (long long)base_ns);
+    int rc = bw__check_duration("base", base_ns, 1, err);
+    if (rc != BW_OK)
+        return rc;
     if (!(multiplier >= 1.0 && multiplier <= 1000.0))
         return bw__fail(err, BW_ERANGE, "multiplier", "multiplier must be in [1, 1000], got %g", multiplier);
-    if (cap_ns < base_ns || cap_ns > BW__MAX_DURATION)
+    if ((rc = bw__check_duration("cap", cap_ns, 1, err)) != BW_OK)
+        return rc;
+    if (cap_ns < base_ns)
         return bw__fail(err, BW_ERANGE, "cap", "cap must be in [base, 365d] = [%lld, %lld] (ns), got %lld",
                         (long long)base_ns, (long long)BW__MAX_DURATION, (long long)cap_ns);
     r->backoff = kind;
@@ -112,11 +110,10 @@ int bw_retry_set_max_duration(bw_retry *r, int64_t ns, bw_error *err)
 {
     if (!r)
         return bw__fail(err, BW_EINVAL, "retry", "retry must not be NULL");
-    if (ns < 0 || ns > BW__MAX_DURATION)
-        return bw__fail(err, BW_ERANGE, "max_duration", "max_duration must be 0 (none) or in (0, 365d] (ns), got %lld",
-                        (long long)ns);
-    r->max_duration = ns;
-    return BW_OK;
+    int rc = bw__check_duration("max_duration", ns, 1, err);
+    if (rc == BW_OK)
+        r->max_duration = ns;
+    return rc;
 }
 
 int bw_retry_set_predicate(bw_retry *r, bw_retry_pred fn, void *user)
@@ -190,9 +187,10 @@ static double uniform(const bw_retry *r)
     uint64_t x;
     if (r->random)
         x = r->random(r->random_user);
-    else
-        x = mix64(atomic_fetch_add_explicit(&((bw_retry *)r)->rng, GOLDEN, memory_order_relaxed) + GOLDEN);
-    return (double)(x >> 11) * 0x1.0p-53;
+    else /* bw__splitmix on a shared state: one atomic add advances it for this caller alone */
+        x = bw__splitmix_mix(atomic_fetch_add_explicit(&((bw_retry *)r)->rng, BW__GOLDEN, memory_order_relaxed) +
+                             BW__GOLDEN);
+    return bw__unit(x);
 }
 
 /* The delay before retry number n (1-based); prev is the previous delay of this call. */

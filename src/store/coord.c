@@ -41,7 +41,6 @@ typedef struct lane lane;
 
 struct bw__coord {
     struct bw_breaker *b;
-    bw__share *s;
     bw_store *store;
     lane *ln; /* NULL on a manual clock */
     bw_clock *clock;
@@ -173,10 +172,8 @@ static void *lane_main(void *arg)
         if (wake == INT64_MAX) {
             pthread_cond_wait(&ln->work, &ln->mu);
         } else {
-            struct timespec ts;
-            int64_t at = bw__mono_now() + (wake < BW_NS_PER_S * 3600 ? wake : BW_NS_PER_S * 3600);
-            ts.tv_sec = (time_t)(at / BW_NS_PER_S);
-            ts.tv_nsec = (long)(at % BW_NS_PER_S);
+            struct timespec ts =
+                bw__timespec_of(bw__mono_now() + (wake < BW_NS_PER_S * 3600 ? wake : BW_NS_PER_S * 3600));
             pthread_cond_timedwait(&ln->work, &ln->mu, &ts);
         }
     }
@@ -194,13 +191,9 @@ static lane *lane_of(bw_store *s)
     if (!ln) {
         ln = calloc(1, sizeof *ln);
         if (ln) {
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
             pthread_mutex_init(&ln->mu, NULL);
-            pthread_cond_init(&ln->work, &ca);
-            pthread_cond_init(&ln->idle, &ca);
-            pthread_condattr_destroy(&ca);
+            bw__cond_init_mono(&ln->work);
+            bw__cond_init_mono(&ln->idle);
             if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
                 pthread_mutex_destroy(&ln->mu);
                 pthread_cond_destroy(&ln->work);
@@ -255,7 +248,6 @@ int bw__coord_new(struct bw_breaker *b, bw__share *s, const bw_config *cfg, bw__
         return BW_ENOMEM;
     }
     c->b = b;
-    c->s = s;
     c->store = cfg->store;
     c->q = q;
     c->cap = cfg->store_queue;
@@ -335,10 +327,8 @@ void bw__coord_free(bw__coord *c)
     pthread_mutex_lock(&ln->mu);
     c->detaching = 1;
     pthread_cond_signal(&ln->work);
-    struct timespec ts;
     int64_t at = bw__mono_now() + c->close_timeout;
-    ts.tv_sec = (time_t)(at / BW_NS_PER_S);
-    ts.tv_nsec = (long)(at % BW_NS_PER_S);
+    struct timespec ts = bw__timespec_of(at);
     while ((c->count > 0 || c->phase != IDLE) && bw__mono_now() < at)
         pthread_cond_timedwait(&ln->idle, &ln->mu, &ts);
     while (c->phase == TOUCH)
