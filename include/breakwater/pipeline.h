@@ -46,7 +46,8 @@
  * Lifetime and cost. A pipeline is built once: the add functions allocate, and
  * bw_pipeline_execute never does. The objects a layer uses (breaker, retry
  * policy, bulkhead, limiter) are borrowed and may be shared by many pipelines;
- * they must outlive the pipeline. The success path takes no lock.
+ * they must outlive the pipeline. The success path takes no lock (for the
+ * exceptions see bw_pipeline_execute).
  *
  * Thread safety: build a pipeline on one thread (the add and set functions are
  * not thread-safe, and are refused with BW_ESTATE once the pipeline has
@@ -93,7 +94,7 @@ typedef int (*bw_task_fn)(bw_ctx *ctx, void *arg);
  */
 BW_API int64_t bw_ctx_remaining_ns(const bw_ctx *ctx);
 
-/* bw_ctx_deadline — the deadline as an instant on the pipeline's clock, or BW_NO_TIME. */
+/* bw_ctx_deadline — the deadline as an instant on the pipeline's clock, or BW_NO_TIME (also for a NULL ctx). */
 BW_API int64_t bw_ctx_deadline(const bw_ctx *ctx);
 
 /* bw_ctx_attempt — the attempt number of this call (1 = the first; 1 without a retry layer); BW_EINVAL for NULL. */
@@ -112,17 +113,19 @@ BW_API int bw_ctx_set_retry_after(bw_ctx *ctx, int64_t ns);
  * bw_ctx_next — for strategies: run the layers inside this one and the call.
  * Returns their status; bw_ctx_rc then holds the call's return code. A strategy
  * may call it any number of times (a retry) or not at all (a cache hit: set the
- * code with bw_ctx_set_rc and return BW_OK).
+ * code with bw_ctx_set_rc and return BW_OK). BW_EINVAL for a NULL ctx.
+ * Call it only from inside the strategy's execute, on the thread that received
+ * ctx, before execute returns.
  */
 BW_API int bw_ctx_next(bw_ctx *ctx);
 
-/* bw_ctx_rc — the return code of the last call made through this context (0 before any). */
+/* bw_ctx_rc — the return code of the last call made through this context (0 before any, and for a NULL ctx). */
 BW_API int bw_ctx_rc(const bw_ctx *ctx);
 
 /* bw_ctx_set_rc — replace the return code the outer layers will see. Returns BW_OK, BW_EINVAL. */
 BW_API int bw_ctx_set_rc(bw_ctx *ctx, int rc);
 
-/* bw_ctx_arg — the argument the call will receive. */
+/* bw_ctx_arg — the argument the call will receive; NULL for a NULL ctx. */
 BW_API void *bw_ctx_arg(const bw_ctx *ctx);
 
 /*
@@ -132,6 +135,13 @@ BW_API void *bw_ctx_arg(const bw_ctx *ctx);
  * before it returns. BW_NO_TIME for a NULL ctx.
  */
 BW_API int64_t bw_ctx_set_deadline(bw_ctx *ctx, int64_t instant);
+
+/*
+ * bw_ctx_restore_deadline — set the deadline the inner layers see back to
+ * `previous` (what bw_ctx_set_deadline returned), unconditionally: unlike
+ * bw_ctx_set_deadline it may loosen the deadline, or remove it (BW_NO_TIME).
+ * Returns BW_OK; BW_EINVAL for a NULL ctx.
+ */
 BW_API int bw_ctx_restore_deadline(bw_ctx *ctx, int64_t previous);
 
 /* bw_ctx_now — the time on the pipeline's clock; 0 for NULL. */
@@ -166,7 +176,13 @@ typedef struct bw_strategy {
  */
 BW_API int bw_pipeline_new(const char *name, bw_pipeline **out, bw_error *err);
 
-/* bw_pipeline_free — run custom strategies' destroy and release; NULL ignored. Must not race an execution. */
+/*
+ * bw_pipeline_free — release the pipeline and what it owns: the state of its
+ * timeout and fallback layers, and each custom strategy's state (through its
+ * destroy, if set). The borrowed objects (breakers, retry policies, bulkheads,
+ * limiters, the clock) are not freed. NULL is ignored. Thread safety: must not
+ * race an execution or any other call on the pipeline.
+ */
 BW_API void bw_pipeline_free(bw_pipeline *p);
 
 /*
@@ -288,7 +304,10 @@ typedef struct bw_report {
  * (see the top of this file) with *rc (may be NULL) set to the call's or the
  * fallback's code (0 when the call never ran); *report (may be NULL) says what
  * happened. BW_EINVAL for NULL p or fn. No allocation; no lock on the success
- * path (a breaker's own lock aside, see threading.md).
+ * path (a breaker's own lock aside, see threading.md), with two exceptions: a
+ * timeout layer with a limiter takes the limiter's mutex and runs the inner
+ * layers on a worker thread; a bulkhead with max_wait > 0 that is full waits
+ * (under its mutex) for a slot.
  * Thread safety: any number of threads at once on one pipeline.
  */
 BW_API int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report);

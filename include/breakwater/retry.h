@@ -111,7 +111,7 @@ typedef uint64_t (*bw_random_cb)(void *user);
  * bw_retry_new — a policy with the defaults: 3 attempts; exponential backoff
  * from 100 ms, multiplier 2, cap 30 s; full jitter; the default predicate; no
  * overall deadline; no budget; fail-fast on rejections; the system clock;
- * nanosleep; SplitMix64 seeded from the time and the policy's address.
+ * nanosleep; SplitMix64 seeded from the policy's address, the time and a counter.
  * Returns BW_OK and stores it in *out (free with bw_retry_free); BW_EINVAL for
  * a NULL out; BW_ENOMEM. Thread safety: any thread.
  */
@@ -149,7 +149,12 @@ BW_API int bw_retry_set_jitter(bw_retry *r, bw_jitter jitter, bw_error *err);
  */
 BW_API int bw_retry_set_max_duration(bw_retry *r, int64_t ns, bw_error *err);
 
-/* bw_retry_set_predicate — which outcomes to retry; NULL restores the default. `user` is borrowed. */
+/*
+ * bw_retry_set_predicate — which outcomes to retry; NULL restores the default.
+ * `user` is borrowed. The predicate runs on every thread that uses the policy:
+ * it must be thread-safe if the policy is shared by threads (as bw_random_cb).
+ * Returns BW_OK; BW_EINVAL for a NULL r.
+ */
 BW_API int bw_retry_set_predicate(bw_retry *r, bw_retry_pred fn, void *user);
 
 /*
@@ -172,7 +177,12 @@ BW_API int bw_retry_set_patient(bw_retry *r, int enabled, int64_t jitter_ns, bw_
  */
 BW_API int bw_retry_set_clock(bw_retry *r, bw_clock *clock);
 
-/* bw_retry_set_sleeper — how a blocking retry waits; NULL restores nanosleep. `user` is borrowed. */
+/*
+ * bw_retry_set_sleeper — how a blocking retry waits; NULL restores nanosleep.
+ * `user` is borrowed. The sleeper runs on every thread that retries with the
+ * policy: it must be thread-safe if the policy is shared by threads (as
+ * bw_random_cb). Returns BW_OK; BW_EINVAL for a NULL r.
+ */
 BW_API int bw_retry_set_sleeper(bw_retry *r, bw_sleep_cb fn, void *user);
 
 /* bw_retry_set_random — the random source of the jitter; NULL restores SplitMix64. `user` is borrowed. */
