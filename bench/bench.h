@@ -10,6 +10,8 @@
  *   bench_init(prog)       names the program for die(), reads BENCH_VERBOSE (print
  *                          every run as a comment) and prints the '#' header line
  *   mono_ns()              CLOCK_MONOTONIC in ns
+ *   bench_sleep_ns(ns)     sleep ns nanoseconds (nothing when ns <= 0), resuming
+ *                          after signals
  *   die(what, rc)          "<prog>: <what> failed: <bw_strerror(rc)> (rc)", exit 1;
  *   die_err(what, rc, err) the same followed by err->message when err is not NULL
  *   median(v, n)           median of v[0..n) (sorts v); with BENCH_VERBOSE first
@@ -52,6 +54,7 @@
 #error "define _GNU_SOURCE before any #include (bench.h pins threads with the GNU affinity calls)"
 #endif
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -88,6 +91,15 @@ static inline int64_t mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void bench_sleep_ns(int64_t ns)
+{
+    if (ns <= 0)
+        return;
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 static inline void die_err(const char *what, int rc, const bw_error *err)

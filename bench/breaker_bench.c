@@ -15,7 +15,10 @@
  *                               striped: the threads share one lock)
  *   naive_closed_success_ns     closed_success on the naive reference breaker below
  *   naive_two_threads_ns        two_threads_one_breaker on the naive breaker
- *   two_threads_vs_naive_ratio  two_threads_one_breaker_ns / naive_two_threads_ns
+ *   two_threads_vs_naive_ratio  two_threads_one_breaker_ns / naive_two_threads_ns:
+ *                               breakwater on a striped time window (window=time:60s)
+ *                               against the naive breaker's single-mutex count ring
+ *                               of 100 calls, not the same window on both sides
  *   allocations_per_call        heap allocations per acquire + settle after setup
  *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
  *

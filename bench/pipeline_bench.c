@@ -135,8 +135,13 @@ int main(void)
     bw_error err;
     bench_init("pipeline_bench");
 
+    unsigned long setup_allocs = allocs_now();
     bw_retry *retry = NULL;
     TRY("bw_retry_new", bw_retry_new(&retry));
+    if (BENCH_COUNT_ALLOCS && allocs_now() == setup_allocs) {
+        fprintf(stderr, "pipeline_bench: the malloc interposition counted nothing\n");
+        return 1;
+    }
     report("retry_success_ns", bench_median_ns(retry_loop, retry, ITERS, "the retry_success loop"), "ns");
 
     bw_retry *budgeted = NULL;

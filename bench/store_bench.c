@@ -73,15 +73,6 @@ static pid_t main_pid; /* children must not remove the store at exit */
 
 /* ---- helpers ---- */
 
-static void sleep_ns(int64_t ns)
-{
-    if (ns <= 0)
-        return;
-    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 static bw_store *open_store(const char *url)
 {
     bw_store *s = NULL;
@@ -338,7 +329,7 @@ static void prop_child(pid_t parent, const char *url, const char *name, int out_
     if (bw_store_open(url, &s, NULL) != BW_OK)
         _exit(2);
     bw_breaker *b = make(name, s, BW_STORE_COORDINATED, 100 * MS, 1);
-    sleep_ns(5 * MS); /* its first poll (at once) finds nothing shared */
+    bench_sleep_ns(5 * MS); /* its first poll (at once) finds nothing shared */
     write_all(out_fd, "r", 1);
     int64_t at = 0, give_up = mono_ns() + 3000 * MS;
     while (mono_ns() < give_up) {
@@ -349,7 +340,7 @@ static void prop_child(pid_t parent, const char *url, const char *name, int out_
             break;
         }
         bw_settle(b, &p, BW_SUCCESS);
-        sleep_ns(100000);
+        bench_sleep_ns(100000);
     }
     write_all(out_fd, &at, sizeof at);
     bw_breaker_free(b);
@@ -381,7 +372,7 @@ static void bench_propagation(const char *figure, const char *url, const char *t
         read_all(out[0], &c, 1, "the propagation trial (ready)");
         bw_store *s = open_store(url);
         bw_breaker *a = make(name, s, BW_STORE_COORDINATED, 100 * MS, 1);
-        sleep_ns((int64_t)(rand_r(&seed) % 100) * MS); /* at a random phase of B's polls */
+        bench_sleep_ns((int64_t)(rand_r(&seed) % 100) * MS); /* at a random phase of B's polls */
         int64_t tripped = 0;
         for (int i = 0; i < 2; i++) {
             bw_permit p;
