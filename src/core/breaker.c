@@ -64,6 +64,7 @@
 #include "../store/share.h"
 #include "../store/store_impl.h"
 #include "circuit.h"
+#include "hash.h"
 #include "spin.h"
 #include "timer.h"
 
@@ -750,7 +751,7 @@ static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err)
     s->retry_max = cfg->store_retry_max;
     s->retry_mult = cfg->store_retry_multiplier;
     s->retry_jitter = cfg->store_retry_jitter;
-    s->rng = (uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15u | 1;
+    s->rng = bw__hash_seed(b);
     s->ov_state = BW_STATE_CLOSED;
     atomic_init(&s->stored_state, b->m.state);
     x->has_share = 1;
@@ -776,10 +777,7 @@ int64_t bw__breaker_now(const bw_breaker *b)
 static int64_t retry_delay(bw__share *s)
 {
     double d = bw__grow((double)s->retry, s->retry_mult, s->failures, s->retry_max > 0 ? (double)s->retry_max : 1e18);
-    s->rng ^= s->rng << 13;
-    s->rng ^= s->rng >> 7;
-    s->rng ^= s->rng << 17;
-    d += d * s->retry_jitter * ((double)(s->rng >> 11) / 9007199254740992.0);
+    d += d * s->retry_jitter * bw__unit(bw__splitmix(&s->rng));
     return d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
 }
 

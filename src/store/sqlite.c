@@ -128,8 +128,7 @@ static void rollback(sq *c)
 /* d scaled by a uniform factor in [0.8, 1.2]. */
 static int64_t jitter(sq *c, int64_t d)
 {
-    c->rng += UINT64_C(0x9e3779b97f4a7c15);
-    uint64_t r = bw__mix64(c->rng);
+    uint64_t r = bw__splitmix(&c->rng);
     int64_t fifth = d / 5;
     return d - fifth + (int64_t)(r % (uint64_t)(2 * fifth + 1));
 }
