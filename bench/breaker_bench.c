@@ -19,6 +19,10 @@
  *                               breakwater on a striped time window (window=time:60s)
  *                               against the naive breaker's single-mutex count ring
  *                               of 100 calls, not the same window on both sides
+ *   oversubscribed_settle_p999_us  64 threads on 2 CPUs, one breaker (default count
+ *                               window: one lock), each timing every acquire +
+ *                               settle(SUCCESS); the 99.9th percentile over all
+ *                               calls of all threads (the worst also printed)
  *   allocations_per_call        heap allocations per acquire + settle after setup
  *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
  *
@@ -263,6 +267,66 @@ static void bench_two_threads(bw_breaker *b, naive *n, double *bw_ns, double *na
     *naive_ns = median(vn, RUNS);
 }
 
+/* ---- many more threads than CPUs on one lock ---- */
+
+#define OVER_THREADS 64
+#define OVER_CALLS 20000L /* per thread */
+
+typedef struct over {
+    bw_breaker *b;
+    atomic_int *go;
+    float *us; /* OVER_CALLS latencies */
+} over;
+
+static void *over_main(void *arg)
+{
+    over *o = arg;
+    while (!atomic_load_explicit(o->go, memory_order_acquire))
+        sched_yield();
+    for (long i = 0; i < OVER_CALLS; i++) {
+        int64_t t0 = mono_ns();
+        bw_permit p;
+        if (bw_acquire(o->b, &p, NULL) == BW_OK)
+            bw_settle(o->b, &p, BW_SUCCESS);
+        o->us[i] = (float)(mono_ns() - t0) / 1000.0f;
+    }
+    return NULL;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* p99.9 of one acquire + settle with OVER_THREADS threads on one breaker, in us; *worst the maximum. */
+static double bench_oversubscribed(double *worst)
+{
+    bw_breaker *b = make_breaker("bench-over", NULL, 0);
+    float *all = malloc(sizeof(float) * OVER_THREADS * OVER_CALLS);
+    if (!all)
+        die("malloc", BW_ENOMEM);
+    pthread_t th[OVER_THREADS];
+    over o[OVER_THREADS];
+    atomic_int go = 0;
+    for (int i = 0; i < OVER_THREADS; i++) {
+        o[i] = (over){b, &go, all + (size_t)i * OVER_CALLS};
+        if (pthread_create(&th[i], NULL, over_main, &o[i]) != 0)
+            die("pthread_create", BW_ESYS);
+    }
+    atomic_store_explicit(&go, 1, memory_order_release);
+    for (int i = 0; i < OVER_THREADS; i++)
+        pthread_join(th[i], NULL);
+    expect_state(b, BW_STATE_CLOSED, "after the oversubscribed loop");
+    bw_breaker_free(b);
+    size_t n = (size_t)OVER_THREADS * OVER_CALLS;
+    qsort(all, n, sizeof *all, cmp_float);
+    double p999 = all[n - n / 1000 - 1];
+    *worst = all[n - 1];
+    free(all);
+    return p999;
+}
+
 /* ---- main ---- */
 
 int main(void)
@@ -300,6 +364,13 @@ int main(void)
         bench_two_threads_median_ns(success_loop, counted, counted, ITERS_THREADS, "the two-thread loop");
     bw_breaker_free(counted);
     report("two_threads_count_window_ns", two_counted, "ns");
+
+    double v[RUNS], w[RUNS];
+    for (int r = 0; r < RUNS; r++)
+        v[r] = bench_oversubscribed(&w[r]);
+    printf("# oversubscribed: %d threads x %ld calls a run; worst single call (median of runs) %.0f us\n", OVER_THREADS,
+           OVER_CALLS, median(w, RUNS));
+    report("oversubscribed_settle_p999_us", median(v, RUNS), "us");
 
     report("naive_closed_success_ns", bench_naive_closed(ITERS_NAIVE), "ns");
     report("naive_two_threads_ns", naive_two, "ns");

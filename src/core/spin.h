@@ -2,18 +2,29 @@
  * spin.h — the short lock that guards a breaker's machine (internal).
  *
  * Critical sections under it are a few dozen instructions with no user code, no
- * allocation and no system call, so a test-and-test-and-set lock beats a mutex:
- * acquiring it uncontended is one atomic exchange and releasing it a plain store.
- * A waiter spins with a pause instruction and yields the CPU after a while, so a
- * holder that was preempted gets to run; after each lost race it backs off a
- * little longer (up to 64 pauses), which cuts the cache-line ping-pong when two
- * threads hammer one lock (two threads on a count window: in the two modes
- * this VM shows, 72 -> 53 ns and 160 -> 130 ns per call).
+ * allocation and no system call, so a lock that spins briefly beats a mutex:
+ * acquiring it uncontended is one compare-and-swap and releasing it a load and
+ * a plain store. A waiter spins with a pause instruction and backs off a little
+ * longer after each lost race (up to 64 pauses), which cuts the cache-line
+ * ping-pong when two threads hammer one lock (two threads on a count window:
+ * in the two modes this VM shows, 72 -> 53 ns and 160 -> 130 ns per call).
+ *
+ * A bounded spin, then a park: when the holder does not let go within a few
+ * microseconds it is most likely not running (more runnable threads than CPUs),
+ * and spinning or yielding waiters would only keep it off the CPU (64 threads on
+ * 2 CPUs once showed 1.4 s for one settle). So after SPIN_ROUNDS the waiter marks
+ * the lock contended (2) and sleeps on it in the kernel (a futex on Linux;
+ * elsewhere a short sleep; spin.c), and the holder that finds the mark on release wakes
+ * one sleeper. Release reads the word before clearing it instead of swapping it
+ * (a swap would add a locked instruction to every uncontended release); a
+ * waiter that marks the lock between that read and the clearing store can miss
+ * its wake-up, so every sleep is bounded (PARK_NS) and then tries again.
+ *
+ * Lock word: 0 free, 1 held, 2 held and a waiter may be asleep.
  */
 #ifndef BW_SPIN_H
 #define BW_SPIN_H
 
-#include <sched.h>
 #include <stdatomic.h>
 
 typedef struct bw__spin {
@@ -29,37 +40,24 @@ static inline void bw__cpu_relax(void)
 #endif
 }
 
-/* Contended: wait for the holder, then back off a little more after each lost race. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline, cold))
-#endif
-static void
-bw__spin_lock_slow(bw__spin *l)
-{
-    int backoff = 1;
-    do {
-        for (int i = 0; atomic_load_explicit(&l->v, memory_order_relaxed); i++) {
-            if (i < 128)
-                bw__cpu_relax();
-            else
-                sched_yield();
-        }
-        for (int i = 0; i < backoff; i++)
-            bw__cpu_relax();
-        if (backoff < 64)
-            backoff *= 2;
-    } while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire));
-}
+/* Contended: spin a bounded while, then park (spin.c). */
+void bw__spin_lock_slow(bw__spin *l);
+/* Wake one parked waiter (spin.c). */
+void bw__spin_wake(bw__spin *l);
 
 static inline void bw__spin_lock(bw__spin *l)
 {
-    if (atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
+    int free_ = 0;
+    if (!atomic_compare_exchange_strong_explicit(&l->v, &free_, 1, memory_order_acquire, memory_order_relaxed))
         bw__spin_lock_slow(l);
 }
 
 static inline void bw__spin_unlock(bw__spin *l)
 {
+    int marked = atomic_load_explicit(&l->v, memory_order_relaxed) == 2;
     atomic_store_explicit(&l->v, 0, memory_order_release);
+    if (__builtin_expect(marked, 0))
+        bw__spin_wake(l);
 }
 
 #endif
