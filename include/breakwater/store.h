@@ -19,10 +19,20 @@
  *   memory:            in this process only; the reference store for tests
  *   shm:NAME           a POSIX shared-memory segment /NAME (1 to 200 bytes of
  *                      [A-Za-z0-9._-]) shared by the processes of one host;
- *                      ?capacity=N circuits (default 1024, at most 1048576)
+ *                      ?capacity=N circuits (default 1024, at most 1048576);
+ *                      ?lock_timeout=5s, in [1ns, 1h]: the longest an
+ *                      operation waits for the segment's lock (a holder that
+ *                      is stopped), after which it fails with BW_ETIMEDOUT and
+ *                      a breaker degrades to its local circuit. Limit: a
+ *                      process that truncates the segment file makes every
+ *                      process using it die of SIGBUS (it is memory-mapped, as
+ *                      with SQLite's mmap mode); nothing but breakwater should
+ *                      write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
  *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
- * Options follow the path as ?key=value&key=value.
+ * Options follow the path as ?key=value&key=value, each at most once, written
+ * as in configuration text (whole numbers and durations such as 250ms, no
+ * spaces). Every option is checked before anything is created.
  *
  * Thread safety: a store may be used from any number of threads at once;
  * bw_store_close must not race any other use, and every breaker using the store
@@ -88,11 +98,16 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
 
 /*
  * The operations of a store, for writing your own (bw_store_custom). A version
- * 1 table has these members; later versions only append.
+ * 1 table has these members; later versions only append, so a table of any
+ * version >= 1 is accepted and read up to the members this build knows.
  * - update: atomically against every other client of the same store (threads
  *   and processes), read `name`'s entry, call fn(arg, now, cur, &next) once,
  *   and apply its verdict. Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when
- *   the store is full, ...) with *err filled, in which case nothing changed.
+ *   the store is full, BW_ETIMEDOUT when a wait ran out, ...) with *err filled
+ *   (err may be NULL), in which case nothing changed. Whatever `cur` holds is
+ *   untrusted: breakwater decodes it with every field range-checked, and
+ *   replaces an entry it did not write with a fresh circuit
+ *   (BW_EVENT_STORE_CORRUPT). `now` must lie within +-2^62 ns (+-146 years).
  * - sweep: delete at most `max` expired entries; *deleted says how many.
  * - close: release ctx.
  * - read (optional, may be NULL): copy `name`'s live entry into *out and set
@@ -132,7 +147,7 @@ BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
  * it must outlive the store. The operations are called from any thread that
  * uses a breaker on the store and from the store's lane thread, at once:
  * they must be thread-safe. Returns BW_OK; BW_EINVAL for a NULL or incomplete
- * table, an unknown version, or a NULL out; BW_ENOMEM.
+ * table, a version below 1, or a NULL out; BW_ENOMEM.
  * Thread safety: any thread.
  */
 BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error *err);

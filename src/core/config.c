@@ -476,8 +476,7 @@ int bw__parse_duration(const char *v, int64_t *out)
     return 0;
 }
 
-/* A whole number; one beyond int64 saturates so that the setter reports the range. */
-static int parse_int(const char *v, int64_t *out)
+int bw__parse_int(const char *v, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -485,7 +484,13 @@ static int parse_int(const char *v, int64_t *out)
     if (end == v || *end || isspace((unsigned char)*v))
         return -1;
     *out = x; /* LLONG_MIN / LLONG_MAX on overflow */
-    return 0;
+    return errno == ERANGE ? 1 : 0;
+}
+
+/* A whole number as the setters take it: one beyond int64 saturates, so that the setter reports the range. */
+static int parse_int(const char *v, int64_t *out)
+{
+    return bw__parse_int(v, out) < 0 ? -1 : 0;
 }
 
 /* A number; the setter rejects NaN, infinities (overflow) and ranges. */
@@ -647,8 +652,7 @@ int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
     return BW_OK;
 }
 
-/* Format a duration exactly, in the largest unit that divides it. */
-static void fmt_duration(char *buf, size_t n, int64_t ns, const char *zero)
+void bw__fmt_duration(char *buf, size_t n, int64_t ns, const char *zero)
 {
     if (ns == 0) {
         snprintf(buf, n, "%s", zero);
@@ -668,17 +672,17 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         return BW_EINVAL;
     char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32], sttl[32], spoll[32], sretry[32], smax[32],
         sclose[32];
-    fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
-    fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
-    fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
-    fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
-    fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
-    fmt_duration(khidle, sizeof khidle, cfg->keyed_hidle, "0s");
-    fmt_duration(sttl, sizeof sttl, cfg->store_ttl, "0s");
-    fmt_duration(spoll, sizeof spoll, cfg->store_poll, "0s");
-    fmt_duration(sretry, sizeof sretry, cfg->store_retry, "0s");
-    fmt_duration(smax, sizeof smax, cfg->store_retry_max, "none");
-    fmt_duration(sclose, sizeof sclose, cfg->store_close_timeout, "0s");
+    bw__fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
+    bw__fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
+    bw__fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
+    bw__fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
+    bw__fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
+    bw__fmt_duration(khidle, sizeof khidle, cfg->keyed_hidle, "0s");
+    bw__fmt_duration(sttl, sizeof sttl, cfg->store_ttl, "0s");
+    bw__fmt_duration(spoll, sizeof spoll, cfg->store_poll, "0s");
+    bw__fmt_duration(sretry, sizeof sretry, cfg->store_retry, "0s");
+    bw__fmt_duration(smax, sizeof smax, cfg->store_retry_max, "none");
+    bw__fmt_duration(sclose, sizeof sclose, cfg->store_close_timeout, "0s");
     const bw__mcfg *m = &cfg->m;
     int n = snprintf(buf, size,
                      "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "

@@ -76,6 +76,13 @@ bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg);
  * 0). Returns 0, or -1 when malformed (config.c).
  */
 int bw__parse_duration(const char *v, int64_t *out);
+/*
+ * Parse a whole number in decimal, with no space anywhere: 0, -1 when it
+ * is not one, 1 when it does not fit in int64 (*out then saturates) (config.c).
+ */
+int bw__parse_int(const char *v, int64_t *out);
+/* Format a duration exactly, in the largest unit that divides it; `zero` for 0 (config.c). */
+void bw__fmt_duration(char *buf, size_t n, int64_t ns, const char *zero);
 
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
 int64_t bw__config_wait(const bw_config *cfg);

@@ -43,6 +43,19 @@
  * user) and reserves its memory up front (posix_fallocate), so that a full
  * /dev/shm fails the open instead of killing a process with SIGBUS later.
  *
+ * Every wait for the mutex is bounded by ?lock_timeout= (5 s, as sqlite:'s
+ * busy_timeout): past it an update fails with BW_ETIMEDOUT, which a breaker
+ * treats as any store error (it degrades to its local circuit), so a holder
+ * that is stopped, or a lock word overwritten with garbage, delays each caller
+ * by at most that much and blocks no one for good.
+ *
+ * Limit: the segment is mapped, not read through system calls. A process that
+ * truncates it (ftruncate on /dev/shm/NAME, or removing and re-creating it
+ * smaller) makes every process that touches a page past the new end die of
+ * SIGBUS. Detecting that would cost a system call per operation; like SQLite's
+ * memory-mapped I/O, this store leaves the segment to breakwater and documents
+ * the limit (store.h). Opening a segment of the wrong size fails cleanly.
+ *
  * Locking: the robust mutex in the header protects the whole segment after
  * initialisation (meta, bodies, used, journal); it is held across lookup, the
  * update function and the write. Before the ready flag is set only the creator
@@ -72,6 +85,8 @@
 #define SHM_CAP_DEFAULT 1024
 #define SHM_CAP_MAX 1048576
 #define SHM_WAIT_NS (2 * BW_NS_PER_S)
+#define SHM_LOCK_TIMEOUT_DEFAULT (5 * BW_NS_PER_S) /* as sqlite:'s busy_timeout */
+#define SHM_LOCK_TIMEOUT_MAX (3600 * BW_NS_PER_S)
 
 enum { SLOT_EMPTY = 0, SLOT_USED = 1, SLOT_TOMB = 2 };
 
@@ -116,6 +131,7 @@ typedef struct shm {
     void *base;
     size_t size;
     uint32_t cap;
+    int64_t lock_timeout;        /* ns */
     char name[SHM_NAME_MAX + 2]; /* "/" NAME */
 } shm;
 
@@ -246,8 +262,22 @@ static int lock(shm *m, bw_error *err)
         if (rc == EBUSY)
             bw__cpu_relax();
     }
-    if (rc == EBUSY)
-        rc = pthread_mutex_lock(&m->hdr->mu);
+    if (rc == EBUSY) {
+        /* Bounded: a holder that is stopped (SIGSTOP, a debugger) or a lock word
+           overwritten with garbage must not stall every process. (timedlock takes
+           a wall-clock deadline; a step of the wall clock during the wait moves it.) */
+        struct timespec at;
+        clock_gettime(CLOCK_REALTIME, &at);
+        int64_t t = (int64_t)at.tv_sec * BW_NS_PER_S + at.tv_nsec + m->lock_timeout;
+        at.tv_sec = (time_t)(t / BW_NS_PER_S);
+        at.tv_nsec = (long)(t % BW_NS_PER_S);
+        rc = pthread_mutex_timedlock(&m->hdr->mu, &at);
+        if (rc == ETIMEDOUT)
+            return bw__fail(err, BW_ETIMEDOUT, "lock_timeout",
+                            "shm store '%s': its lock was held longer than lock_timeout (%lld ms); is its holder "
+                            "stopped?",
+                            m->name + 1, (long long)(m->lock_timeout / BW_NS_PER_MS));
+    }
     if (rc == EOWNERDEAD) {
         /* Its owner died holding it: finish or discard what it was doing. */
         repair(m);
@@ -589,9 +619,11 @@ static int check_shm_name(const char *name, bw_error *err)
 int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
 {
     int rc = check_shm_name(u->path, err);
-    int64_t cap = 0;
+    int64_t cap = 0, lock_timeout = 0;
     if (rc == BW_OK)
         rc = bw__url_int(u, "capacity", 1, SHM_CAP_MAX, SHM_CAP_DEFAULT, 0, &cap, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "lock_timeout", 1, SHM_LOCK_TIMEOUT_MAX, SHM_LOCK_TIMEOUT_DEFAULT, 1, &lock_timeout, err);
     if (rc != BW_OK)
         return rc;
     shm *m = calloc(1, sizeof *m);
@@ -599,6 +631,7 @@ int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     m->store = s;
     m->cap = (uint32_t)cap;
+    m->lock_timeout = lock_timeout;
     m->size = seg_size(m->cap);
     m->name[0] = '/';
     memcpy(m->name + 1, u->path, strlen(u->path) + 1);

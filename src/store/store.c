@@ -45,6 +45,9 @@ static int parse_url(const char *url, bw__url *u, bw_error *err)
             return bw__fail(err, BW_EINVAL, "url", "at most %d store options", BW__URL_MAX_OPTS);
         if (kl >= sizeof u->opt[0].key || vl >= sizeof u->opt[0].value)
             return bw__fail(err, BW_EINVAL, "url", "store option '%.*s' is too long", (int)(kl < 32 ? kl : 32), k);
+        for (int i = 0; i < u->nopts; i++)
+            if (strlen(u->opt[i].key) == kl && memcmp(u->opt[i].key, k, kl) == 0)
+                return bw__fail(err, BW_EINVAL, u->opt[i].key, "store option '%s' is given twice", u->opt[i].key);
         memcpy(u->opt[u->nopts].key, k, kl);
         memcpy(u->opt[u->nopts].value, eq + 1, vl);
         u->nopts++;
@@ -55,10 +58,8 @@ static int parse_url(const char *url, bw__url *u, bw_error *err)
 const char *bw__url_opt(bw__url *u, const char *key)
 {
     for (int i = 0; i < u->nopts; i++)
-        if (strcmp(u->opt[i].key, key) == 0) {
-            u->opt[i].used = 1;
+        if (strcmp(u->opt[i].key, key) == 0)
             return u->opt[i].value;
-        }
     return NULL;
 }
 
@@ -71,19 +72,21 @@ int bw__url_int(bw__url *u, const char *key, int64_t lo, int64_t hi, int64_t dfl
         return BW_OK;
     }
     int64_t x = 0;
-    int bad;
-    if (duration) {
-        bad = bw__parse_duration(v, &x) != 0;
-    } else {
-        char *end;
-        errno = 0;
-        long long l = strtoll(v, &end, 10);
-        bad = !*v || *end || errno;
-        x = l;
+    /* The configuration text's rules: no spaces, exact durations, overflow reported as such. */
+    int bad = duration ? bw__parse_duration(v, &x) : bw__parse_int(v, &x);
+    if (bad == 1)
+        return bw__fail(err, BW_EINVAL, key,
+                        "%s must be a whole number in [%" PRId64 ", %" PRId64 "], got '%.60s' (too large)", key, lo, hi,
+                        v);
+    if (bad || x < lo || x > hi) {
+        if (!duration)
+            return bw__fail(err, BW_EINVAL, key, "%s must be a whole number in [%" PRId64 ", %" PRId64 "], got '%.60s'",
+                            key, lo, hi, v);
+        char a[32], b[32];
+        bw__fmt_duration(a, sizeof a, lo, "off");
+        bw__fmt_duration(b, sizeof b, hi, "off");
+        return bw__fail(err, BW_EINVAL, key, "%s must be a duration in [%s, %s], got '%.60s'", key, a, b, v);
     }
-    if (bad || x < lo || x > hi)
-        return bw__fail(err, BW_EINVAL, key, "%s must be %s in [%" PRId64 ", %" PRId64 "]%s, got '%s'", key,
-                        duration ? "a duration" : "a whole number", lo, hi, duration ? " ns" : "", v);
     *out = x;
     return BW_OK;
 }
@@ -94,10 +97,40 @@ static int check_ops(const bw_store_ops *ops, bw_error *err)
 {
     if (!ops)
         return bw__fail(err, BW_EINVAL, "ops", "ops must not be NULL");
-    if (ops->version != BW_STORE_OPS_VERSION)
-        return bw__fail(err, BW_EINVAL, "ops", "ops version must be %d, got %d", BW_STORE_OPS_VERSION, ops->version);
+    if (ops->version < 1)
+        return bw__fail(err, BW_EINVAL, "ops", "ops version must be at least 1, got %d", ops->version);
     if (!ops->scheme || !ops->update || !ops->sweep || !ops->close)
         return bw__fail(err, BW_EINVAL, "ops", "ops must have scheme, update, sweep and close");
+    return BW_OK;
+}
+
+/* The built-in schemes, and the options each takes (checked before anything is created). */
+typedef struct scheme {
+    const char *name;
+    int (*open)(bw_store *s, bw__url *u, bw_error *err);
+    const char *options[3];
+} scheme;
+
+static const scheme schemes[] = {
+    {"memory", bw__memory_open, {NULL}},
+    {"shm", bw__shm_open, {"capacity", "lock_timeout", NULL}},
+#ifdef BW_HAVE_SQLITE
+    {"sqlite", bw__sqlite_open, {"busy_timeout", "sweep", NULL}},
+#else
+    {"sqlite", NULL, {NULL}},
+#endif
+};
+
+static int check_options(const scheme *sc, const bw__url *u, bw_error *err)
+{
+    for (int i = 0; i < u->nopts; i++) {
+        int known = 0;
+        for (int k = 0; sc->options[k]; k++)
+            known |= strcmp(sc->options[k], u->opt[i].key) == 0;
+        if (!known)
+            return bw__fail(err, BW_EINVAL, u->opt[i].key, "unknown option '%s' for a %s: store", u->opt[i].key,
+                            sc->name);
+    }
     return BW_OK;
 }
 
@@ -113,27 +146,20 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
     int rc = parse_url(url, u, err);
+    const scheme *sc = NULL;
+    for (size_t i = 0; rc == BW_OK && i < sizeof schemes / sizeof schemes[0]; i++)
+        if (strcmp(u->scheme, schemes[i].name) == 0)
+            sc = &schemes[i];
+    if (rc == BW_OK && !sc)
+        rc = bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%s' (memory, shm, sqlite)", u->scheme);
+    else if (rc == BW_OK && !sc->open)
+        rc = bw__fail(err, BW_ESTATE, "scheme", "this build of breakwater has no SQLite support");
+    if (rc == BW_OK)
+        rc = check_options(sc, u, err);
     if (rc == BW_OK) {
         atomic_init(&s->clock, NULL);
-        if (strcmp(u->scheme, "memory") == 0)
-            rc = bw__memory_open(s, u, err);
-        else if (strcmp(u->scheme, "shm") == 0)
-            rc = bw__shm_open(s, u, err);
-        else if (strcmp(u->scheme, "sqlite") == 0)
-#ifdef BW_HAVE_SQLITE
-            rc = bw__sqlite_open(s, u, err);
-#else
-            rc = bw__fail(err, BW_ESTATE, "scheme", "this build of breakwater has no SQLite support");
-#endif
-        else
-            rc = bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%s' (memory, shm, sqlite)", u->scheme);
+        rc = sc->open(s, u, err);
     }
-    for (int i = 0; rc == BW_OK && i < u->nopts; i++)
-        if (!u->opt[i].used) {
-            s->ops.close(s->ctx);
-            rc = bw__fail(err, BW_EINVAL, u->opt[i].key, "unknown option '%s' for a %s: store", u->opt[i].key,
-                          u->scheme);
-        }
     free(u);
     if (rc != BW_OK) {
         free(s);
@@ -157,7 +183,7 @@ int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error
         ops->close(ctx);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
-    s->ops = *ops;
+    s->ops = *ops; /* the version 1 members: a later table only appends, so its prefix is one */
     s->ctx = ctx;
     atomic_init(&s->clock, NULL);
     *out = s;

@@ -25,11 +25,10 @@ typedef struct bw__url {
     struct {
         char key[32];
         char value[128];
-        int used; /* read by the backend; an unused option is an error */
     } opt[BW__URL_MAX_OPTS];
 } bw__url;
 
-/* The value of option `key`, or NULL when absent. Marks it used. */
+/* The value of option `key`, or NULL when absent (store.c checked every key is known). */
 const char *bw__url_opt(bw__url *u, const char *key);
 /*
  * Option `key` as a whole number in [lo, hi] (dflt when absent), or as a

@@ -227,6 +227,7 @@ static void url_err(const char *url, int want, const char *field)
 static void test_url_errors(void)
 {
     char url[400], name[260];
+    bw_error e;
     url_err("shm:", BW_EINVAL, "name");
     url_err("shm:a/b", BW_EINVAL, "name");
     url_err("shm:a b", BW_EINVAL, "name");
@@ -246,9 +247,31 @@ static void test_url_errors(void)
     url_err(url, BW_EINVAL, "capacity");
     snprintf(url, sizeof url, "shm:%s?capacity=-1", n);
     url_err(url, BW_EINVAL, "capacity");
-    /* An unknown option is store.c's error; the segment it made stays usable. */
+    /* An unknown option is refused before anything is made: no segment is left behind. */
+    unlink_seg(n);
     snprintf(url, sizeof url, "shm:%s?colour=blue", n);
     url_err(url, BW_EINVAL, "colour");
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", n);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(url, sizeof url, "shm:%s?capacity=4&capacity=8", n); /* given twice */
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?capacity= 5", n); /* the configuration text's rule: no spaces */
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?capacity=99999999999999999999", n);
+    url_err(url, BW_EINVAL, "capacity");
+    snprintf(url, sizeof url, "shm:%s?lock_timeout=0", n);
+    url_err(url, BW_EINVAL, "lock_timeout");
+    snprintf(url, sizeof url, "shm:%s?lock_timeout=2h", n);
+    url_err(url, BW_EINVAL, "lock_timeout");
+    CHECK(access(path, F_OK) != 0);
+    bw_store *bad = NULL;
+    memset(&e, 0, sizeof e);
+    CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
+    CHECK(strstr(e.message, "[1ns, 1h]") != NULL); /* durations as configuration text writes them */
+    snprintf(url, sizeof url, "shm:%s?capacity=4&capacity=8", n);
+    CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
+    CHECK(strstr(e.message, "twice") != NULL);
     unlink_seg(n);
 
     /* The longest name (200 bytes) opens. */
@@ -257,7 +280,6 @@ static void test_url_errors(void)
     name[k] = 'y';
     name[200] = '\0';
     bw_store *s = NULL;
-    bw_error e;
     CHECK_OK(open_shm(name, 4, &s, &e));
     CHECK_OK(put(s, "k", 5, 16, BW_STORE_NEVER, &e));
     CHECK_INT(get(s, "k"), 5);
@@ -655,6 +677,86 @@ static void test_kill_holding_lock(void)
     unlink_seg(n);
 }
 
+/* The child stops itself while it holds the segment's lock (journal written, nothing applied). */
+static void fault_stop(int point)
+{
+    if (point == BW__SHM_FAULT_JOURNAL)
+        raise(SIGSTOP);
+}
+
+static int stop_degraded_status;
+static char stop_degraded_message[128];
+
+static void on_stop_event(const bw_event *ev, void *user)
+{
+    (void)user;
+    if (ev->type == BW_EVENT_STORE_DEGRADED) {
+        stop_degraded_status = ev->status;
+        snprintf(stop_degraded_message, sizeof stop_degraded_message, "%s", ev->message ? ev->message : "(null)");
+    }
+}
+
+/*
+ * A process stopped while it holds the lock delays the others by at most
+ * lock_timeout: an update fails with BW_ETIMEDOUT, and a stored breaker on the
+ * store degrades to its local circuit (its event says why) and carries on.
+ */
+static void test_stopped_holder(void)
+{
+    const char *n = seg("stop");
+    unlink_seg(n);
+    char url[300];
+    snprintf(url, sizeof url, "shm:%s?capacity=16&lock_timeout=200ms", n);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(url, &s, &e));
+    CHECK_OK(put(s, "entry", 41, 64, BW_STORE_NEVER, &e));
+    pid_t pid = fork();
+    if (pid == 0) {
+        child_guard();
+        bw__shm_fault = fault_stop;
+        put(s, "entry", 42, 64, BW_STORE_NEVER, NULL);
+        _exit(7);
+    }
+    CHECK(pid > 0);
+    alarm(20);
+    int st = 0;
+    CHECK_INT(waitpid(pid, &st, WUNTRACED), pid);
+    CHECK(WIFSTOPPED(st));
+    int64_t t0 = bw__mono_now();
+    CHECK_RC(put(s, "entry", 43, 64, BW_STORE_NEVER, &e), BW_ETIMEDOUT);
+    int64_t took = bw__mono_now() - t0;
+    CHECK(took >= 150 * BW_NS_PER_MS && took < 2 * BW_NS_PER_S);
+    CHECK_STR(e.field, "lock_timeout");
+
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED), on_stop_event, NULL));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("svc-stopped", c, &b, &e));
+    bw_config_free(c);
+    for (int i = 0; i < 3; i++) {
+        t0 = bw__mono_now();
+        bw_permit p;
+        CHECK_OK(bw_acquire(b, &p, NULL));
+        CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+        took = bw__mono_now() - t0;
+        CHECK(took < 2 * BW_NS_PER_S); /* the first waits out lock_timeout once; then it is degraded */
+    }
+    CHECK_INT(stop_degraded_status, BW_ETIMEDOUT);
+    CHECK(strstr(stop_degraded_message, "lock_timeout") != NULL);
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    bw_breaker_free(b);
+
+    kill(pid, SIGCONT); /* it finishes its commit */
+    CHECK_INT(reap(pid), 7);
+    CHECK_INT(get(s, "entry"), 42);
+    alarm(0);
+    bw_store_close(s);
+    unlink_seg(n);
+}
+
 /* Kill the child at one point of a commit, through the fault hook. */
 static int kill_at;
 
@@ -776,6 +878,7 @@ int main(void)
     RUN(test_processes);
     RUN(test_kill_holding_lock);
     RUN(test_kill_mid_commit);
+    RUN(test_stopped_holder);
     RUN(test_mismatch);
     return TEST_SUMMARY();
 }
