@@ -207,8 +207,9 @@ BW_API int bw_breaker_state(const bw_breaker *b);
 /*
  * bw_breaker_snapshot — fill *out with the breaker's counters and state, all
  * taken at one instant under the breaker's lock. A stored breaker reads its
- * circuit from the store (one store operation); if the store fails it reports
- * its local circuit. Returns BW_OK or BW_EINVAL.
+ * circuit from the store (the store's lock-free read where it has one, else one
+ * update that writes nothing: a snapshot never renews or changes the entry); if
+ * the store fails it reports its local circuit. Returns BW_OK or BW_EINVAL.
  * Thread safety: any thread, concurrently with calls (it briefly takes the
  * breaker's locks).
  */
@@ -233,7 +234,9 @@ BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
  * - metrics_only: METRICS_ONLY (shadow mode); admits every call and keeps
  *   recording into the window, but never trips.
  * On a stored breaker (store.h) a verb also updates the fleet's circuit in the
- * store (one blocking store update); if the store fails, only this breaker's
+ * store (one blocking store update; a reset keeps the entry as a fence at its
+ * new generation, so that calls in flight in every process settle as stale;
+ * docs/stores.md); if the store fails, only this breaker's
  * local circuit changed and it is degraded. A coordinated breaker's verbs stay
  * local. Each returns BW_OK or BW_EINVAL (b NULL).
  * Thread safety: any thread, concurrently with calls; listeners run on the

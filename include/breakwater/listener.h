@@ -40,12 +40,14 @@ typedef enum bw_event_type {
     BW_EVENT_REJECTED = 2,     /* an acquire was refused: state, retry_after */
     BW_EVENT_RESET = 3,        /* bw_breaker_reset ran (always, even if already CLOSED) */
     /* Pipeline events (pipeline.h): `breaker` is NULL and `name` is the pipeline's name. */
-    BW_EVENT_RETRY = 4,              /* a retry layer will run another attempt: attempt, delay_ns, status */
-    BW_EVENT_BULKHEAD_REJECTED = 5,  /* a bulkhead layer found no slot (status BW_EFULL) */
-    BW_EVENT_FALLBACK = 6,           /* a fallback layer substituted a value: fallback_reason, status */
-    BW_EVENT_STORE_DEGRADED = 7,     /* the breaker's store failed: it runs on local state until it answers */
-    BW_EVENT_STORE_RECOVERED = 8,    /* the store answered again: its shared state counts again */
-    BW_EVENT_STORE_WRITE_DROPPED = 9 /* a coordinated write found the queue full and was dropped */
+    BW_EVENT_RETRY = 4,               /* a retry layer will run another attempt: attempt, delay_ns, status */
+    BW_EVENT_BULKHEAD_REJECTED = 5,   /* a bulkhead layer found no slot (status BW_EFULL) */
+    BW_EVENT_FALLBACK = 6,            /* a fallback layer substituted a value: fallback_reason, status */
+    BW_EVENT_STORE_DEGRADED = 7,      /* the breaker's store failed (status, message): it runs on local state */
+    BW_EVENT_STORE_RECOVERED = 8,     /* the store took a write again: its shared state counts again */
+    BW_EVENT_STORE_WRITE_DROPPED = 9, /* a coordinated write found the queue full and was dropped */
+    BW_EVENT_STORE_CORRUPT = 10       /* the breaker's entry in its store was malformed (message): it was
+                                         replaced by a fresh circuit; fired once, by the update that replaced it */
 } bw_event_type;
 
 #define BW_EVENT_MASK(type) (1u << (unsigned)(type))
@@ -72,9 +74,12 @@ typedef struct bw_event {
     int64_t delay_ns;           /* RETRY: the wait before the next attempt */
     int status;                 /* RETRY, FALLBACK: the status of the outcome that caused it
                                    (BW_OK with a failing code, BW_REJECTED, BW_ETIMEDOUT, ...);
-                                   BULKHEAD_REJECTED: BW_EFULL */
+                                   BULKHEAD_REJECTED: BW_EFULL; STORE_DEGRADED: the store's
+                                   error (BW_ESYS, BW_ELIMIT, BW_ETIMEDOUT, ...) */
     int rc;                     /* RETRY, FALLBACK: the call's return code when status is BW_OK */
     int fallback_reason;        /* FALLBACK: the BW_FALLBACK_ON_* bit the fallback stood in for */
+    const char *message;        /* STORE_DEGRADED: the store's error message ("" when it gave none);
+                                   STORE_CORRUPT: what was wrong; NULL for other types */
 } bw_event;
 
 /*

@@ -793,12 +793,6 @@ int bw__breaker_store_gate(bw_breaker *b)
     return open;
 }
 
-static void add_event(bw_breaker *b, pending *p, int type)
-{
-    if (b->listener_mask & BW_EVENT_MASK(type))
-        p->ev[p->n++] = event_of(b, (bw_event_type)type);
-}
-
 /* Adopt a coordinated view from a store operation. Call with every lock held. */
 static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
 {
@@ -806,8 +800,7 @@ static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
     uint64_t prev_gen = s->ov_gen;
     if (op->after == BW_STATE_OPEN) {
         s->ov_state = BW_STATE_OPEN;
-        int64_t left = op->open_until > op->now ? op->open_until - op->now : 0;
-        s->ov_until = now_of(b) + left;
+        s->ov_until = bw__sat_add(now_of(b), bw__time_left(op->open_until, op->now));
     } else if (op->after == BW_STATE_HALF_OPEN) {
         s->ov_state = BW_STATE_HALF_OPEN;
     } else {
@@ -820,36 +813,58 @@ static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
     s->ov_gen = op->out_gen;
 }
 
-void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op)
+static void add_store_event(bw_breaker *b, pending *p, int type, int status, const char *message)
+{
+    if (!(b->listener_mask & BW_EVENT_MASK(type)))
+        return;
+    bw_event e = event_of(b, (bw_event_type)type);
+    e.status = status;
+    e.message = message;
+    p->ev[p->n++] = e;
+}
+
+/*
+ * What a store operation tells about the store's health. Only a write that
+ * the store applied recovers a degraded stored breaker and resets the retry
+ * backoff: a store that reads but cannot write (a read-only file system, a full
+ * disk) stays degraded, its retries growing further apart. A coordinated
+ * breaker also recovers on an update that needed no write (a poll), since the
+ * shared view it governs by was read afresh, but its backoff still resets only
+ * on a write.
+ */
+void bw__breaker_store_result(bw_breaker *b, int rc, const bw__shared_op *op, const bw_error *err)
 {
     bw__share *s = share_of(b);
     pending ev;
     ev.n = 0;
+    if (rc == BW_OK && op->corrupt)
+        add_store_event(b, &ev, BW_EVENT_STORE_CORRUPT, BW_OK, "the stored entry was malformed; it was replaced");
     if (rc == BW_OK && s->mode == BW_STORE_STORED && !atomic_load_explicit(&s->degraded, memory_order_relaxed)) {
         /* Stored, and nothing to recover: the word never changes, so no lock (and no write of an unchanged state). */
         if (atomic_load_explicit(&s->stored_state, memory_order_relaxed) != op->after)
             atomic_store_explicit(&s->stored_state, op->after, memory_order_relaxed);
-        if (BW_UNLIKELY(op->before != op->after)) {
+        if (BW_UNLIKELY(op->before != op->after))
             add_change(b, &ev, op->before, op->after);
-            deliver(b, &ev);
-        }
+        deliver(b, &ev);
         return;
     }
     int64_t now = rc == BW_OK ? 0 : now_of(b);
     change c = change_begin(b);
     c.force = 1;
     if (rc == BW_OK) {
-        if (s->degraded)
-            add_event(b, &ev, BW_EVENT_STORE_RECOVERED);
-        s->degraded = 0;
-        s->failures = 0;
+        if (s->degraded && (op->wrote || s->mode == BW_STORE_COORDINATED)) {
+            add_store_event(b, &ev, BW_EVENT_STORE_RECOVERED, BW_OK, NULL);
+            s->degraded = 0;
+        }
+        if (op->wrote)
+            s->failures = 0;
         if (s->mode == BW_STORE_COORDINATED)
             adopt(b, s, op);
     } else {
         if (!s->degraded)
-            add_event(b, &ev, BW_EVENT_STORE_DEGRADED);
+            add_store_event(b, &ev, BW_EVENT_STORE_DEGRADED, rc, err ? err->message : "");
         s->degraded = 1;
-        s->retry_at = now + retry_delay(s);
+        s->retry_at = bw__sat_add(now, retry_delay(s));
         if (s->failures < UINT32_MAX)
             s->failures++;
     }
@@ -866,7 +881,7 @@ void bw__breaker_write_dropped(bw_breaker *b)
 {
     pending ev;
     ev.n = 0;
-    add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED);
+    add_store_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, BW_OK, NULL);
     deliver(b, &ev);
 }
 
@@ -883,8 +898,10 @@ static int store_op(bw_breaker *b, bw__share *s, bw__shared_op *op)
 {
     op->cfg = &s->scfg;
     op->ttl = s->ttl;
-    int rc = bw__store_update(s->store, b->name, bw__shared_apply, op, NULL);
-    bw__breaker_store_result(b, rc, op);
+    bw_error err;
+    err.message[0] = '\0';
+    int rc = bw__store_update(s->store, b->name, bw__shared_apply, op, &err);
+    bw__breaker_store_result(b, rc, op, &err);
     return rc;
 }
 
@@ -922,8 +939,10 @@ static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection 
     op.op = BW__OP_ACQUIRE;
     op.cfg = &s->scfg;
     op.ttl = s->ttl;
-    if (s->mode == BW_STORE_STORED && read_admits(b, s, &op)) {
-        bw__breaker_store_result(b, BW_OK, &op);
+    /* A degraded breaker due for a retry asks by an update: only a write can show the store is back. */
+    if (s->mode == BW_STORE_STORED && !atomic_load_explicit(&s->degraded, memory_order_relaxed) &&
+        read_admits(b, s, &op)) {
+        bw__breaker_store_result(b, BW_OK, &op, NULL);
     } else if (store_op(b, s, &op) != BW_OK) {
         return acquire_locked(b, p, why, stamp);
     }
@@ -931,7 +950,11 @@ static BW_NOINLINE int shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection 
     if (op.ok && leased && op.after != BW_STATE_HALF_OPEN)
         return acquire_locked(b, p, why, stamp); /* the shared circuit closed meanwhile: local rules */
     if (!op.ok) {
-        int64_t ra = op.after == BW_STATE_OPEN ? (op.open_until > op.now ? op.open_until - op.now : 1) : BW_NO_TIME;
+        int64_t ra = BW_NO_TIME;
+        if (op.after == BW_STATE_OPEN) {
+            ra = bw__time_left(op.open_until, op.now);
+            ra = ra > 0 ? ra : 1;
+        }
         p->magic_ = PERMIT_SETTLED;
         fill_rejection(b, why, op.after, ra);
         return BW_REJECTED;
@@ -989,6 +1012,16 @@ static int shared_snapshot(bw_breaker *b, bw_snapshot *out)
     memset(&op, 0, sizeof op);
     op.op = BW__OP_READ;
     op.snap = out;
+    op.cfg = &s->scfg;
+    op.ttl = s->ttl;
+    /* A read, never a write: through the store's lock-free read where it has one. */
+    bw_store_entry e, unused;
+    int found = 0;
+    int64_t now;
+    if (bw__store_try_read(s->store, b->name, &now, &e, &found) == BW_OK) {
+        bw__shared_apply(&op, now, found ? &e : NULL, &unused);
+        return BW_OK;
+    }
     return store_op(b, s, &op);
 }
 

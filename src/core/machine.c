@@ -318,8 +318,7 @@ int64_t bw__machine_retry_after(const bw__machine *m, int64_t now)
 {
     if (m->state != BW_STATE_OPEN)
         return BW_NO_TIME;
-    int64_t until = bw__sat_add(m->opened_at, m->open_wait);
-    return now >= until ? 0 : until - now;
+    return bw__time_left(bw__sat_add(m->opened_at, m->open_wait), now);
 }
 
 int bw__machine_trip(bw__machine *m, int64_t now)

@@ -19,6 +19,15 @@
 
 /* Largest wait the backoff can reach when uncapped (about 73 years). */
 #define BW__WAIT_CEILING (INT64_MAX / 4)
+/*
+ * The range of every instant a machine holds (stamps of opening, of a round's
+ * start, a window's second in ns): +-2^62 ns, about 146 years either side of
+ * the clock's zero. With waits at most BW__WAIT_CEILING, no instant plus a wait
+ * overflows. Images read back from a store are checked against it (persist.c).
+ */
+#define BW__INSTANT_MAX (INT64_MAX / 2)
+/* The largest generation an image may carry: room to grow, far below the "no entry" mark. */
+#define BW__GEN_MAX (UINT64_MAX / 2)
 /* Open-wait growth stops after this many consecutive failed rounds. */
 #define BW__BACKOFF_ROUNDS 64
 
@@ -40,6 +49,15 @@ static inline double bw__grow(double base, double multiplier, uint64_t k, double
 static inline int64_t bw__sat_add(int64_t a, int64_t b)
 {
     return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* until - now when positive, else 0; saturates instead of overflowing. */
+static inline int64_t bw__time_left(int64_t until, int64_t now)
+{
+    if (until <= now)
+        return 0;
+    uint64_t d = (uint64_t)until - (uint64_t)now;
+    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
 }
 
 /* A lazily read instant: `read(ctx)` is called at most once, when first needed. */

@@ -15,6 +15,8 @@
  */
 #include "persist.h"
 
+#include "breakwater/common.h"
+
 #include <string.h>
 
 #define MAGIC 0x314d5742u /* "BWM1" */
@@ -121,7 +123,39 @@ int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uin
     *state = (int)get(&c, 1);
     get(&c, 5);
     *gen = get(&c, 8);
-    return c.bad ? -1 : 0;
+    return c.bad || *gen > BW__GEN_MAX ? -1 : 0;
+}
+
+/*
+ * What the encoder can produce, and so all a decoder accepts: an image is read
+ * from a store, as untrusted as a file from disk. Instants (and cur_sec in ns)
+ * lie within +-BW__INSTANT_MAX and waits within [0, BW__WAIT_CEILING], so no
+ * sum or difference the machine forms of them overflows; the generation leaves
+ * room to grow and never reaches the "no entry" mark; probe counts are
+ * consistent with each other; the window's counts are exactly the sum of its
+ * memory. Nothing here loops more than the window's size, which comes from the
+ * configuration, not from the image.
+ */
+static int instant_ok(int64_t t)
+{
+    return t >= -BW__INSTANT_MAX && t <= BW__INSTANT_MAX;
+}
+
+#define SLOT_BITS 7u /* used | failed | slow (window.c) */
+
+/* A count window's slots: flags only, the counts their sums, head in range. */
+static int count_window_ok(const unsigned char *mem, uint32_t size, uint64_t total, uint64_t failed, uint64_t slow)
+{
+    uint64_t t = 0, f = 0, sl = 0;
+    for (uint32_t i = 0; i < size; i++) {
+        unsigned v = mem[i];
+        if ((v & ~SLOT_BITS) || (v && !(v & 1u)))
+            return 0;
+        t += v & 1u;
+        f += (v >> 1) & 1u;
+        sl += (v >> 2) & 1u;
+    }
+    return t == total && f == failed && sl == slow;
 }
 
 int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, const unsigned char *buf, size_t len)
@@ -132,14 +166,24 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     if (get(&c, 4) != MAGIC)
         return -1;
     unsigned policy = (unsigned)get(&c, 1), kind = (unsigned)get(&c, 1), state = (unsigned)get(&c, 1);
-    get(&c, 1);
+    unsigned pad = (unsigned)get(&c, 1);
     uint32_t size = (uint32_t)get(&c, 4);
     uint64_t gen = get(&c, 8);
     int64_t opened_at = (int64_t)get(&c, 8), open_wait = (int64_t)get(&c, 8), ho_since = (int64_t)get(&c, 8);
     uint32_t u[9];
     for (int i = 0; i < 9; i++)
         u[i] = (uint32_t)get(&c, 4);
-    if (c.bad || state > BW_STATE_METRICS_ONLY)
+    if (c.bad || pad != 0 || state > BW_STATE_METRICS_ONLY ||
+        (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
+        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME) || gen > BW__GEN_MAX || !instant_ok(opened_at) ||
+        !instant_ok(ho_since) || open_wait < 0 || open_wait > BW__WAIT_CEILING)
+        return -1;
+    /* admitted >= in_flight, completed; completed >= probe failures, probe slows. */
+    if (u[2] > u[1] || u[3] > u[1] || u[4] > u[3] || u[5] > u[3])
+        return -1;
+    /* The rest is exactly the window of the image's own policy, kind and size. */
+    size_t rest = policy == BW_POLICY_RATE ? WIN_HEAD_BYTES + bw__window_bytes((int)kind, size) : 0;
+    if (c.left != rest) /* (which also bounds the size by the image's length) */
         return -1;
     m->state = (uint8_t)state;
     m->gen = gen;
@@ -165,24 +209,43 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     int64_t cur_sec = (int64_t)get(&c, 8);
     uint32_t head = (uint32_t)get(&c, 4), cur_slot = (uint32_t)get(&c, 4);
     size_t wb = bw__window_bytes(w->kind, w->size);
-    if (c.bad || c.left < wb || head >= w->size || cur_slot >= w->size)
+    if (c.bad || c.left != wb || head >= w->size || cur_slot >= w->size || failed > total || slow > total)
         return -1;
     if (w->kind == BW_WINDOW_COUNT) {
+        if (cur_sec != INT64_MIN || cur_slot != 0 || total > w->size ||
+            !count_window_ok(c.r, w->size, total, failed, slow))
+            return -1;
         memcpy(w->mem, c.r, wb);
     } else {
+        /* A second in range (so cur_sec * 1e9 fits), its slot, and the counts the buckets' sums. */
+        if (head != 0 || (cur_sec == INT64_MIN
+                              ? total != 0 || cur_slot != 0
+                              : cur_sec < bw__second_of(-BW__INSTANT_MAX) || cur_sec > bw__second_of(BW__INSTANT_MAX)))
+            return -1;
         bw__bucket *b = w->mem;
+        uint64_t t = 0, f = 0, sl = 0;
         for (uint32_t i = 0; i < w->size; i++) {
             b[i].total = (uint32_t)get(&c, 4);
             b[i].failed = (uint32_t)get(&c, 4);
             b[i].slow = (uint32_t)get(&c, 4);
+            if (b[i].failed > b[i].total || b[i].slow > b[i].total)
+                return -1;
+            t += b[i].total;
+            f += b[i].failed;
+            sl += b[i].slow;
         }
+        if (t != total || f != failed || sl != slow)
+            return -1;
     }
     w->total = total;
     w->failed = failed;
     w->slow = slow;
     w->head = head;
     w->cur_slot = cur_slot;
-    if (cur_sec != INT64_MIN)
+    if (cur_sec != INT64_MIN) {
         bw__window_set_sec(w, cur_sec);
+        if (w->cur_slot != cur_slot)
+            return -1;
+    }
     return 0;
 }

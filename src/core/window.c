@@ -65,7 +65,9 @@ static void advance(bw__window *w, int64_t sec)
     if (sec <= w->cur_sec)
         return;
     bw__bucket *b = (bw__bucket *)w->mem;
-    if (w->cur_sec == INT64_MIN || sec - w->cur_sec >= (int64_t)w->size) {
+    /* sec > cur_sec, so the unsigned difference is exact: no overflow, and no
+       loop longer than the window, whatever cur_sec holds. */
+    if (w->cur_sec == INT64_MIN || (uint64_t)sec - (uint64_t)w->cur_sec >= w->size) {
         memset(b, 0, (size_t)w->size * sizeof *b);
         w->total = w->failed = w->slow = 0;
     } else {

@@ -110,7 +110,9 @@ static int run_op(bw__coord *c, const qop *o)
     op.slow = o->slow;
     op.cfg = &c->scfg;
     op.ttl = c->ttl;
-    int rc = bw__store_update(c->store, c->name, bw__shared_apply, &op, NULL);
+    bw_error err;
+    err.message[0] = '\0';
+    int rc = bw__store_update(c->store, c->name, bw__shared_apply, &op, &err);
     pthread_mutex_lock(mu);
     if (c->orphan) {
         coord_destroy(c);
@@ -118,7 +120,7 @@ static int run_op(bw__coord *c, const qop *o)
     }
     c->phase = TOUCH;
     pthread_mutex_unlock(mu);
-    bw__breaker_store_result(c->b, rc, &op);
+    bw__breaker_store_result(c->b, rc, &op, &err);
     pthread_mutex_lock(mu);
     c->phase = IDLE;
     pthread_cond_broadcast(idle_of(c));

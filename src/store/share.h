@@ -43,11 +43,12 @@ int64_t bw__breaker_now(const struct bw_breaker *b);
 /* Whether the store may be tried now (not degraded, or its retry time came). */
 int bw__breaker_store_gate(struct bw_breaker *b);
 /*
- * The result of a store operation: BW_OK adopts `op`'s view (coordinated) and
- * recovers a degraded breaker; an error degrades it (or pushes its retry time).
- * Emits the events that follow.
+ * The result of a store operation: BW_OK adopts `op`'s view (coordinated) and,
+ * after a write (stored) or any update (coordinated), recovers a degraded
+ * breaker; an error (described by *err, which may be NULL) degrades it or pushes
+ * its retry time further. Emits the events that follow.
  */
-void bw__breaker_store_result(struct bw_breaker *b, int rc, const bw__shared_op *op);
+void bw__breaker_store_result(struct bw_breaker *b, int rc, const bw__shared_op *op, const bw_error *err);
 /* A write the coordinator dropped because its queue was full. */
 void bw__breaker_write_dropped(struct bw_breaker *b);
 

@@ -1,7 +1,8 @@
 /*
  * shared.c — the operations on a circuit kept in a store (see shared.h).
  *
- * Entry layout: u8 format (2), u8 0, u16 0, u64 born, then the machine image.
+ * Entry layout: u8 format (2), u8 flags (FLAG_FENCE), u16 0, u64 born, then
+ * the machine image.
  *
  * Generations. A new circuit's generation starts at the wall clock in ns (read
  * finely here, not the store's coarse clock), so a circuit deleted and made
@@ -9,12 +10,15 @@
  * keeps that first generation. A CLOSED circuit with no entry admits without
  * writing anything, so its permits cannot carry the generation of an entry that
  * does not exist: they carry BW__GEN_NO_ENTRY instead, and count if the circuit
- * has an entry that has not moved since it was born (CLOSED, generation ==
- * born). An outcome that finds no entry at all counts into the fresh CLOSED
- * circuit, whatever its permit: the entry it was admitted by was deleted, and
- * a CLOSED window is the only place it can land. So the one imprecision: an
- * outcome of a call that lasted through a whole trip, recovery and deletion
- * lands in the next CLOSED window; never in a probe round.
+ * has no entry or an entry that has not moved since it was born (CLOSED,
+ * generation == born). A permit of any other generation that finds no entry is
+ * stale: the entry it was admitted by is gone (closed by a probe round, or
+ * expired), and so is its era. So that a reset makes every outcome in flight
+ * stale, as breaker.h promises, a reset does not delete the entry: it keeps it
+ * as a fence, CLOSED at its new generation (an entry of a fresh circuit moves
+ * from born to born + 1), until the generation moves again or the entry
+ * expires. The one imprecision left: a call admitted in CLOSED that outlasts the
+ * deletion of its entry (its time window emptied) is dropped, not counted.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "shared.h"
@@ -26,6 +30,7 @@
 
 #define FORMAT 2
 #define HEAD 12
+#define FLAG_FENCE 1u /* header byte 1: a reset's entry, kept while its generation stands */
 
 int bw__shared_fits(const bw__mcfg *cfg)
 {
@@ -46,12 +51,6 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
-/* An entry written with lifetime `expires` needs no rewrite yet: at least half its ttl is left. */
-static int lasts(const bw_store_entry *cur, int64_t expires, int64_t ttl)
-{
-    return cur->expires_at >= expires - ttl / 2;
-}
-
 /* Nothing worth keeping: CLOSED, an empty window, no counters, no backoff. */
 static int forgettable(bw__machine *m, bw__now *now)
 {
@@ -61,6 +60,41 @@ static int forgettable(bw__machine *m, bw__now *now)
         return 1;
     bw__window_expire(&m->win, bw__now_get(now));
     return m->win.total == 0;
+}
+
+/*
+ * Decode an entry into m, checking everything the encoder could not have
+ * written (persist.c checks the image). Returns 1 when loaded, 0 when there is
+ * no entry, -1 when it is corrupt (m is then unusable).
+ */
+static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
+                      unsigned *flags)
+{
+    if (!cur)
+        return 0;
+    if (cur->len < HEAD || cur->len > BW_STORE_DATA_MAX || cur->data[0] != FORMAT || (cur->data[1] & ~FLAG_FENCE) ||
+        cur->data[2] || cur->data[3])
+        return -1;
+    *born = get64(cur->data + 4);
+    *flags = cur->data[1];
+    if (bw__machine_load(m, op->cfg, wmem, cur->data + HEAD, cur->len - HEAD) != 0 || *born > m->gen)
+        return -1; /* the generation starts at born and only grows */
+    return 1;
+}
+
+/* Nothing recorded and nothing moved (a time window's expiry aside): no write, and so no renewal. */
+static int no_op(const bw__shared_op *op, const bw__machine *m, uint64_t gen0)
+{
+    if (m->gen != gen0)
+        return 0;
+    switch (op->op) {
+    case BW__OP_ACQUIRE:
+        return m->state == BW_STATE_CLOSED || m->state == BW_STATE_DISABLED || m->state == BW_STATE_METRICS_ONLY;
+    case BW__OP_RECORD:
+        return op->ok != 1;
+    default:
+        return !op->ok;
+    }
 }
 
 /* An admission decided without running the machine: fill op as bw__shared_apply would. */
@@ -84,13 +118,11 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
 {
     int state;
     uint64_t gen;
-    if (op->op != BW__OP_ACQUIRE || op->snap || !cur || cur->len < HEAD || cur->data[0] != FORMAT ||
-        bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
+    if (op->op != BW__OP_ACQUIRE || op->snap || !cur || cur->len < HEAD || cur->len > BW_STORE_DATA_MAX ||
+        cur->data[0] != FORMAT || bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
         return 0;
     if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
         return 0;
-    if (!lasts(cur, state == BW_STATE_CLOSED ? bw__sat_add(now, op->ttl) : BW_STORE_NEVER, op->ttl))
-        return 0; /* due for renewal: the full path rewrites it */
     return admitted(op, now, state, gen, 1);
 }
 
@@ -103,19 +135,29 @@ int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *
     return admitted(op, now, BW_STATE_CLOSED, BW__GEN_NO_ENTRY, 0); /* a fresh CLOSED circuit: nothing to write */
 }
 
+/* The verdict, noted in op (only a write tells that the store works: breaker.c). */
+static bw_store_verdict verdict(bw__shared_op *op, bw_store_verdict v)
+{
+    op->wrote = v != BW_STORE_KEEP;
+    return v;
+}
+
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
 {
     bw__shared_op *op = arg;
+    op->wrote = 0;
+    op->corrupt = 0;
     if (admit_fast(op, now, cur))
         return BW_STORE_KEEP;
     unsigned char wmem[BW_STORE_DATA_MAX];
     bw__machine m;
-    uint64_t born;
-    op->found = cur && cur->len >= HEAD && cur->data[0] == FORMAT &&
-                bw__machine_load(&m, op->cfg, wmem, cur->data + HEAD, cur->len - HEAD) == 0;
-    if (op->found) {
-        born = get64(cur->data + 4);
-    } else { /* a fresh circuit (or an unreadable entry, replaced) */
+    uint64_t born = 0;
+    unsigned flags = 0;
+    int loaded = load_entry(op, &m, wmem, cur, &born, &flags);
+    op->found = loaded == 1;
+    if (!op->found) {                                      /* a fresh circuit (or a corrupt entry, replaced) */
+        op->corrupt = loaded < 0 && op->op != BW__OP_READ; /* a read replaces nothing: the next update reports it */
+        flags = 0;
         bw__machine_init(&m, op->cfg, wmem);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -132,8 +174,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         break;
     case BW__OP_RECORD: {
         uint64_t gen = op->gen;
-        if (!op->found || (gen == BW__GEN_NO_ENTRY && m.state == BW_STATE_CLOSED && m.gen == born))
-            gen = m.gen; /* see the design notes */
+        /* Admitted with no entry: it counts into the circuit made since, unless that moved (a reset, a trip). */
+        if (gen == BW__GEN_NO_ENTRY && (!op->found || (m.state == BW_STATE_CLOSED && m.gen == born)))
+            gen = m.gen;
         op->ok = bw__machine_record(&m, gen, op->outcome, op->slow, &t);
         break;
     }
@@ -156,30 +199,32 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     op->open_until = m.state == BW_STATE_OPEN ? bw__sat_add(m.opened_at, m.open_wait) : INT64_MAX;
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
+    if (op->op == BW__OP_READ)
+        return BW_STORE_KEEP; /* a read never writes */
 
-    if (forgettable(&m, &t)) {
-        if (op->found)
-            return BW_STORE_DELETE; /* closing deletes the entry */
+    /* A reset keeps its entry (a fence): the generation it moved to makes every outcome in flight stale. */
+    int fence = (op->op == BW__OP_VERB && op->state == BW_STATE_CLOSED) || ((flags & FLAG_FENCE) && m.gen == gen0);
+    if (!fence && forgettable(&m, &t)) {
+        if (op->found || op->corrupt)
+            return verdict(op, BW_STORE_DELETE); /* closing deletes the entry */
         if (op->op == BW__OP_ACQUIRE && op->ok)
             op->out_gen = BW__GEN_NO_ENTRY; /* see the design notes */
         return BW_STORE_KEEP;
     }
-    int64_t expires =
-        m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
-            ? BW_STORE_NEVER /* an operator hold never expires */
-            : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
-    /* An admission in CLOSED changes nothing: no write unless the entry needs its lifetime renewed. */
-    if (op->found && op->op == BW__OP_ACQUIRE && m.gen == gen0 && m.state == BW_STATE_CLOSED &&
-        lasts(cur, expires, op->ttl))
+    if (op->found && no_op(op, &m, gen0))
         return BW_STORE_KEEP;
     next->data[0] = FORMAT;
-    next->data[1] = next->data[2] = next->data[3] = 0;
+    next->data[1] = (unsigned char)(fence ? FLAG_FENCE : 0);
+    next->data[2] = next->data[3] = 0;
     put64(next->data + 4, born);
     size_t len = HEAD + bw__machine_save(&m, next->data + HEAD);
     next->len = (uint32_t)len;
-    next->expires_at = expires;
+    next->expires_at =
+        m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
+            ? BW_STORE_NEVER /* an operator hold never expires */
+            : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
     if (op->found && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
-        memcmp(cur->data, next->data, len) == 0 && lasts(cur, expires, op->ttl))
-        return BW_STORE_KEEP; /* unchanged, and not close to expiring: no write */
-    return BW_STORE_PUT;
+        memcmp(cur->data, next->data, len) == 0)
+        return BW_STORE_KEEP; /* unchanged: no write */
+    return verdict(op, BW_STORE_PUT);
 }

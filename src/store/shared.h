@@ -13,9 +13,15 @@
  *   HALF_OPEN (BW__OP_ADVANCE), probes are leased (BW__OP_ACQUIRE in
  *   HALF_OPEN) and tallied (BW__OP_RECORD) by generation, so an outcome of an
  *   earlier round is dropped as stale.
- * Lifetimes: a CLOSED circuit with nothing to remember is deleted; an operator
- * state never expires; anything else expires `ttl` after its last write, and an
- * OPEN circuit never before its open wait ends.
+ * Lifetimes: a CLOSED circuit with nothing to remember is deleted, except that a
+ * reset keeps its entry (a fence, below); an operator state never expires;
+ * anything else expires `ttl` after its last write, and an OPEN circuit `ttl`
+ * after its open wait ends. Only an operation that records an outcome or moves
+ * the circuit writes; a no-op (an admission in CLOSED, a stale or ignored
+ * outcome, a read) writes nothing and so renews nothing.
+ * Untrusted entries: an entry that does not decode as exactly what the encoder
+ * writes is corrupt; an update treats it as absent, replaces it with a fresh
+ * circuit (or deletes it) and sets `corrupt`.
  */
 #ifndef BW_SHARED_H
 #define BW_SHARED_H
@@ -49,7 +55,9 @@ typedef struct bw__shared_op {
     int ok;             /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
     uint64_t out_gen;   /* the generation after (ACQUIRE: the permit's) */
     int64_t open_until; /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
-    int found;          /* the entry existed (live) before */
+    int found;          /* the entry existed (live and well-formed) before */
+    int corrupt;        /* the entry was malformed and this update replaced it (never for READ) */
+    int wrote;          /* the verdict was PUT or DELETE: a store that applies it takes writes */
     bw_snapshot *snap;  /* when not NULL: filled with the circuit's snapshot */
 } bw__shared_op;
 

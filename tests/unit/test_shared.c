@@ -103,6 +103,9 @@ static void on_event(const bw_event *e, void *user)
     case BW_EVENT_STORE_WRITE_DROPPED:
         snprintf(l->line[l->n++], 48, "dropped");
         break;
+    case BW_EVENT_STORE_CORRUPT:
+        snprintf(l->line[l->n++], 48, "corrupt");
+        break;
     default:
         break;
     }
@@ -538,24 +541,71 @@ static void test_stored_moving_clock(void)
     bw_store_close(s);
 }
 
-/* An outcome whose entry was deleted meanwhile counts in the fresh CLOSED circuit. */
-static void test_stored_outcome_after_delete(void)
+/*
+ * Every verb drops the outcomes in flight as stale (breaker.h), in stored mode
+ * too: a reset keeps the entry as a fence at its new generation, so a permit of
+ * the old one, or of a circuit that had no entry, no longer counts.
+ */
+static void test_stored_stale_across_reset(void)
 {
     bw_store *s = open_store();
-    bw_breaker *a = make("svc-deleted", s, BW_STORE_STORED, 1, NULL, 0);
-    bw_breaker *b = make("svc-deleted", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *a = make("svc-fence", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *b = make("svc-fence", s, BW_STORE_STORED, 1, NULL, 0);
     CHECK_OK(call(a, BW_SUCCESS)); /* an entry with history */
     bw_permit p;
     CHECK_OK(bw_acquire(a, &p, NULL));
-    CHECK_OK(bw_breaker_reset(b)); /* an operator reset deletes the entry */
-    CHECK(!peek_at(s, "svc-deleted").found);
-    CHECK_OK(bw_settle(a, &p, BW_FAILURE));
+    CHECK_OK(bw_breaker_reset(b));
+    peek k = peek_at(s, "svc-fence");
+    CHECK(k.found); /* the fence */
+    CHECK_INT(k.expires_at, bw_clock_now(clk) + 86400 * S);
+    CHECK_OK(bw_settle(a, &p, BW_FAILURE)); /* admitted before the reset: stale */
     bw_snapshot snap;
     CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK_INT(snap.total_calls, 0);
+    CHECK_OK(call(a, BW_FAILURE)); /* admitted after it: counts */
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.total_calls, 1);
     CHECK_INT(snap.failed_calls, 1);
+
+    /* A circuit with no entry admits without writing: a reset still fences its permits off. */
+    bw_breaker *c = make("svc-fence-fresh", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK(!peek_at(s, "svc-fence-fresh").found);
+    CHECK_OK(bw_acquire(c, &p, NULL));
+    CHECK_OK(bw_breaker_reset(c));
+    CHECK(peek_at(s, "svc-fence-fresh").found);
+    CHECK_OK(bw_settle(c, &p, BW_FAILURE));
+    CHECK_OK(bw_breaker_snapshot(c, &snap));
+    CHECK_INT(snap.total_calls, 0);
+
+    /* Without a reset, that permit counts into the circuit another breaker made meanwhile. */
+    bw_breaker *d = make("svc-nofence", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *e = make("svc-nofence", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_OK(bw_acquire(d, &p, NULL));
+    CHECK_OK(call(e, BW_SUCCESS));
+    CHECK_OK(bw_settle(d, &p, BW_FAILURE));
+    CHECK_OK(bw_breaker_snapshot(d, &snap));
+    CHECK_INT(snap.total_calls, 2);
+    CHECK_INT(snap.failed_calls, 1);
+
+    /* A probe of an earlier round that finds the entry deleted (the circuit closed) is stale too. */
+    CHECK_RC(call(e, BW_SUCCESS), BW_REJECTED); /* 1 of 2 failed: OPEN */
+    pump(10 * S);
+    bw_permit late, probe;
+    CHECK_OK(bw_acquire(e, &late, NULL)); /* round 1's probe, never back in time */
+    pump(5 * S);                          /* the round expires: OPEN for 20 s */
+    CHECK_RC(bw_acquire(e, &probe, NULL), BW_REJECTED);
+    pump(20 * S);
+    CHECK_OK(bw_acquire(e, &probe, NULL));
+    CHECK_OK(bw_settle(e, &probe, BW_SUCCESS)); /* CLOSED: the entry is deleted */
+    CHECK(!peek_at(s, "svc-nofence").found);
+    CHECK_OK(bw_settle(e, &late, BW_FAILURE));
+    CHECK_OK(bw_breaker_snapshot(e, &snap));
+    CHECK_INT(snap.total_calls, 0);
     bw_breaker_free(a);
     bw_breaker_free(b);
+    bw_breaker_free(c);
+    bw_breaker_free(d);
+    bw_breaker_free(e);
     bw_store_close(s);
 }
 
@@ -617,9 +667,261 @@ static void test_stored_stale_and_expiry(void)
     CHECK_INT(peek_at(s, "svc-stale").expires_at, BW_STORE_NEVER);
     CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED);
     CHECK_OK(bw_breaker_reset(b));
-    CHECK(!peek_at(s, "svc-stale").found);
+    CHECK(peek_at(s, "svc-stale").expires_at != BW_STORE_NEVER); /* a reset's fence expires */
     CHECK_OK(call(a, BW_SUCCESS));
     bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+/* ---- entries that are not what breakwater wrote ---- */
+
+typedef struct poke {
+    size_t at;
+    uint64_t value;
+    int bytes;
+    uint32_t len; /* when not 0: the entry's claimed length instead */
+} poke;
+
+static bw_store_verdict poke_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now;
+    const poke *k = arg;
+    if (!cur)
+        return BW_STORE_KEEP;
+    bw__entry_copy(next, cur);
+    for (int i = 0; i < k->bytes; i++)
+        next->data[k->at + (size_t)i] = (unsigned char)(k->value >> (8 * i));
+    if (k->len)
+        next->len = k->len;
+    return BW_STORE_PUT;
+}
+
+/* Entry offsets (shared.c's 12-byte header, then persist.c's image). */
+#define AT_IMAGE 12
+#define AT_OPENED_AT (AT_IMAGE + 20)
+#define AT_OPEN_WAIT (AT_IMAGE + 28)
+#define AT_HO_SINCE (AT_IMAGE + 36)
+#define AT_IN_FLIGHT (AT_IMAGE + 52)
+#define AT_TOTAL (AT_IMAGE + 80)
+#define AT_CUR_SEC (AT_IMAGE + 104)
+
+/*
+ * A store hands back an entry with a field no encoder writes (a window second
+ * near INT64_MIN, which once made the window walk 2^63 seconds under the
+ * store's lock; a negative wait; an instant at INT64_MIN; counts that disagree;
+ * a length past the entry): the call returns, the circuit starts afresh,
+ * BW_EVENT_STORE_CORRUPT fires once per bad entry, and the next calls count.
+ */
+static void test_stored_corrupt_entry(void)
+{
+    bw_store *s = open_store();
+    evlog log = {0};
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_TIME, 10, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, on_event, &log));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("svc-corrupt", c, &b, &e));
+    bw_config_free(c);
+    const poke pokes[] = {{AT_CUR_SEC, (uint64_t)INT64_MIN + 1, 8, 0},
+                          {AT_CUR_SEC, (uint64_t)INT64_MAX, 8, 0},
+                          {AT_OPEN_WAIT, (uint64_t)-5, 8, 0},
+                          {AT_OPENED_AT, (uint64_t)INT64_MIN, 8, 0},
+                          {AT_HO_SINCE, (uint64_t)INT64_MAX, 8, 0},
+                          {AT_IN_FLIGHT, 7, 4, 0},
+                          {AT_TOTAL, 1000, 8, 0},
+                          {0, 0, 0, BW_STORE_DATA_MAX},
+                          {4, UINT64_MAX, 8, 0} /* born after the generation */};
+    for (size_t i = 0; i < sizeof pokes / sizeof pokes[0]; i++) {
+        CHECK_OK(call(b, BW_SUCCESS)); /* a CLOSED entry with one call */
+        CHECK(peek_at(s, "svc-corrupt").found);
+        CHECK_OK(bw_store_update(s, "svc-corrupt", poke_fn, (void *)&pokes[i], NULL));
+        int64_t t0 = bw__mono_now();
+        CHECK_OK(call(b, BW_FAILURE)); /* admitted by the intact state; its outcome finds the entry corrupt */
+        CHECK(bw__mono_now() - t0 < 2 * S);
+        CHECK_INT(logged(&log, "corrupt"), (int)i + 1);
+        CHECK_INT(logged(&log, "degraded"), 0);
+        CHECK(!peek_at(s, "svc-corrupt").found); /* replaced by a fresh circuit: nothing to keep */
+        bw_snapshot snap;
+        CHECK_OK(bw_breaker_snapshot(b, &snap));
+        CHECK_INT(snap.total_calls, 0);
+        CHECK_OK(call(b, BW_FAILURE));
+        CHECK_OK(bw_breaker_snapshot(b, &snap));
+        CHECK_INT(snap.total_calls, 1);
+        CHECK_INT(logged(&log, "corrupt"), (int)i + 1); /* once */
+        pump(20 * S);                                   /* the window empties */
+        CHECK_OK(call(b, BW_SUCCESS));
+    }
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+/* ---- a store that reads but cannot write (a read-only file system, a full disk) ---- */
+
+typedef struct rostore {
+    bw_store *inner;
+    atomic_int readonly;
+    atomic_int refused; /* writes refused */
+} rostore;
+
+typedef struct ro_call {
+    bw_store_update_fn fn;
+    void *arg;
+    int refused;
+} ro_call;
+
+static bw_store_verdict ro_guard(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    ro_call *c = arg;
+    bw_store_verdict v = c->fn(c->arg, now, cur, next);
+    if (v != BW_STORE_KEEP)
+        c->refused = 1;
+    return BW_STORE_KEEP;
+}
+
+static int ro_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    rostore *r = ctx;
+    if (!atomic_load(&r->readonly))
+        return bw_store_update(r->inner, name, fn, arg, err);
+    ro_call c = {fn, arg, 0};
+    int rc = bw_store_update(r->inner, name, ro_guard, &c, err);
+    if (rc == BW_OK && c.refused) {
+        atomic_fetch_add(&r->refused, 1);
+        if (err)
+            snprintf(err->message, sizeof err->message, "attempt to write a readonly database");
+        return BW_ESYS;
+    }
+    return rc;
+}
+
+typedef struct ro_read {
+    bw_store_entry *out;
+    int *found;
+    int64_t *now;
+} ro_read;
+
+static bw_store_verdict ro_copy(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)next;
+    ro_read *r = arg;
+    *r->now = now;
+    *r->found = cur != NULL;
+    if (cur)
+        bw__entry_copy(r->out, cur);
+    return BW_STORE_KEEP;
+}
+
+static int ro_readfn(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    rostore *r = ctx;
+    ro_read rr = {out, found, now};
+    return bw_store_update(r->inner, name, ro_copy, &rr, err);
+}
+
+static const bw_store_ops ro_ops = {BW_STORE_OPS_VERSION, "readonly", ro_update, flaky_sweep, flaky_close, ro_readfn};
+
+/*
+ * Reads succeed, writes fail: the breaker degrades once and stays degraded (no
+ * RECOVERED from a read), its retries of the store growing 2 s, 4 s, 8 s, 16 s
+ * apart; once writes work again, the first write recovers it. The DEGRADED
+ * event carries the store's error.
+ */
+static void test_stored_reads_without_writes(void)
+{
+    bw_store *inner = open_store();
+    rostore r = {inner, 0, 0};
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_custom(&ro_ops, &r, &s, &e));
+    evlog log = {0};
+    bw_breaker *b = make("svc-readonly", s, BW_STORE_STORED, 1, &log, 0);
+    CHECK_OK(call(b, BW_SUCCESS)); /* an entry, CLOSED: admissions are answered by a read */
+    atomic_store(&r.readonly, 1);
+    int refused_at[8], n = 0;
+    for (int t = 0; t < 310; t++) { /* 31 s, a call every 100 ms */
+        int before = atomic_load(&r.refused);
+        CHECK_OK(call(b, BW_SUCCESS));
+        if (atomic_load(&r.refused) > before && n < 8)
+            refused_at[n++] = t;
+        pump(100 * MS);
+    }
+    CHECK_INT(logged(&log, "degraded"), 1);
+    CHECK_INT(logged(&log, "recovered"), 0);
+    CHECK_INT(n, 5); /* at 0, 2, 6, 14 and 30 s */
+    if (n == 5) {
+        CHECK_INT(refused_at[1] - refused_at[0], 20);
+        CHECK_INT(refused_at[2] - refused_at[1], 40);
+        CHECK_INT(refused_at[3] - refused_at[2], 80);
+        CHECK_INT(refused_at[4] - refused_at[3], 160);
+    }
+    atomic_store(&r.readonly, 0);
+    for (int t = 0; t < 330; t++) {
+        CHECK_OK(call(b, BW_SUCCESS));
+        pump(100 * MS);
+    }
+    CHECK_INT(logged(&log, "recovered"), 1);
+    CHECK_INT(logged(&log, "degraded"), 1);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
+/*
+ * Lifetimes on the manual clock, at each boundary: an entry expires store_ttl
+ * after the last write that recorded something or moved the circuit; a no-op
+ * (an admission in CLOSED, a stale or ignored outcome, a snapshot) writes
+ * nothing and renews nothing; an OPEN entry expires store_ttl after its wait
+ * ends (opened_at + wait + store_ttl).
+ */
+static void test_stored_lifetimes(void)
+{
+    const int64_t ttl = 86400 * S;
+    bw_store *s = open_store();
+    bw_breaker *b = make("svc-life", s, BW_STORE_STORED, 1, NULL, 0);
+    int64_t t0 = bw_clock_now(clk);
+    CHECK_OK(call(b, BW_SUCCESS)); /* written at t0 */
+    CHECK_INT(peek_at(s, "svc-life").expires_at, t0 + ttl);
+    pump(ttl / 2 + 1 * S); /* past half the lifetime: once renewed here */
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_IGNORED));
+    bw_snapshot snap;
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.total_calls, 1);
+    CHECK_INT(peek_at(s, "svc-life").expires_at, t0 + ttl); /* nothing renewed it */
+    CHECK_OK(bw_clock_manual_set(clk, t0 + ttl - 1));
+    CHECK(peek_at(s, "svc-life").found);
+    CHECK_OK(bw_clock_manual_set(clk, t0 + ttl));
+    CHECK(!peek_at(s, "svc-life").found); /* expired: a fresh circuit */
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.total_calls, 0);
+
+    /* A recorded outcome renews. */
+    int64_t t1 = bw_clock_now(clk);
+    CHECK_OK(call(b, BW_SUCCESS));
+    pump(10 * S);
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_INT(peek_at(s, "svc-life").expires_at, t1 + 10 * S + ttl);
+
+    /* OPEN: opened_at + wait (10 s) + ttl; a rejection writes nothing. */
+    int64_t t2 = bw_clock_now(clk);
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_OK(call(b, BW_FAILURE)); /* 2 of 4 failed: OPEN at t2 */
+    CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED);
+    CHECK_INT(peek_at(s, "svc-life").expires_at, t2 + 10 * S + ttl);
+    pump(20 * S); /* the wait is over; nobody asks */
+    CHECK_INT(peek_at(s, "svc-life").expires_at, t2 + 10 * S + ttl);
+    CHECK_OK(bw_clock_manual_set(clk, t2 + 10 * S + ttl - 1));
+    CHECK(peek_at(s, "svc-life").found);
+    CHECK_OK(bw_clock_manual_set(clk, t2 + 10 * S + ttl));
+    CHECK(!peek_at(s, "svc-life").found);
+    CHECK_OK(call(b, BW_SUCCESS)); /* a fresh CLOSED circuit */
     bw_breaker_free(b);
     bw_store_close(s);
 }
@@ -873,6 +1175,26 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     bw_store_close(s); /* joins the lane, after the abandoned call ran its update function */
 }
 
+/* bw_store_ops.version: later versions only append, so any version >= 1 is taken; 0 is not. */
+static void test_custom_versions(void)
+{
+    bw_store *inner = open_store();
+    flaky f = {inner, 0, 0};
+    bw_store_ops ops = flaky_ops;
+    bw_store *s = NULL;
+    bw_error e;
+    ops.version = BW_STORE_OPS_VERSION + 1;
+    CHECK_OK(bw_store_custom(&ops, &f, &s, &e));
+    bw_breaker *b = make("svc-v2", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK(atomic_load(&f.calls) > 0);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    ops.version = 0;
+    CHECK_RC(bw_store_custom(&ops, &f, &s, &e), BW_EINVAL);
+    bw_store_close(inner);
+}
+
 static void test_config_checks(void)
 {
     bw_store *s = open_store();
@@ -929,14 +1251,18 @@ int main(int argc, char **argv)
         RUN(test_contract_read_never_torn);
     RUN(test_stored_one_circuit_for_two);
     RUN(test_stored_moving_clock);
-    RUN(test_stored_outcome_after_delete);
+    RUN(test_stored_stale_across_reset);
     RUN(test_stored_registry_preset);
     RUN(test_stored_stale_and_expiry);
+    RUN(test_stored_corrupt_entry);
+    RUN(test_stored_lifetimes);
     RUN(test_stored_store_failure_falls_back);
+    RUN(test_stored_reads_without_writes);
     RUN(test_coordinated_trip_propagates);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);
     RUN(test_coordinated_queue_full);
+    RUN(test_custom_versions);
     RUN(test_config_checks);
     if (strcmp(scheme, "memory") == 0) /* independent of the store under test */
         RUN(test_coordinated_close_bounded_when_store_hangs);
