@@ -12,8 +12,8 @@
 #include <unistd.h>
 #endif
 
-#define SPIN_ROUNDS 8          /* lost races before parking */
-#define PARK_NS (200 * 1000L)  /* the longest sleep before trying again */
+#define SPIN_ROUNDS 8         /* lost races before parking */
+#define PARK_NS (200 * 1000L) /* the longest sleep before trying again */
 
 /* Sleep while the word is 2, for at most PARK_NS. */
 static void park(bw__spin *l)
