@@ -781,6 +781,11 @@ static int64_t retry_delay(bw__share *s)
     return d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
 }
 
+/*
+ * Whether the store may be tried now. A degraded breaker whose retry time came
+ * lets one caller through and moves the retry time on, so that one call per
+ * retry period, not every call in it, waits for a store that may hang.
+ */
 int bw__breaker_store_gate(bw_breaker *b)
 {
     bw__share *s = share_of(b);
@@ -789,6 +794,8 @@ int bw__breaker_store_gate(bw_breaker *b)
     int64_t now = now_of(b);
     bw__spin_lock(&b->lock);
     int open = !s->degraded || now >= s->retry_at;
+    if (open && s->degraded)
+        s->retry_at = bw__sat_add(now, retry_delay(s)); /* this caller retries; the others stay local */
     bw__spin_unlock(&b->lock);
     return open;
 }
@@ -898,6 +905,8 @@ static int store_op(bw_breaker *b, bw__share *s, bw__shared_op *op)
 {
     op->cfg = &s->scfg;
     op->ttl = s->ttl;
+    /* A degraded stored breaker's retry must write: only a write shows the store works again. */
+    op->must_write = s->mode == BW_STORE_STORED && atomic_load_explicit(&s->degraded, memory_order_relaxed);
     bw_error err;
     err.message[0] = '\0';
     int rc = bw__store_update(s->store, b->name, bw__shared_apply, op, &err);
@@ -1006,8 +1015,8 @@ static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome out
 static int shared_snapshot(bw_breaker *b, bw_snapshot *out)
 {
     bw__share *s = share_of(b);
-    if (!bw__breaker_store_gate(b))
-        return BW_ESTATE;
+    if (atomic_load_explicit(&s->degraded, memory_order_relaxed))
+        return BW_ESTATE; /* the local circuit serves: report it (a read cannot show the store is back) */
     bw__shared_op op;
     memset(&op, 0, sizeof op);
     op.op = BW__OP_READ;

@@ -18,6 +18,9 @@
 #include "breakwater/common.h"
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAGIC 0x314d5742u /* "BWM1" */
 
@@ -141,22 +144,65 @@ static int instant_ok(int64_t t)
     return t >= -BW__INSTANT_MAX && t <= BW__INSTANT_MAX;
 }
 
-#define SLOT_BITS 7u /* used | failed | slow (window.c) */
+/*
+ * A count window's slots: flag bits only (used | failed | slow, window.c), no
+ * failed or slow without used, and the counts their sums. Sixteen slots a step
+ * with SSE2 (every x86-64 has it); the last partial step on a zero-padded copy
+ * (an empty slot is valid and counts nothing). No early exit.
+ */
+#ifdef __SSE2__
+typedef struct slot_sums {
+    __m128i bad, t, f, s;
+} slot_sums;
 
-/* A count window's slots: flags only, the counts their sums, head in range. */
+static void slots16(slot_sums *a, const unsigned char *p)
+{
+    const __m128i one = _mm_set1_epi8(1), seven = _mm_set1_epi8(7), zero = _mm_setzero_si128();
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Shifts within 16-bit lanes: the bits a byte gets from its neighbour are masked off. */
+    __m128i used = _mm_and_si128(v, one), fb = _mm_and_si128(_mm_srli_epi16(v, 1), one),
+            sb = _mm_and_si128(_mm_srli_epi16(v, 2), one);
+    a->bad = _mm_or_si128(a->bad, _mm_andnot_si128(seven, v));
+    a->bad = _mm_or_si128(a->bad, _mm_andnot_si128(used, _mm_or_si128(fb, sb)));
+    a->t = _mm_add_epi64(a->t, _mm_sad_epu8(used, zero)); /* two sums of eight bytes each */
+    a->f = _mm_add_epi64(a->f, _mm_sad_epu8(fb, zero));
+    a->s = _mm_add_epi64(a->s, _mm_sad_epu8(sb, zero));
+}
+
+static uint64_t sum2(__m128i v)
+{
+    return (uint64_t)_mm_cvtsi128_si64(v) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
+}
+
+static int count_window_ok(const unsigned char *mem, uint32_t size, uint64_t total, uint64_t failed, uint64_t slow)
+{
+    slot_sums a = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
+    uint32_t i = 0;
+    for (; i + 16 <= size; i += 16)
+        slots16(&a, mem + i);
+    if (i < size) {
+        unsigned char tail[16] = {0};
+        memcpy(tail, mem + i, size - i);
+        slots16(&a, tail);
+    }
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(a.bad, _mm_setzero_si128())) == 0xffff && sum2(a.t) == total &&
+           sum2(a.f) == failed && sum2(a.s) == slow;
+}
+#else
 static int count_window_ok(const unsigned char *mem, uint32_t size, uint64_t total, uint64_t failed, uint64_t slow)
 {
     uint64_t t = 0, f = 0, sl = 0;
+    unsigned bad = 0;
     for (uint32_t i = 0; i < size; i++) {
-        unsigned v = mem[i];
-        if ((v & ~SLOT_BITS) || (v && !(v & 1u)))
-            return 0;
-        t += v & 1u;
-        f += (v >> 1) & 1u;
-        sl += (v >> 2) & 1u;
+        unsigned v = mem[i], used = v & 1u, fb = (v >> 1) & 1u, sb = (v >> 2) & 1u;
+        bad |= (v & ~7u) | ((fb | sb) & ~used);
+        t += used;
+        f += fb;
+        sl += sb;
     }
-    return t == total && f == failed && sl == slow;
+    return !bad && t == total && f == failed && sl == slow;
 }
+#endif
 
 int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, const unsigned char *buf, size_t len)
 {

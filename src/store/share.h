@@ -40,7 +40,11 @@ typedef struct bw__share {
 
 /* The breaker's clock in ns. */
 int64_t bw__breaker_now(const struct bw_breaker *b);
-/* Whether the store may be tried now (not degraded, or its retry time came). */
+/*
+ * Whether the store may be tried now: not degraded, or its retry time came, in
+ * which case this caller takes the retry and the time moves on (the others wait
+ * for the next one).
+ */
 int bw__breaker_store_gate(struct bw_breaker *b);
 /*
  * The result of a store operation: BW_OK adopts `op`'s view (coordinated) and,

@@ -118,8 +118,9 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
 {
     int state;
     uint64_t gen;
-    if (op->op != BW__OP_ACQUIRE || op->snap || !cur || cur->len < HEAD || cur->len > BW_STORE_DATA_MAX ||
-        cur->data[0] != FORMAT || bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || !cur || cur->len < HEAD ||
+        cur->len > BW_STORE_DATA_MAX || cur->data[0] != FORMAT ||
+        bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
         return 0;
     if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
         return 0;
@@ -204,15 +205,21 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
 
     /* A reset keeps its entry (a fence): the generation it moved to makes every outcome in flight stale. */
     int fence = (op->op == BW__OP_VERB && op->state == BW_STATE_CLOSED) || ((flags & FLAG_FENCE) && m.gen == gen0);
-    if (!fence && forgettable(&m, &t)) {
+    if (!fence && !op->must_write && forgettable(&m, &t)) {
+        if (op->op == BW__OP_ACQUIRE && op->ok)
+            op->out_gen = BW__GEN_NO_ENTRY; /* its circuit has no entry after this: see the design notes */
         if (op->found || op->corrupt)
             return verdict(op, BW_STORE_DELETE); /* closing deletes the entry */
-        if (op->op == BW__OP_ACQUIRE && op->ok)
-            op->out_gen = BW__GEN_NO_ENTRY; /* see the design notes */
         return BW_STORE_KEEP;
     }
-    if (op->found && no_op(op, &m, gen0))
-        return BW_STORE_KEEP;
+    if (op->found && no_op(op, &m, gen0)) {
+        if (!op->must_write)
+            return BW_STORE_KEEP;
+        next->expires_at = cur->expires_at; /* the same bytes and lifetime: a write that changes nothing */
+        next->len = cur->len;
+        memcpy(next->data, cur->data, cur->len);
+        return verdict(op, BW_STORE_PUT);
+    }
     next->data[0] = FORMAT;
     next->data[1] = (unsigned char)(fence ? FLAG_FENCE : 0);
     next->data[2] = next->data[3] = 0;
@@ -223,7 +230,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
             ? BW_STORE_NEVER /* an operator hold never expires */
             : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
-    if (op->found && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
+    if (op->found && !op->must_write && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
         memcmp(cur->data, next->data, len) == 0)
         return BW_STORE_KEEP; /* unchanged: no write */
     return verdict(op, BW_STORE_PUT);

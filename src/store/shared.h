@@ -49,6 +49,8 @@ typedef struct bw__shared_op {
     uint64_t gen;        /* RECORD: the permit's generation */
     int outcome, slow;   /* RECORD */
     int state;           /* VERB */
+    int must_write;      /* write even when nothing changed (a degraded breaker's retry: only a write
+                            shows the store works); an unchanged entry is rewritten with its lifetime */
     /* Out. */
     int64_t now;        /* the store's clock during the update */
     int before, after;  /* state before and after */

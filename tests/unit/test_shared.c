@@ -926,6 +926,123 @@ static void test_stored_lifetimes(void)
     bw_store_close(s);
 }
 
+/*
+ * A degraded breaker whose fleet circuit never needs a write (an operator hold
+ * never expires, and admissions or rejections record nothing) still recovers:
+ * its retry rewrites the entry unchanged, lifetime included.
+ */
+static void test_stored_hold_recovers(void)
+{
+    static const int holds[] = {BW_STATE_DISABLED, BW_STATE_FORCED_OPEN};
+    for (int h = 0; h < 2; h++) {
+        bw_store *inner = open_store();
+        flaky f = {inner, 0, 0};
+        bw_store *s = NULL;
+        bw_error e;
+        CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, &e));
+        evlog log = {0};
+        bw_breaker *b = make("svc-hold", s, BW_STORE_STORED, 1, &log, 0);
+        if (holds[h] == BW_STATE_DISABLED)
+            CHECK_OK(bw_breaker_disable(b));
+        else
+            CHECK_OK(bw_breaker_force_open(b));
+        int64_t expires = peek_at(inner, "svc-hold").expires_at;
+        CHECK_INT(expires, BW_STORE_NEVER);
+        atomic_store(&f.fail, 1);
+        call(b, BW_SUCCESS); /* degrades */
+        CHECK_INT(logged(&log, "degraded"), 1);
+        atomic_store(&f.fail, 0);
+        for (int t = 0; t < 40; t++) { /* 4 s: past the 2 s retry */
+            call(b, BW_SUCCESS);
+            pump(100 * MS);
+        }
+        CHECK_INT(logged(&log, "recovered"), 1);
+        CHECK_INT(logged(&log, "degraded"), 1);
+        CHECK_INT(peek_at(inner, "svc-hold").expires_at, expires);
+        CHECK_INT(bw_breaker_state(b), holds[h]);
+        bw_breaker_free(b);
+        bw_store_close(s);
+        bw_store_close(inner);
+    }
+}
+
+/* ---- a store that claims more bytes than an entry holds ---- */
+
+typedef struct liar {
+    bw_store_entry *cur; /* malloc'd at its exact size, so that reading past it is a sanitizer report */
+    int have;
+    uint32_t claim;
+} liar;
+
+static int liar_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    (void)name;
+    (void)err;
+    liar *l = ctx;
+    bw_store_entry next;
+    uint32_t real = l->cur->len;
+    if (l->have)
+        l->cur->len = l->claim;
+    bw_store_verdict v = fn(arg, 1000 * S, l->have ? l->cur : NULL, &next);
+    l->cur->len = real;
+    if (v == BW_STORE_PUT) {
+        bw__entry_copy(l->cur, &next);
+        l->have = 1;
+    } else if (v == BW_STORE_DELETE) {
+        l->have = 0;
+    }
+    return BW_OK;
+}
+
+static int liar_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    (void)name;
+    (void)err;
+    liar *l = ctx;
+    *now = 1000 * S;
+    *found = l->have;
+    if (l->have) {
+        bw__entry_copy(out, l->cur);
+        out->len = l->claim;
+    }
+    return BW_OK;
+}
+
+static int liar_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    (void)ctx;
+    (void)max;
+    (void)err;
+    *deleted = 0;
+    return BW_OK;
+}
+
+static const bw_store_ops liar_ops = {BW_STORE_OPS_VERSION, "liar", liar_update, liar_sweep, flaky_close, liar_read};
+
+/* An entry whose length says more than BW_STORE_DATA_MAX is corrupt, never read past its end. */
+static void test_stored_entry_too_long(void)
+{
+    static const uint32_t claims[] = {BW_STORE_DATA_MAX + 1, UINT32_MAX};
+    for (int i = 0; i < 2; i++) {
+        liar l = {malloc(sizeof(bw_store_entry)), 0, claims[i]};
+        bw_store *s = NULL;
+        bw_error e;
+        CHECK_OK(bw_store_custom(&liar_ops, &l, &s, &e));
+        evlog log = {0};
+        bw_breaker *b = make("svc-liar", s, BW_STORE_STORED, 1, &log, 0);
+        CHECK_OK(call(b, BW_FAILURE)); /* the first write: an entry (whose length the store then lies about) */
+        CHECK(l.have);
+        CHECK_OK(call(b, BW_FAILURE));
+        CHECK(logged(&log, "corrupt") >= 1);
+        bw_snapshot snap;
+        CHECK_OK(bw_breaker_snapshot(b, &snap));
+        CHECK_INT(snap.total_calls, 0); /* read as corrupt: a fresh circuit */
+        bw_breaker_free(b);
+        bw_store_close(s);
+        free(l.cur);
+    }
+}
+
 static void test_stored_store_failure_falls_back(void)
 {
     bw_store *inner = open_store();
@@ -1258,6 +1375,8 @@ int main(int argc, char **argv)
     RUN(test_stored_lifetimes);
     RUN(test_stored_store_failure_falls_back);
     RUN(test_stored_reads_without_writes);
+    RUN(test_stored_hold_recovers);
+    RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);
