@@ -329,9 +329,25 @@ static double bench_oversubscribed(double *worst)
 
 /* ---- main ---- */
 
-int main(void)
+/* The figures of one lock under contention alone: `breaker_bench contended`. */
+static int contended_only(void)
+{
+    bw_breaker *counted = make_breaker("bench-threads-count", NULL, 0);
+    report("two_threads_count_window_ns",
+           bench_two_threads_median_ns(success_loop, counted, counted, ITERS_THREADS, "the two-thread loop"), "ns");
+    bw_breaker_free(counted);
+    double v[RUNS], w[RUNS];
+    for (int r = 0; r < RUNS; r++)
+        v[r] = bench_oversubscribed(&w[r]);
+    report("oversubscribed_settle_p999_us", median(v, RUNS), "us");
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     bench_init("breaker_bench");
+    if (argc > 1 && strcmp(argv[1], "contended") == 0)
+        return contended_only();
 
     /* CLOSED, default config: count window of 100, slow calls at 60 s. */
     unsigned long setup_allocs = allocs_now();

@@ -6,7 +6,7 @@
  * free slot waits up to max_wait for one, or fails at once when max_wait is 0,
  * with BW_EFULL: a distinct result that says "this process is saturated", not
  * "the dependency is failing". A breaker around a bulkhead in a pipeline
- * records it as BW_UNREACHABLE, never as a dependency failure.
+ * records nothing for it (BW_IGNORED, and BW_EVENT_SHED), never a dependency failure.
  *
  *     if (bw_bulkhead_acquire(bh) == BW_EFULL)
  *         return shed_load();

@@ -28,6 +28,7 @@
  *   wait_max              none, or [wait, 365d]                  none
  *   max_wait_in_half_open off, or (0, 365d]                      60s
  *   auto_transition       true | false                           false
+ *   unreachable_counts    true | false                           true
  *   initial_state         closed | forced_open | disabled | metrics_only   closed
  *   error_threshold       [1, 1000000000]  (consecutive)         5
  *   success_threshold     [1, 1000000000]  (consecutive)         2
@@ -131,6 +132,17 @@ BW_API int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err);
 /* 0 lets a half-open round wait for its probes forever (interlock's behaviour). */
 BW_API int bw_config_set_max_wait_in_half_open(bw_config *cfg, int64_t ns, bw_error *err);
 BW_API int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err);
+/*
+ * Whether a BW_UNREACHABLE outcome (a classifier's "the call never reached the
+ * dependency", e.g. the HTTP client's own connection pool was exhausted) counts
+ * as a failure in CLOSED and METRICS_ONLY (nonzero, the default, as interlock
+ * does: an exhausted pool usually is the dependency holding connections) or is
+ * not recorded at all (0). In HALF_OPEN it is never a verdict either way
+ * (docs/states.md). Local saturation in a pipeline (a full bulkhead) is not an
+ * outcome at all, whatever this says (pipeline.h). Returns BW_OK, or BW_EINVAL
+ * for a NULL cfg.
+ */
+BW_API int bw_config_set_unreachable_counts(bw_config *cfg, int counts, bw_error *err);
 /*
  * Only the stable states CLOSED, FORCED_OPEN, DISABLED and METRICS_ONLY are
  * allowed: OPEN and HALF_OPEN give BW_ERANGE, an unknown value BW_EINVAL.

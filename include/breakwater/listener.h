@@ -46,8 +46,11 @@ typedef enum bw_event_type {
     BW_EVENT_STORE_DEGRADED = 7,      /* the breaker's store failed (status, message): it runs on local state */
     BW_EVENT_STORE_RECOVERED = 8,     /* the store took a write again: its shared state counts again */
     BW_EVENT_STORE_WRITE_DROPPED = 9, /* a coordinated write found the queue full and was dropped */
-    BW_EVENT_STORE_CORRUPT = 10       /* the breaker's entry in its store was malformed (message): it was
+    BW_EVENT_STORE_CORRUPT = 10,      /* the breaker's entry in its store was malformed (message): it was
                                          replaced by a fresh circuit; fired once, by the update that replaced it */
+    BW_EVENT_SHED = 11                /* pipeline: a breaker layer saw local saturation further in (status
+                                         BW_EFULL: a bulkhead or limiter pool; BW_REJECTED: a breaker further in)
+                                         and recorded nothing: this process shed the call */
 } bw_event_type;
 
 #define BW_EVENT_MASK(type) (1u << (unsigned)(type))

@@ -35,8 +35,11 @@
  * How each layer reads the statuses of the layers inside it:
  *   - breaker: BW_OK is classified with the breaker's classifier (rc is the
  *     failure code); BW_ETIMEDOUT is a failure and slow (bw_settle_timeout);
- *     any other status (BW_EFULL, BW_REJECTED of a breaker inside, ...) means
- *     the call never left the process: BW_UNREACHABLE.
+ *     BW_EFULL (a bulkhead or limiter further in had no slot) and BW_REJECTED
+ *     (a breaker further in refused) are local saturation, not an outcome of
+ *     the dependency: BW_IGNORED (nothing recorded; a probe hands its slot
+ *     back), and the pipeline emits BW_EVENT_SHED; any other status means the
+ *     call never left the process: BW_UNREACHABLE.
  *   - retry: asks its policy (retry.h); rejections are never retried unless the
  *     policy is patient; the callee may ask for a delay (bw_ctx_set_retry_after).
  *   - fallback: substitutes a value for the outcomes named in its mask.
@@ -124,6 +127,16 @@ BW_API int bw_ctx_rc(const bw_ctx *ctx);
 
 /* bw_ctx_set_rc — replace the return code the outer layers will see. Returns BW_OK, BW_EINVAL. */
 BW_API int bw_ctx_set_rc(bw_ctx *ctx, int rc);
+
+/*
+ * bw_ctx_set_rejection — for a strategy that refuses a call itself (returning
+ * BW_REJECTED without calling bw_ctx_next), or passes on a rejection it got
+ * elsewhere: the state, retry_after and last failure the outer layers (retry,
+ * fallback) and the report then see. A strategy that returns BW_REJECTED without
+ * it gives them a zeroed rejection with retry_after_ns BW_NO_TIME. Returns
+ * BW_OK, or BW_EINVAL for NULL arguments.
+ */
+BW_API int bw_ctx_set_rejection(bw_ctx *ctx, const bw_rejection *why);
 
 /* bw_ctx_arg — the argument the call will receive; NULL for a NULL ctx. */
 BW_API void *bw_ctx_arg(const bw_ctx *ctx);

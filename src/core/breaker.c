@@ -1230,7 +1230,9 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
     uint64_t w = load_word(b);
     if ((w >> 3) == p->generation_) {
         unsigned st = (unsigned)(w & 7);
-        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN))
+        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN) ||
+            (outcome == BW_UNREACHABLE && b->m.cfg.ignore_unreachable &&
+             (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY)))
             applied = 0; /* nothing to record: no lock needed */
         else if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
             applied = settle_striped(b, p->generation_, outcome, slow, &now, &before, &after);

@@ -237,6 +237,14 @@ int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err)
     return BW_OK;
 }
 
+int bw_config_set_unreachable_counts(bw_config *cfg, int counts, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    cfg->m.ignore_unreachable = counts == 0;
+    return BW_OK;
+}
+
 int bw_config_set_initial_state(bw_config *cfg, bw_state state, bw_error *err)
 {
     if (!cfg)
@@ -531,6 +539,11 @@ static int set_auto(bw_config *c, int64_t v, bw_error *e)
     return bw_config_set_auto_transition(c, (int)v, e);
 }
 
+static int set_unreachable(bw_config *c, int64_t v, bw_error *e)
+{
+    return bw_config_set_unreachable_counts(c, (int)v, e);
+}
+
 static const knob knobs[] = {
     {"policy", K_POLICY, 0, 0, "rate or consecutive"},
     {"failure_rate", K_RATE, bw_config_set_failure_rate, 0, "a number such as 0.5"},
@@ -545,6 +558,7 @@ static const knob knobs[] = {
     {"wait_max", K_DURATION, 0, bw_config_set_wait_max, "a duration such as 5m, or none"},
     {"max_wait_in_half_open", K_DURATION, 0, bw_config_set_max_wait_in_half_open, "a duration such as 60s, or off"},
     {"auto_transition", K_BOOL, 0, set_auto, "true or false"},
+    {"unreachable_counts", K_BOOL, 0, set_unreachable, "true or false"},
     {"initial_state", K_STATE, 0, 0, "closed, forced_open, disabled or metrics_only"},
     {"error_threshold", K_COUNT, 0, bw_config_set_error_threshold, "a whole number"},
     {"success_threshold", K_COUNT, 0, bw_config_set_success_threshold, "a whole number"},
@@ -687,7 +701,8 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
     int n = snprintf(buf, size,
                      "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
                      "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
-                     "wait_max=%s max_wait_in_half_open=%s auto_transition=%s initial_state=%s error_threshold=%u "
+                     "wait_max=%s max_wait_in_half_open=%s auto_transition=%s unreachable_counts=%s initial_state=%s "
+                     "error_threshold=%u "
                      "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
                      "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_retry=%s "
                      "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
@@ -695,8 +710,9 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
                      m->min_calls, m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
                      m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait,
                      m->wait_multiplier, wmax, mwho, cfg->auto_transition ? "true" : "false",
-                     bw_state_name((bw_state)m->initial_state), m->error_threshold, m->success_threshold,
-                     m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle, sttl, spoll,
-                     cfg->store_queue, sretry, cfg->store_retry_multiplier, smax, cfg->store_retry_jitter, sclose);
+                     m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state),
+                     m->error_threshold, m->success_threshold, m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit,
+                     kidle, khidle, sttl, spoll, cfg->store_queue, sretry, cfg->store_retry_multiplier, smax,
+                     cfg->store_retry_jitter, sclose);
     return n;
 }

@@ -281,7 +281,7 @@ int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int out
     if (gen != m->gen)
         return -1;
     if (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY) {
-        if (outcome == BW_IGNORED)
+        if (outcome == BW_IGNORED || (outcome == BW_UNREACHABLE && m->cfg.ignore_unreachable))
             return 0;
         record_closed(m, stripe, outcome, slow, now, st == BW_STATE_CLOSED);
         return 1;

@@ -85,10 +85,11 @@ static inline bw__now bw__now_at(int64_t ns)
 
 /* The thresholds the machine needs, resolved from a bw_config. */
 typedef struct bw__mcfg {
-    uint8_t policy;        /* bw_policy */
-    uint8_t window_kind;   /* bw_window_kind */
-    uint8_t initial_state; /* bw_state */
-    uint32_t window_size;  /* calls or seconds (rate policy) */
+    uint8_t policy;             /* bw_policy */
+    uint8_t window_kind;        /* bw_window_kind */
+    uint8_t initial_state;      /* bw_state */
+    uint8_t ignore_unreachable; /* UNREACHABLE is not recorded in CLOSED (0: recorded as a failure) */
+    uint32_t window_size;       /* calls or seconds (rate policy) */
     uint32_t min_calls;
     uint32_t permitted;          /* rate: probes per round */
     uint32_t max_concurrent;     /* rate: probes at once */

@@ -48,6 +48,19 @@ static void put(cursor *c, uint64_t v, int bytes)
         *c->p++ = (unsigned char)(v >> (8 * i));
 }
 
+/* Read `bytes` that the caller knows are there (the length was checked once). */
+static uint64_t rd(cursor *c, int bytes)
+{
+    uint64_t v = 0;
+    if (HOST_IS_LE)
+        memcpy(&v, c->r, (size_t)bytes);
+    else
+        for (int i = 0; i < bytes; i++)
+            v |= (uint64_t)c->r[i] << (8 * i);
+    c->r += bytes;
+    return v;
+}
+
 static uint64_t get(cursor *c, int bytes)
 {
     if (c->left < (size_t)bytes) {
@@ -209,27 +222,26 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     bw__machine_bind(m, cfg, window_mem);
     bw__window *w = &m->win;
     cursor c = {NULL, buf, len, 0};
-    if (get(&c, 4) != MAGIC)
+    /* The length first: exactly what the image's own policy, kind and size take (which also bounds the size). */
+    if (len < HEAD_BYTES || rd(&c, 4) != MAGIC)
         return -1;
-    unsigned policy = (unsigned)get(&c, 1), kind = (unsigned)get(&c, 1), state = (unsigned)get(&c, 1);
-    unsigned pad = (unsigned)get(&c, 1);
-    uint32_t size = (uint32_t)get(&c, 4);
-    uint64_t gen = get(&c, 8);
-    int64_t opened_at = (int64_t)get(&c, 8), open_wait = (int64_t)get(&c, 8), ho_since = (int64_t)get(&c, 8);
+    unsigned policy = (unsigned)rd(&c, 1), kind = (unsigned)rd(&c, 1), state = (unsigned)rd(&c, 1);
+    unsigned pad = (unsigned)rd(&c, 1);
+    uint32_t size = (uint32_t)rd(&c, 4);
+    if (pad != 0 || (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
+        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME) ||
+        len != HEAD_BYTES + (policy == BW_POLICY_RATE ? WIN_HEAD_BYTES + bw__window_bytes((int)kind, size) : 0))
+        return -1;
+    uint64_t gen = rd(&c, 8);
+    int64_t opened_at = (int64_t)rd(&c, 8), open_wait = (int64_t)rd(&c, 8), ho_since = (int64_t)rd(&c, 8);
     uint32_t u[9];
     for (int i = 0; i < 9; i++)
-        u[i] = (uint32_t)get(&c, 4);
-    if (c.bad || pad != 0 || state > BW_STATE_METRICS_ONLY ||
-        (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
-        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME) || gen > BW__GEN_MAX || !instant_ok(opened_at) ||
-        !instant_ok(ho_since) || open_wait < 0 || open_wait > BW__WAIT_CEILING)
+        u[i] = (uint32_t)rd(&c, 4);
+    if (state > BW_STATE_METRICS_ONLY || gen > BW__GEN_MAX || !instant_ok(opened_at) || !instant_ok(ho_since) ||
+        open_wait < 0 || open_wait > BW__WAIT_CEILING)
         return -1;
     /* admitted >= in_flight, completed; completed >= probe failures, probe slows. */
     if (u[2] > u[1] || u[3] > u[1] || u[4] > u[3] || u[5] > u[3])
-        return -1;
-    /* The rest is exactly the window of the image's own policy, kind and size. */
-    size_t rest = policy == BW_POLICY_RATE ? WIN_HEAD_BYTES + bw__window_bytes((int)kind, size) : 0;
-    if (c.left != rest) /* (which also bounds the size by the image's length) */
         return -1;
     m->state = (uint8_t)state;
     m->gen = gen;
@@ -251,11 +263,11 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
         bw__window_clear(w); /* another configuration's window: start it empty */
         return 0;
     }
-    uint64_t total = get(&c, 8), failed = get(&c, 8), slow = get(&c, 8);
-    int64_t cur_sec = (int64_t)get(&c, 8);
-    uint32_t head = (uint32_t)get(&c, 4), cur_slot = (uint32_t)get(&c, 4);
-    size_t wb = bw__window_bytes(w->kind, w->size);
-    if (c.bad || c.left != wb || head >= w->size || cur_slot >= w->size || failed > total || slow > total)
+    uint64_t total = rd(&c, 8), failed = rd(&c, 8), slow = rd(&c, 8);
+    int64_t cur_sec = (int64_t)rd(&c, 8);
+    uint32_t head = (uint32_t)rd(&c, 4), cur_slot = (uint32_t)rd(&c, 4);
+    size_t wb = bw__window_bytes(w->kind, w->size); /* == c.left: the configuration is the image's */
+    if (head >= w->size || cur_slot >= w->size || failed > total || slow > total)
         return -1;
     if (w->kind == BW_WINDOW_COUNT) {
         if (cur_sec != INT64_MIN || cur_slot != 0 || total > w->size ||
@@ -271,9 +283,9 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
         bw__bucket *b = w->mem;
         uint64_t t = 0, f = 0, sl = 0;
         for (uint32_t i = 0; i < w->size; i++) {
-            b[i].total = (uint32_t)get(&c, 4);
-            b[i].failed = (uint32_t)get(&c, 4);
-            b[i].slow = (uint32_t)get(&c, 4);
+            b[i].total = (uint32_t)rd(&c, 4);
+            b[i].failed = (uint32_t)rd(&c, 4);
+            b[i].slow = (uint32_t)rd(&c, 4);
             if (b[i].failed > b[i].total || b[i].slow > b[i].total)
                 return -1;
             t += b[i].total;

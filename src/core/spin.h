@@ -47,8 +47,9 @@ void bw__spin_wake(bw__spin *l);
 
 static inline void bw__spin_lock(bw__spin *l)
 {
-    int free_ = 0;
-    if (!atomic_compare_exchange_strong_explicit(&l->v, &free_, 1, memory_order_acquire, memory_order_relaxed))
+    /* A swap, not a compare-and-swap: on a held lock it may turn a 2 into a 1,
+       which costs a sleeper at most one bounded park; the slow path marks again. */
+    if (atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
         bw__spin_lock_slow(l);
 }
 

@@ -158,6 +158,15 @@ int bw_ctx_restore_deadline(bw_ctx *ctx, int64_t previous)
     return BW_OK;
 }
 
+int bw_ctx_set_rejection(bw_ctx *ctx, const bw_rejection *why)
+{
+    if (!ctx || !why)
+        return BW_EINVAL;
+    ctx->rejection = *why;
+    ctx->has_rejection = 1;
+    return BW_OK;
+}
+
 int64_t bw_ctx_now(const bw_ctx *ctx)
 {
     return ctx ? ctx_now(ctx) : 0;
@@ -175,12 +184,18 @@ static int breaker_exec(void *state, bw_ctx *c)
         return status;
     }
     status = next(c);
-    if (BW_LIKELY(status == BW_OK))
+    if (BW_LIKELY(status == BW_OK)) {
         bw_settle_ex(b, &permit, bw__breaker_classify(b, c->rc, c->arg), c->rc);
-    else if (status == BW_ETIMEDOUT)
+    } else if (status == BW_ETIMEDOUT) {
         bw_settle_timeout(b, &permit, BW_ETIMEDOUT);
-    else
+    } else if (status == BW_EFULL || status == BW_REJECTED) {
+        /* Local saturation (a full bulkhead or limiter pool, a breaker further in
+           refusing): this process shed the call; the dependency said nothing. */
+        bw_settle(b, &permit, BW_IGNORED);
+        emit(c, BW_EVENT_SHED, status, 0, 0, 0);
+    } else {
         bw_settle(b, &permit, BW_UNREACHABLE);
+    }
     return status;
 }
 
@@ -308,10 +323,10 @@ static int fallback_exec(void *state, bw_ctx *c)
     why.status = status;
     why.rc = c->rc;
     why.attempts = c->attempts;
-    if (status == BW_REJECTED)
+    if (status == BW_REJECTED && c->has_rejection)
         why.rejection = c->rejection;
     else
-        why.rejection.retry_after_ns = BW_NO_TIME;
+        why.rejection.retry_after_ns = BW_NO_TIME; /* the rest zero: a strategy refused without saying why */
     emit(c, BW_EVENT_FALLBACK, status, 0, 0, reason);
     c->rc = f->fn(&why, c->arg, f->user);
     c->fallback = reason;

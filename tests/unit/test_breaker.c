@@ -321,6 +321,53 @@ static void test_stale_outcome_after_trip(void)
     rec_fini(&r);
 }
 
+/* unreachable_counts=false: UNREACHABLE is not recorded in CLOSED; in HALF_OPEN it is no verdict, as by default. */
+static void test_unreachable_counts_off(void)
+{
+    for (int counts = 0; counts < 2; counts++) {
+        bw_clock *clk = NULL;
+        CHECK_OK(bw_clock_manual_new(0, &clk));
+        bw_config *cfg = bw_config_new();
+        bw_error err;
+        CHECK_OK(bw_config_parse(cfg, "min_calls=2 window=count:4 wait=1s permitted_probes=1", &err));
+        CHECK_OK(bw_config_set_unreachable_counts(cfg, counts, &err));
+        CHECK_OK(bw_config_set_clock(cfg, clk));
+        bw_breaker *b = NULL;
+        CHECK_OK(bw_breaker_new("unreach", cfg, &b, &err));
+        bw_config_free(cfg);
+        for (int i = 0; i < 4; i++) {
+            bw_permit p;
+            if (bw_acquire(b, &p, NULL) == BW_OK)
+                CHECK_OK(bw_settle(b, &p, BW_UNREACHABLE));
+        }
+        bw_snapshot s;
+        CHECK_OK(bw_breaker_snapshot(b, &s));
+        if (counts) {
+            CHECK_INT(s.state, BW_STATE_OPEN); /* the default: failures */
+        } else {
+            CHECK_INT(s.state, BW_STATE_CLOSED);
+            CHECK_INT(s.total_calls, 0);
+            CHECK_OK(bw_breaker_force_open(b));
+            CHECK_OK(bw_breaker_reset(b));
+            for (int i = 0; i < 2; i++) {
+                bw_permit p;
+                CHECK_OK(bw_acquire(b, &p, NULL));
+                CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+            }
+        }
+        CHECK_STATE(b, BW_STATE_OPEN);
+        CHECK_OK(bw_clock_manual_advance(clk, 1 * BW_NS_PER_S));
+        bw_permit p;
+        CHECK_OK(bw_acquire(b, &p, NULL)); /* the probe */
+        CHECK_OK(bw_settle(b, &p, BW_UNREACHABLE));
+        CHECK_STATE(b, BW_STATE_OPEN); /* an all-inconclusive round reopens, either way */
+        CHECK_OK(bw_breaker_snapshot(b, &s));
+        CHECK_INT(s.failed_rounds, 0);
+        bw_breaker_free(b);
+        bw_clock_free(clk);
+    }
+}
+
 static void test_disabled_and_metrics_only(void)
 {
     setup();
@@ -853,6 +900,7 @@ int main(void)
     RUN(test_slow_call_boundary);
     RUN(test_all_slow_trips);
     RUN(test_stale_outcome_after_trip);
+    RUN(test_unreachable_counts_off);
     RUN(test_disabled_and_metrics_only);
     RUN(test_initial_states);
     RUN(test_call_helper);

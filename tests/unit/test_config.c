@@ -211,6 +211,7 @@ static void test_defaults(void)
     CHECK_STR(kv(c, "wait_max"), "none");
     CHECK_STR(kv(c, "max_wait_in_half_open"), "1m");
     CHECK_STR(kv(c, "auto_transition"), "false");
+    CHECK_STR(kv(c, "unreachable_counts"), "true");
     CHECK_STR(kv(c, "initial_state"), "closed");
     CHECK_STR(kv(c, "error_threshold"), "5");
     CHECK_STR(kv(c, "success_threshold"), "2");
@@ -444,6 +445,21 @@ static void test_set_auto_transition(void)
     CHECK_OK(bw_config_set_auto_transition(c, -1, NULL));
     CHECK_STR(kv(c, "auto_transition"), "true");
     CHECK(err_untouched(&e));
+    bw_config_free(c);
+}
+
+static void test_set_unreachable_counts(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_unreachable_counts(c, 0, &e));
+    CHECK_STR(kv(c, "unreachable_counts"), "false");
+    CHECK_OK(bw_config_parse(c, "unreachable_counts=yes", &e));
+    CHECK_STR(kv(c, "unreachable_counts"), "true");
+    CHECK_OK(bw_config_parse(c, "unreachable_counts=off", &e));
+    CHECK_STR(kv(c, "unreachable_counts"), "false");
+    CHECK_RC(bw_config_parse(c, "unreachable_counts=maybe", &e), BW_EPARSE);
+    CHECK_RC(bw_config_set_unreachable_counts(NULL, 1, NULL), BW_EINVAL);
     bw_config_free(c);
 }
 
@@ -1330,6 +1346,7 @@ int main(void)
     RUN(test_set_durations);
     RUN(test_set_policy);
     RUN(test_set_auto_transition);
+    RUN(test_set_unreachable_counts);
     RUN(test_set_initial_state);
     RUN(test_null_config);
     RUN(test_validate_probes);

@@ -313,7 +313,7 @@ static int m_record(model *m, uint64_t gen, int outcome, int slow, int64_t now)
     switch (m->state) {
     case BW_STATE_CLOSED:
     case BW_STATE_METRICS_ONLY:
-        if (outcome == BW_IGNORED)
+        if (outcome == BW_IGNORED || (outcome == BW_UNREACHABLE && m->c.ignore_unreachable))
             return 0;
         if (rate) {
             if (m->nrec >= MAXREC)
@@ -849,6 +849,7 @@ static void random_cfg(rng *r, int policy, int window_kind, bw__mcfg *c, int *sl
         c->wait_max = wm;
     }
     c->max_wait_ho = rchance(r, 35) ? 0 : ho_waits[rbelow(r, 5)];
+    c->ignore_unreachable = rchance(r, 20);
 }
 
 /* One clock move of a random kind. */

@@ -302,12 +302,19 @@ static void on_call(const bw_event *e, void *user)
         *(bw_outcome *)user = e->outcome;
 }
 
-static void test_bulkhead_full_is_unreachable(void)
+/*
+ * A full bulkhead is local saturation, not an outcome of the dependency: the
+ * breaker around it records nothing in CLOSED (its window stays empty, however
+ * often it happens), a probe in HALF_OPEN hands its slot back with no verdict,
+ * and the pipeline emits BW_EVENT_SHED.
+ */
+static void test_bulkhead_full_is_not_an_outcome(void)
 {
     reset_logs();
     bw_outcome seen = BW_SUCCESS;
     bw_config *cfg = bw_config_new();
     CHECK_OK(bw_config_set_clock(cfg, clk));
+    CHECK_OK(bw_config_parse(cfg, "min_calls=2 window=count:4 wait=10s", NULL));
     CHECK_OK(bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_CALL), on_call, &seen));
     bw_breaker *b = NULL;
     CHECK_OK(bw_breaker_new("dep", cfg, &b, NULL));
@@ -319,20 +326,116 @@ static void test_bulkhead_full_is_unreachable(void)
     CHECK_OK(bw_pipeline_add_bulkhead(p, bh, NULL));
     CHECK_OK(bw_bulkhead_try_acquire(bh)); /* someone else holds the only slot */
     dep d = new_dep(0);
-    CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
+    for (int i = 0; i < 10; i++)
+        CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
     CHECK_INT(d.calls, 0);
-    CHECK_INT(seen, BW_UNREACHABLE);
-    CHECK_INT(nevents, 1);
+    CHECK_INT(seen, BW_IGNORED);
+    CHECK_INT(nevents, 20);
     CHECK_INT(events[0].type, BW_EVENT_BULKHEAD_REJECTED);
     CHECK_INT(events[0].status, BW_EFULL);
+    CHECK_INT(events[1].type, BW_EVENT_SHED);
+    CHECK_INT(events[1].status, BW_EFULL);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.total_calls, 0);
+    CHECK_STATE(b, BW_STATE_CLOSED); /* a healthy dependency is never cut off by this process's load */
     CHECK_OK(bw_bulkhead_release(bh));
     CHECK_OK(bw_pipeline_execute(p, call_dep, &d, NULL, NULL));
     CHECK_INT(d.calls, 1);
     CHECK_INT(seen, BW_SUCCESS);
     CHECK_INT(bw_bulkhead_in_flight(bh), 0); /* released after the call */
+
+    /* HALF_OPEN: the shed probe gives its slot back; the next call probes. */
+    CHECK_OK(bw_breaker_force_open(b));
+    CHECK_OK(bw_breaker_reset(b));
+    for (int i = 0; i < 2; i++) {
+        bw_permit pm;
+        CHECK_OK(bw_acquire(b, &pm, NULL));
+        CHECK_OK(bw_settle(b, &pm, BW_FAILURE));
+    }
+    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_OK(bw_clock_manual_advance(clk, 10 * S));
+    CHECK_OK(bw_bulkhead_try_acquire(bh));
+    CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(s.probes_admitted, 0);
+    CHECK_INT(s.probes_in_flight, 0);
+    CHECK_INT(s.probes_inconclusive, 0);
+    CHECK_OK(bw_bulkhead_release(bh));
+    CHECK_OK(bw_pipeline_execute(p, call_dep, &d, NULL, NULL));
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.probes_completed, 1);
     bw_pipeline_free(p);
     bw_bulkhead_free(bh);
     bw_breaker_free(b);
+}
+
+/* A breaker further in refusing is local too: the outer breaker records nothing. */
+static void test_inner_rejection_is_not_an_outcome(void)
+{
+    reset_logs();
+    bw_breaker *outer = breaker("min_calls=1 window=count:2", clk);
+    bw_breaker *inner = breaker("", clk);
+    CHECK_OK(bw_breaker_force_open(inner));
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_breaker(p, outer, NULL));
+    CHECK_OK(bw_pipeline_add_breaker(p, inner, NULL));
+    dep d = new_dep(0);
+    CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_REJECTED);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(outer, &s));
+    CHECK_INT(s.total_calls, 0);
+    CHECK_STATE(outer, BW_STATE_CLOSED);
+    CHECK_INT(nevents, 1);
+    CHECK_INT(events[0].type, BW_EVENT_SHED);
+    CHECK_INT(events[0].status, BW_REJECTED);
+    bw_pipeline_free(p);
+    bw_breaker_free(outer);
+    bw_breaker_free(inner);
+}
+
+/* A strategy that refuses by itself: the fallback sees a zeroed rejection, or the one it set. */
+static int refuse_exec(void *state, bw_ctx *ctx)
+{
+    const bw_rejection *why = state;
+    if (why)
+        CHECK_OK(bw_ctx_set_rejection(ctx, why));
+    return BW_REJECTED;
+}
+
+static bw_fallback_info last_why;
+
+static int note_fallback(const bw_fallback_info *why, void *arg, void *user)
+{
+    (void)arg;
+    (void)user;
+    last_why = *why;
+    return 7;
+}
+
+static void test_strategy_rejection(void)
+{
+    static const bw_strategy refuse = {BW_STRATEGY_VERSION, "refuse", refuse_exec, NULL};
+    for (int k = 0; k < 2; k++) {
+        bw_rejection set = {BW_STATE_OPEN, 3 * S, 1, 42};
+        bw_pipeline *p = pipeline();
+        CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_REJECTED, note_fallback, NULL, NULL));
+        CHECK_OK(bw_pipeline_add(p, &refuse, k ? &set : NULL, NULL));
+        memset(&last_why, 0x5a, sizeof last_why); /* garbage, as an unset field would be */
+        int rc = 0;
+        bw_report rep;
+        CHECK_OK(bw_pipeline_execute(p, call_dep, NULL, &rc, &rep));
+        CHECK_INT(rc, 7);
+        CHECK_INT(last_why.reason, BW_FALLBACK_ON_REJECTED);
+        CHECK_INT(last_why.rejection.retry_after_ns, k ? 3 * S : BW_NO_TIME);
+        CHECK_INT(last_why.rejection.has_last_failure, k ? 1 : 0);
+        CHECK_INT(last_why.rejection.last_failure, k ? 42 : 0);
+        CHECK_INT(last_why.rejection.state, k ? BW_STATE_OPEN : 0);
+        CHECK_INT(rep.has_rejection, k);
+        bw_pipeline_free(p);
+    }
+    CHECK_RC(bw_ctx_set_rejection(NULL, NULL), BW_EINVAL);
 }
 
 static int zero_fallback(const bw_fallback_info *why, void *arg, void *user)
@@ -504,10 +607,11 @@ static void test_limiter_in_a_pipeline(void)
     CHECK_INT(s.total_calls, 2);
     CHECK_INT(s.failed_calls, 1);
     CHECK_INT(s.slow_calls, 1); /* 40 ms, far below 60 s, yet slow: it timed out */
-    /* The only worker is still busy with the abandoned call: refused, unreachable. */
+    /* The only worker is still busy with the abandoned call: refused, local saturation: nothing recorded. */
     CHECK_RC(bw_pipeline_execute(p, quick, NULL, &rc, NULL), BW_EFULL);
     CHECK_OK(bw_breaker_snapshot(b, &s));
-    CHECK_INT(s.failed_calls, 2);
+    CHECK_INT(s.total_calls, 2);
+    CHECK_INT(s.failed_calls, 1);
     CHECK_INT(s.slow_calls, 1);
     pthread_mutex_lock(&g.mu);
     g.open = 1;
@@ -794,7 +898,9 @@ int main(void)
     RUN(test_patient_retry_waits_for_the_probe);
     RUN(test_fallback_on_rejection);
     RUN(test_timeout_is_a_slow_failure);
-    RUN(test_bulkhead_full_is_unreachable);
+    RUN(test_bulkhead_full_is_not_an_outcome);
+    RUN(test_inner_rejection_is_not_an_outcome);
+    RUN(test_strategy_rejection);
     RUN(test_fallback_keeps_shadow_statistics);
     RUN(test_fallback_with_a_classifier);
     RUN(test_result_delay_and_deadlines);
