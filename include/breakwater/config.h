@@ -184,7 +184,8 @@ BW_API int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_erro
  * (bw_config_validate), and in BW_STORE_STORED mode the window must fit in a
  * store entry (count:N with N up to about 900, time:N up to 74 s; checked by
  * bw_breaker_new). Not text: set it in C. Returns BW_OK, or BW_EINVAL for a NULL
- * cfg or an unknown mode. Thread safety: one thread at a time per config.
+ * cfg or a mode other than BW_STORE_COORDINATED and BW_STORE_STORED (0 is taken
+ * only with a NULL store). Thread safety: one thread at a time per config.
  */
 BW_API int bw_config_set_store(bw_config *cfg, bw_store *store, bw_store_mode mode, bw_error *err);
 
@@ -199,7 +200,8 @@ BW_API int bw_config_set_clock(bw_config *cfg, bw_clock *clock);
  * bw_config_set_listener — the listener of breakers made from this config: `fn`
  * receives the event types whose bits are in `mask` (BW_EVENT_MASK, BW_EVENTS_ALL),
  * with `user` last. fn NULL removes the listener. `user` is borrowed: it must
- * outlive those breakers. Returns BW_OK or BW_EINVAL (cfg NULL).
+ * outlive those breakers. Returns BW_OK, or BW_EINVAL for a NULL cfg or a
+ * listener (fn not NULL) with an empty mask, which would receive nothing.
  * Thread safety: one thread at a time per config; fn itself is called from
  * several threads at once (see listener.h).
  */

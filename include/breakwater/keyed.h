@@ -90,6 +90,14 @@ extern "C" {
 BW_API int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why);
 
 /*
+ * bw_keyed_acquire_ex — bw_keyed_acquire, with *err (may be NULL) saying why a
+ * BW_EINVAL, BW_ENOMEM or BW_ELIMIT happened (e.g. which byte of the key is not
+ * allowed). A rejection (BW_REJECTED) is not an error and leaves *err alone.
+ * Thread safety: as bw_keyed_acquire.
+ */
+BW_API int bw_keyed_acquire_ex(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why, bw_error *err);
+
+/*
  * bw_keyed_get — a handle on the circuit of `key`, made if not resident, in *out.
  * The handle pins the circuit until bw_keyed_release; use it with any function
  * of breaker.h, except bw_breaker_free. Returns BW_OK, BW_EINVAL (NULL

@@ -298,8 +298,11 @@ int bw_config_set_store(bw_config *cfg, bw_store *store, bw_store_mode mode, bw_
 {
     if (!cfg)
         return null_cfg(err);
-    if (store && mode != BW_STORE_COORDINATED && mode != BW_STORE_STORED)
-        return bw__fail(err, BW_EINVAL, "store_mode", "store mode must be coordinated or stored, got %d", (int)mode);
+    if (mode != BW_STORE_COORDINATED && mode != BW_STORE_STORED && !(store == NULL && mode == 0))
+        return bw__fail(err, BW_EINVAL, "store_mode",
+                        "store mode must be BW_STORE_COORDINATED or BW_STORE_STORED (0 only with a NULL store), "
+                        "got %d",
+                        (int)mode);
     cfg->store = store;
     cfg->store_mode = store ? (int)mode : 0;
     return BW_OK;
@@ -355,8 +358,8 @@ int bw_config_set_clock(bw_config *cfg, bw_clock *clock)
 
 int bw_config_set_listener(bw_config *cfg, unsigned mask, bw_listener_cb fn, void *user)
 {
-    if (!cfg)
-        return BW_EINVAL;
+    if (!cfg || (fn && mask == 0))
+        return BW_EINVAL; /* a listener that wants no event is a mistake: remove it with fn NULL */
     cfg->listener = fn;
     cfg->listener_mask = fn ? mask : 0;
     cfg->listener_user = user;
@@ -577,6 +580,19 @@ static const knob knobs[] = {
     {"store_close_timeout", K_DURATION, 0, bw_config_set_store_close_timeout, "a duration such as 5s"},
 };
 
+/* A count whose text overflowed 64 bits: the setter's range error, saying what was written instead of the saturated
+ * value. */
+static int count_overflow(bw_config *c, const knob *k, const char *v, int64_t saturated, bw_error *err)
+{
+    int rc = k->set_int(c, saturated, err);
+    if (rc == BW_OK) /* no count setter takes INT64_MAX; should one, the text still did not fit */
+        return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
+    char *got = err ? strstr(err->message, ", got ") : NULL;
+    if (got)
+        snprintf(got, sizeof err->message - (size_t)(got - err->message), ", got '%.40s' (beyond 64 bits)", v);
+    return rc;
+}
+
 static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
 {
     double d;
@@ -587,7 +603,8 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
     case K_MULT:
         return parse_double(v, &d) ? BW_EPARSE : k->set_double(c, d, err);
     case K_COUNT:
-        return parse_int(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+        b = bw__parse_int(v, &i); /* 1: beyond 64 bits, i saturated */
+        return b < 0 ? BW_EPARSE : b ? count_overflow(c, k, v, i, err) : k->set_int(c, i, err);
     case K_DURATION:
         return bw__parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
     case K_BOOL:

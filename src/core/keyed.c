@@ -350,12 +350,12 @@ void bw__keyed_free(bw__keyed *k)
 
 /* ---- the API ---- */
 
-int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why)
+static inline int keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why, bw_error *err)
 {
     if (!permit)
-        return BW_EINVAL;
+        return bw__fail(err, BW_EINVAL, "permit", "permit must not be NULL");
     bw_breaker *c;
-    int rc = lookup(b, key, 1, &c, NULL);
+    int rc = lookup(b, key, 1, &c, err);
     if (BW_UNLIKELY(rc != BW_OK))
         return rc;
     rc = bw_acquire(c, permit, why);
@@ -365,6 +365,16 @@ int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejec
     }
     bw__permit_pin(permit);
     return BW_OK;
+}
+
+int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why)
+{
+    return keyed_acquire(b, key, permit, why, NULL);
+}
+
+int bw_keyed_acquire_ex(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why, bw_error *err)
+{
+    return keyed_acquire(b, key, permit, why, err);
 }
 
 int bw_keyed_get(bw_breaker *b, const char *key, bw_breaker **out, bw_error *err)

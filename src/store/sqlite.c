@@ -430,6 +430,8 @@ int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
     rc = open_db(c, u->path, busy, err);
     if (rc != BW_OK) {
         sq_close(c);
+        if (err && !err->field[0])
+            memcpy(err->field, "path", 5); /* the file could not be opened as a store */
         return rc;
     }
     static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read};

@@ -1186,6 +1186,31 @@ static void test_format_truncation(void)
 
 /* ---- copy / free ---- */
 
+static void on_nothing(const bw_event *ev, void *user)
+{
+    (void)ev;
+    (void)user;
+}
+
+/* Validation that used to be silent or unclear. */
+static void test_validation_messages(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    CHECK_RC(bw_config_parse(c, "min_calls=99999999999999999999", &e), BW_ERANGE);
+    CHECK_STR(e.field, "min_calls");
+    CHECK(strstr(e.message, "beyond 64 bits") != NULL);
+    CHECK(strstr(e.message, "[1, 1000000000]") != NULL);
+    CHECK(strstr(e.message, "9223372036854775807") == NULL);
+    CHECK_RC(bw_config_set_store(c, NULL, (bw_store_mode)7, &e), BW_EINVAL);
+    CHECK_STR(e.field, "store_mode");
+    CHECK_OK(bw_config_set_store(c, NULL, (bw_store_mode)0, &e));        /* no store, no mode */
+    CHECK_RC(bw_config_set_listener(c, 0, on_nothing, NULL), BW_EINVAL); /* would receive nothing */
+    CHECK_OK(bw_config_set_listener(c, 0, NULL, NULL));                  /* removing one */
+    bw_config_free(c);
+}
+
 static void test_copy_and_free(void)
 {
     bw_config_free(NULL); /* ignored */
@@ -1366,6 +1391,7 @@ int main(void)
     RUN(test_format_roundtrip_ns_precision);
     RUN(test_format_roundtrip_tiny_rate);
     RUN(test_format_truncation);
+    RUN(test_validation_messages);
     RUN(test_copy_and_free);
     RUN(test_breaker_new_invalid_config);
     RUN(test_breaker_new_names);

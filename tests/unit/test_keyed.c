@@ -502,7 +502,16 @@ static void test_bad_input(void)
     bw_breaker *b = make(&o);
     bw_permit p;
     bw_breaker *h = NULL;
+    /* bw_keyed_acquire_ex says why. */
     bw_error e;
+    memset(&e, 0, sizeof e);
+    bw_breaker *b2 = make(&o);
+    CHECK_RC(bw_keyed_acquire_ex(b2, "bad key", &p, NULL, &e), BW_EINVAL);
+    CHECK_STR(e.field, "key");
+    CHECK(strstr(e.message, "byte 3") != NULL);
+    CHECK_OK(bw_keyed_acquire_ex(b2, "good-key", &p, NULL, &e));
+    CHECK_OK(bw_settle(b2, &p, BW_SUCCESS));
+    bw_breaker_free(b2);
     char long_key[300];
     memset(long_key, 'k', sizeof long_key);
     long_key[256] = 0;

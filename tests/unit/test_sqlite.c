@@ -284,6 +284,22 @@ static void test_foreign_schema(void)
     snprintf(url, sizeof url, "sqlite:%s", q);
     CHECK_RC(bw_store_open(url, &s, &e), BW_ESTATE);
     CHECK(strstr(e.message, "one") != NULL);
+
+    /* A file that is no database at all: the error names the path. */
+    char r[256];
+    db_path(r, sizeof r);
+    FILE *f = fopen(r, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        for (int i = 0; i < 64; i++)
+            fputs("this is not a database, just text. ", f);
+        fclose(f);
+    }
+    snprintf(url, sizeof url, "sqlite:%s", r);
+    memset(&e, 0, sizeof e);
+    CHECK_RC(bw_store_open(url, &s, &e), BW_ESYS);
+    CHECK_STR(e.field, "path");
+    CHECK(strstr(e.message, "not a database") != NULL);
 }
 
 /*
