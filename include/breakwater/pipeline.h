@@ -69,6 +69,7 @@
 #include "common.h"
 #include "config.h"
 #include "listener.h"
+#include "registry.h"
 #include "retry.h"
 #include "timeout.h"
 
@@ -137,6 +138,16 @@ BW_API int bw_ctx_set_rc(bw_ctx *ctx, int rc);
  * BW_OK, or BW_EINVAL for NULL arguments.
  */
 BW_API int bw_ctx_set_rejection(bw_ctx *ctx, const bw_rejection *why);
+
+/* bw_ctx_key — the call's circuit name or key (bw_pipeline_execute_key), or NULL. */
+BW_API const char *bw_ctx_key(const bw_ctx *ctx);
+
+/*
+ * bw_ctx_set_key — for a strategy: the name or key the layers inside it use
+ * (e.g. the host of a request it parsed); borrowed until the call ends. Returns
+ * BW_OK, or BW_EINVAL for a NULL ctx.
+ */
+BW_API int bw_ctx_set_key(bw_ctx *ctx, const char *key);
 
 /* bw_ctx_arg — the argument the call will receive; NULL for a NULL ctx. */
 BW_API void *bw_ctx_arg(const bw_ctx *ctx);
@@ -208,6 +219,22 @@ BW_API void bw_pipeline_free(bw_pipeline *p);
 
 /* bw_pipeline_add_breaker — guard the inner layers with a breaker (borrowed). */
 BW_API int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err);
+
+/*
+ * Per-call breakers: one pipeline for every host or tenant. Each call names its
+ * circuit (bw_pipeline_execute_key, or a strategy further out with
+ * bw_ctx_set_key), and the layer picks the breaker for that call:
+ * - bw_pipeline_add_registry: the registry's breaker of that name, made with
+ *   the registry's defaults on first use (registry.h; a lookup takes no lock);
+ * - bw_pipeline_add_keyed: the keyed circuit of that key of `breaker`
+ *   (keyed.h), pinned from the admission until the settle.
+ * Everything else is as bw_pipeline_add_breaker. A call with no key, or a key
+ * the registry or the breaker refuses, ends with that status (BW_EINVAL,
+ * BW_ENOMEM, BW_ELIMIT) before the inner layers run. The registry or breaker is
+ * borrowed: it must outlive the pipeline.
+ */
+BW_API int bw_pipeline_add_registry(bw_pipeline *p, bw_registry *registry, bw_error *err);
+BW_API int bw_pipeline_add_keyed(bw_pipeline *p, bw_breaker *breaker, bw_error *err);
 
 /*
  * bw_pipeline_add_retry — run the inner layers again as the policy (borrowed)
@@ -324,6 +351,16 @@ typedef struct bw_report {
  * Thread safety: any number of threads at once on one pipeline.
  */
 BW_API int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report);
+
+/*
+ * bw_pipeline_execute_key — bw_pipeline_execute for the circuit `key` (a host,
+ * a tenant; borrowed for the call): the name or key the per-call breaker layers
+ * use (bw_pipeline_add_registry, bw_pipeline_add_keyed), also readable by
+ * strategies (bw_ctx_key). NULL is as bw_pipeline_execute. Thread safety: as
+ * bw_pipeline_execute.
+ */
+BW_API int bw_pipeline_execute_key(bw_pipeline *p, const char *key, bw_task_fn fn, void *arg, int *rc,
+                                   bw_report *report);
 
 /* bw_pipeline_layers — the number of layers; BW_EINVAL for NULL. Thread safety: any thread once built. */
 BW_API int bw_pipeline_layers(const bw_pipeline *p);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakwater/keyed.h"
 #include "resilience.h"
 
 #define MAX_LAYERS 32
@@ -53,6 +54,7 @@ struct bw_ctx {
     unsigned fallback;
     int has_rejection;
     bw_rejection rejection;
+    const char *key; /* the call's circuit name or key (per-call breaker layers), or NULL */
 };
 
 _Static_assert(sizeof(struct bw_ctx) <= BW__JOB_BYTES, "a context must fit a limiter job slot");
@@ -158,6 +160,19 @@ int bw_ctx_restore_deadline(bw_ctx *ctx, int64_t previous)
     return BW_OK;
 }
 
+const char *bw_ctx_key(const bw_ctx *ctx)
+{
+    return ctx ? ctx->key : NULL;
+}
+
+int bw_ctx_set_key(bw_ctx *ctx, const char *key)
+{
+    if (!ctx)
+        return BW_EINVAL;
+    ctx->key = key;
+    return BW_OK;
+}
+
 int bw_ctx_set_rejection(bw_ctx *ctx, const bw_rejection *why)
 {
     if (!ctx || !why)
@@ -174,29 +189,71 @@ int64_t bw_ctx_now(const bw_ctx *ctx)
 
 /* ---- the built-in layers ---- */
 
+/*
+ * The inner layers under a permit admitted on b (settled through `owner`: b
+ * itself, or the parent of a keyed circuit), and what b records of them.
+ */
+static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permit)
+{
+    int status = next(c);
+    if (BW_LIKELY(status == BW_OK)) {
+        bw_settle_ex(owner, permit, bw__breaker_classify(b, c->rc, c->arg), c->rc);
+    } else if (status == BW_ETIMEDOUT) {
+        bw_settle_timeout(owner, permit, BW_ETIMEDOUT);
+    } else if (status == BW_EFULL || status == BW_REJECTED) {
+        /* Local saturation (a full bulkhead or limiter pool, a breaker further in
+           refusing): this process shed the call; the dependency said nothing. */
+        bw_settle(owner, permit, BW_IGNORED);
+        emit(c, BW_EVENT_SHED, status, 0, 0, 0);
+    } else {
+        bw_settle(owner, permit, BW_UNREACHABLE);
+    }
+    return status;
+}
+
+static int admitted(bw_ctx *c, int status)
+{
+    c->has_rejection |= status == BW_REJECTED;
+    return status;
+}
+
 static int breaker_exec(void *state, bw_ctx *c)
 {
     bw_breaker *b = state;
     bw_permit permit;
     int status = bw_acquire(b, &permit, &c->rejection);
-    if (BW_UNLIKELY(status != BW_OK)) {
-        c->has_rejection |= status == BW_REJECTED;
+    if (BW_UNLIKELY(status != BW_OK))
+        return admitted(c, status);
+    return guarded(c, b, b, &permit);
+}
+
+/* The breaker of the call's name, made with the registry's defaults on first use. */
+static int registry_exec(void *state, bw_ctx *c)
+{
+    bw_breaker *b;
+    if (BW_UNLIKELY(!c->key))
+        return BW_EINVAL; /* a per-call layer needs the call's name: bw_pipeline_execute_key */
+    int status = bw_registry_get(state, c->key, NULL, &b, NULL);
+    if (BW_UNLIKELY(status != BW_OK))
         return status;
-    }
-    status = next(c);
-    if (BW_LIKELY(status == BW_OK)) {
-        bw_settle_ex(b, &permit, bw__breaker_classify(b, c->rc, c->arg), c->rc);
-    } else if (status == BW_ETIMEDOUT) {
-        bw_settle_timeout(b, &permit, BW_ETIMEDOUT);
-    } else if (status == BW_EFULL || status == BW_REJECTED) {
-        /* Local saturation (a full bulkhead or limiter pool, a breaker further in
-           refusing): this process shed the call; the dependency said nothing. */
-        bw_settle(b, &permit, BW_IGNORED);
-        emit(c, BW_EVENT_SHED, status, 0, 0, 0);
-    } else {
-        bw_settle(b, &permit, BW_UNREACHABLE);
-    }
-    return status;
+    bw_permit permit;
+    status = bw_acquire(b, &permit, &c->rejection);
+    if (BW_UNLIKELY(status != BW_OK))
+        return admitted(c, status);
+    return guarded(c, b, b, &permit);
+}
+
+/* The keyed circuit of the call's key: the permit pins it until the settle. */
+static int keyed_exec(void *state, bw_ctx *c)
+{
+    bw_breaker *parent = state;
+    if (BW_UNLIKELY(!c->key))
+        return BW_EINVAL;
+    bw_permit permit;
+    int status = bw_keyed_acquire(parent, c->key, &permit, &c->rejection);
+    if (BW_UNLIKELY(status != BW_OK))
+        return admitted(c, status);
+    return guarded(c, parent, parent, &permit);
 }
 
 static int retry_exec(void *state, bw_ctx *c)
@@ -334,6 +391,8 @@ static int fallback_exec(void *state, bw_ctx *c)
 }
 
 static const bw_strategy breaker_strategy = {BW_STRATEGY_VERSION, "breaker", breaker_exec, NULL};
+static const bw_strategy registry_strategy = {BW_STRATEGY_VERSION, "registry", registry_exec, NULL};
+static const bw_strategy keyed_strategy = {BW_STRATEGY_VERSION, "keyed", keyed_exec, NULL};
 static const bw_strategy retry_strategy = {BW_STRATEGY_VERSION, "retry", retry_exec, NULL};
 static const bw_strategy bulkhead_strategy = {BW_STRATEGY_VERSION, "bulkhead", bulkhead_exec, NULL};
 static const bw_strategy timeout_strategy = {BW_STRATEGY_VERSION, "timeout", timeout_exec, free};
@@ -395,6 +454,30 @@ int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
     if (!breaker)
         return bw__fail(err, BW_EINVAL, "breaker", "breaker must not be NULL");
     push(p, &breaker_strategy, breaker);
+    return BW_OK;
+}
+
+int bw_pipeline_add_registry(bw_pipeline *p, bw_registry *registry, bw_error *err)
+{
+    int rc = check_open(p, err);
+    if (rc != BW_OK)
+        return rc;
+    if (!registry)
+        return bw__fail(err, BW_EINVAL, "registry", "registry must not be NULL");
+    push(p, &registry_strategy, registry);
+    return BW_OK;
+}
+
+int bw_pipeline_add_keyed(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
+{
+    int rc = check_open(p, err);
+    if (rc != BW_OK)
+        return rc;
+    if (!breaker)
+        return bw__fail(err, BW_EINVAL, "breaker", "breaker must not be NULL");
+    if (bw_breaker_key(breaker))
+        return bw__fail(err, BW_EINVAL, "breaker", "a keyed circuit has no keyed circuits of its own");
+    push(p, &keyed_strategy, breaker);
     return BW_OK;
 }
 
@@ -516,7 +599,7 @@ const char *bw_pipeline_layer_name(const bw_pipeline *p, int i)
 
 /* ---- running ---- */
 
-int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report)
+static inline int execute(bw_pipeline *p, const char *key, bw_task_fn fn, void *arg, int *rc, bw_report *report)
 {
     if (BW_UNLIKELY(!p || !fn))
         return BW_EINVAL;
@@ -535,6 +618,7 @@ int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_re
     c.verdict = -1;
     c.fallback = 0;
     c.has_rejection = 0;
+    c.key = key;
     int status = next(&c);
     if (rc)
         *rc = c.rc;
@@ -551,4 +635,14 @@ int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_re
         }
     }
     return status;
+}
+
+int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report)
+{
+    return execute(p, NULL, fn, arg, rc, report);
+}
+
+int bw_pipeline_execute_key(bw_pipeline *p, const char *key, bw_task_fn fn, void *arg, int *rc, bw_report *report)
+{
+    return execute(p, key, fn, arg, rc, report);
 }

@@ -683,6 +683,65 @@ static void test_custom_strategy(void)
     CHECK_INT(c.destroyed, 1);
 }
 
+/* A call that fails for one host and succeeds for the others; it sees its key. */
+static int per_host(bw_ctx *ctx, void *arg)
+{
+    int *calls = arg;
+    (*calls)++;
+    return strcmp(bw_ctx_key(ctx), "bad.example") == 0 ? 1 : 0;
+}
+
+/*
+ * One pipeline for every host: the registry layer picks the breaker of the
+ * call's name, the keyed layer the circuit of its key. A failing host trips
+ * only its own circuit; a call with no key is refused before the call runs.
+ */
+static void test_per_call_breakers(void)
+{
+    bw_config *cfg = bw_config_new();
+    bw_error err;
+    CHECK_OK(bw_config_parse(cfg, "min_calls=2 window=count:4 wait=10s", &err));
+    CHECK_OK(bw_config_set_clock(cfg, clk));
+    bw_registry *r = NULL;
+    CHECK_OK(bw_registry_new(cfg, &r, &err));
+    bw_breaker *parent = NULL;
+    CHECK_OK(bw_breaker_new("tenants", cfg, &parent, &err));
+    bw_config_free(cfg);
+    for (int layer = 0; layer < 2; layer++) {
+        bw_pipeline *p = pipeline();
+        if (layer == 0)
+            CHECK_OK(bw_pipeline_add_registry(p, r, &err));
+        else
+            CHECK_OK(bw_pipeline_add_keyed(p, parent, &err));
+        int calls = 0, rc = 0;
+        for (int i = 0; i < 4; i++) {
+            bw_pipeline_execute_key(p, "bad.example", per_host, &calls, &rc, NULL);
+            CHECK_OK(bw_pipeline_execute_key(p, "good.example", per_host, &calls, &rc, NULL));
+            CHECK_INT(rc, 0);
+        }
+        CHECK_RC(bw_pipeline_execute_key(p, "bad.example", per_host, &calls, &rc, NULL), BW_REJECTED);
+        CHECK_INT(calls, 2 + 4); /* bad.example tripped after two calls */
+        CHECK_RC(bw_pipeline_execute(p, per_host, &calls, &rc, NULL), BW_EINVAL);
+        CHECK_INT(calls, 6);
+        bw_pipeline_free(p);
+    }
+    CHECK_INT(bw_registry_count(r), 2);
+    CHECK_STATE(bw_registry_get_existing(r, "bad.example"), BW_STATE_OPEN);
+    CHECK_STATE(bw_registry_get_existing(r, "good.example"), BW_STATE_CLOSED);
+    CHECK_INT(bw_keyed_count(parent), 2);
+    bw_breaker *h = bw_keyed_find(parent, "bad.example");
+    CHECK(h != NULL);
+    CHECK_STATE(h, BW_STATE_OPEN);
+    bw_keyed_release(h);
+    CHECK_STATE(parent, BW_STATE_CLOSED); /* the parent's own circuit saw nothing */
+    bw_pipeline *p = pipeline();
+    CHECK_RC(bw_pipeline_add_registry(p, NULL, &err), BW_EINVAL);
+    CHECK_RC(bw_pipeline_add_keyed(p, NULL, &err), BW_EINVAL);
+    bw_pipeline_free(p);
+    bw_breaker_free(parent);
+    bw_registry_free(r);
+}
+
 static void test_empty_pipeline(void)
 {
     bw_pipeline *p = NULL;
@@ -901,6 +960,7 @@ int main(void)
     RUN(test_bulkhead_full_is_not_an_outcome);
     RUN(test_inner_rejection_is_not_an_outcome);
     RUN(test_strategy_rejection);
+    RUN(test_per_call_breakers);
     RUN(test_fallback_keeps_shadow_statistics);
     RUN(test_fallback_with_a_classifier);
     RUN(test_result_delay_and_deadlines);
