@@ -312,6 +312,20 @@ BW_API int bw_pipeline_add_fallback_ex(bw_pipeline *p, unsigned on, bw_classifie
 BW_API int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error *err);
 
 /*
+ * bw_pipeline_set_classifier — what counts as success for the whole pipeline:
+ * fn(rc, arg, user) classifies the call's return code (as a breaker's
+ * classifier, config.h) for every layer that has no classifier of its own: a
+ * breaker layer whose breaker has none records its verdict; a retry layer whose
+ * policy has no predicate retries FAILURE and UNREACHABLE (and a timeout); a
+ * fallback added without a classifier stands in for them. A layer's own
+ * classifier or predicate still wins. NULL restores the default (rc == 0 is a
+ * success, anything else a failure). `user` is borrowed; fn runs on every
+ * thread that executes the pipeline. Returns BW_OK, BW_EINVAL for a NULL p, or
+ * BW_ESTATE after an execution.
+ */
+BW_API int bw_pipeline_set_classifier(bw_pipeline *p, bw_classifier_cb fn, void *user);
+
+/*
  * bw_pipeline_set_clock — the clock of deadlines and retry loops (NULL = the
  * system clock; borrowed). Use the same clock as the breakers and retry
  * policies inside. Returns BW_OK, BW_EINVAL, or BW_ESTATE after an execution.

@@ -1291,12 +1291,22 @@ int bw_settle_timeout(bw_breaker *b, bw_permit *p, int failure_code)
     return settle_timed_out(b, p, BW_FAILURE, failure_code);
 }
 
+bw_outcome bw__classify(bw_classifier_cb fn, void *user, int rc, void *arg)
+{
+    if (!fn)
+        return rc == 0 ? BW_SUCCESS : BW_FAILURE;
+    bw_outcome o = fn(rc, arg, user);
+    return (unsigned)o > BW_UNREACHABLE ? BW_FAILURE : o;
+}
+
 bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg)
 {
-    if (!b->classifier)
-        return rc == 0 ? BW_SUCCESS : BW_FAILURE;
-    bw_outcome o = b->classifier(rc, arg, b->classifier_user);
-    return (unsigned)o > BW_UNREACHABLE ? BW_FAILURE : o;
+    return bw__classify(b->classifier, b->classifier_user, rc, arg);
+}
+
+bw_outcome bw__breaker_classify_or(const bw_breaker *b, bw_classifier_cb fn, void *user, int rc, void *arg)
+{
+    return b->classifier ? bw__classify(b->classifier, b->classifier_user, rc, arg) : bw__classify(fn, user, rc, arg);
 }
 
 int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejection *why)

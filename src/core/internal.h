@@ -70,6 +70,11 @@ struct bw_config {
 
 /* The breaker's classifier applied to a call's return code (breaker.c). */
 bw_outcome bw__breaker_classify(const bw_breaker *b, int rc, void *arg);
+/* The same, with fn (may be NULL) standing in for a breaker that has no classifier of its own. */
+bw_outcome bw__breaker_classify_or(const bw_breaker *b, bw_classifier_cb fn, void *user, int rc, void *arg);
+/* A classifier's verdict on rc: fn NULL means rc == 0 is a success, anything else a failure; an
+ * out-of-range answer is a failure (breaker.c). */
+bw_outcome bw__classify(bw_classifier_cb fn, void *user, int rc, void *arg);
 
 /*
  * Parse a duration as configuration text does ("1.5s", "250ms", "30", "off" =

@@ -35,6 +35,8 @@ struct bw_pipeline {
     bw_listener_cb listener;
     void *listener_user;
     unsigned listener_mask;
+    bw_classifier_cb classifier; /* what counts as success, for layers with no classifier of their own */
+    void *classifier_user;
     layer layers[MAX_LAYERS];
     char name[256]; /* bw__check_name: at most 255 bytes */
 };
@@ -89,6 +91,13 @@ static void emit(const bw_ctx *c, bw_event_type type, int status, int attempt, i
     e.delay_ns = delay;
     e.fallback_reason = (int)reason;
     p->listener(&e, p->listener_user);
+}
+
+/* Whether the call's rc is a failure by classifier fn (NULL: rc != 0). */
+static int failing(bw_classifier_cb fn, void *user, const bw_ctx *c)
+{
+    bw_outcome o = bw__classify(fn, user, c->rc, c->arg);
+    return o == BW_FAILURE || o == BW_UNREACHABLE;
 }
 
 /* ---- the context ---- */
@@ -197,7 +206,8 @@ static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permi
 {
     int status = next(c);
     if (BW_LIKELY(status == BW_OK)) {
-        bw_settle_ex(owner, permit, bw__breaker_classify(b, c->rc, c->arg), c->rc);
+        bw_settle_ex(owner, permit, bw__breaker_classify_or(b, c->p->classifier, c->p->classifier_user, c->rc, c->arg),
+                     c->rc);
     } else if (status == BW_ETIMEDOUT) {
         bw_settle_timeout(owner, permit, BW_ETIMEDOUT);
     } else if (status == BW_EFULL || status == BW_REJECTED) {
@@ -272,7 +282,10 @@ static int retry_exec(void *state, bw_ctx *c)
         status = next(c);
         bw_attempt a = {status, c->rc, status == BW_REJECTED ? c->rejection.retry_after_ns : c->retry_after};
         int64_t delay;
-        verdict = bw_retry_next(&st, &a, &delay);
+        int retry = -1; /* the policy's own predicate, or the default */
+        if (c->p->classifier)
+            retry = status == BW_OK ? failing(c->p->classifier, c->p->classifier_user, c) : status == BW_ETIMEDOUT;
+        verdict = bw__retry_next(&st, &a, &delay, retry);
         if (BW_LIKELY(verdict != BW_RETRY_AGAIN))
             break;
         emit(c, BW_EVENT_RETRY, status, st.attempt_, delay, 0);
@@ -345,10 +358,9 @@ typedef struct fallback_layer {
 
 static int failed(const fallback_layer *f, const bw_ctx *c)
 {
-    if (!f->classify)
-        return c->rc != 0;
-    bw_outcome o = f->classify(c->rc, c->arg, f->classify_user);
-    return o == BW_FAILURE || o == BW_UNREACHABLE || (unsigned)o > BW_UNREACHABLE;
+    if (f->classify)
+        return failing(f->classify, f->classify_user, c);
+    return failing(c->p->classifier, c->p->classifier_user, c);
 }
 
 static int fallback_exec(void *state, bw_ctx *c)
@@ -562,6 +574,15 @@ int bw_pipeline_add(bw_pipeline *p, const bw_strategy *s, void *state, bw_error 
         return bw__fail(err, BW_EINVAL, s->name ? "execute" : "name",
                         "a strategy needs a name and an execute function");
     push(p, s, state);
+    return BW_OK;
+}
+
+int bw_pipeline_set_classifier(bw_pipeline *p, bw_classifier_cb fn, void *user)
+{
+    if (!p || atomic_load_explicit(&p->sealed, memory_order_relaxed))
+        return p ? BW_ESTATE : BW_EINVAL;
+    p->classifier = fn;
+    p->classifier_user = fn ? user : NULL;
     return BW_OK;
 }
 

@@ -37,6 +37,12 @@ struct bw_retry {
 /* Start a retry loop on `clock` (NULL = system) whose deadline is also at most
  * `outer` (BW_NO_TIME = none). */
 void bw__retry_begin(const bw_retry *r, bw_retry_state *st, const bw_clock *clock, int64_t outer);
+/*
+ * bw_retry_next, where a policy without a predicate of its own takes `verdict`
+ * (1 retry, 0 not; a pipeline's classifier decided) instead of the default
+ * predicate; -1 for the default (retry.c).
+ */
+int bw__retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns, int verdict);
 
 /* The budget (budget.c): a success refund, and a failure's cost, which returns
  * 1 when a retry is still allowed afterwards. */

@@ -253,6 +253,11 @@ static int stop(bw_retry_state *st, int verdict)
 
 int bw_retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns)
 {
+    return bw__retry_next(st, a, delay_ns, -1);
+}
+
+int bw__retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns, int verdict)
+{
     if (BW_UNLIKELY(!st || !a || !delay_ns))
         return BW_EINVAL;
     *delay_ns = 0;
@@ -272,7 +277,7 @@ int bw_retry_next(bw_retry_state *st, const bw_attempt *a, int64_t *delay_ns)
             delay = delay > INT64_MAX - j ? INT64_MAX : delay + j;
         }
     } else {
-        int retry = r->pred ? r->pred(a, r->pred_user) : default_pred(a);
+        int retry = r->pred ? r->pred(a, r->pred_user) : verdict >= 0 ? verdict : default_pred(a);
         if (BW_LIKELY(!retry)) {
             if (r->budget && a->status == BW_OK)
                 bw__budget_success(r->budget);

@@ -742,6 +742,76 @@ static void test_per_call_breakers(void)
     bw_registry_free(r);
 }
 
+/* HTTP status codes as return codes: 2xx success, 404 ignored, anything else a failure. */
+static bw_outcome http_class(int rc, void *arg, void *user)
+{
+    (void)arg;
+    (void)user;
+    return rc >= 200 && rc < 300 ? BW_SUCCESS : rc == 404 ? BW_IGNORED : BW_FAILURE;
+}
+
+typedef struct statuses {
+    int n, calls;
+    int codes[8];
+} statuses;
+
+static int http_call(bw_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    statuses *s = arg;
+    int i = s->calls < s->n ? s->calls : s->n - 1;
+    s->calls++;
+    return s->codes[i];
+}
+
+static int fallback_500(const bw_fallback_info *why, void *arg, void *user)
+{
+    (void)why;
+    (void)arg;
+    (*(int *)user)++;
+    return 299;
+}
+
+/* One classifier for the whole pipeline: breaker, retry and fallback all take it. */
+static void test_pipeline_classifier(void)
+{
+    bw_breaker *b = breaker("min_calls=100", clk); /* never trips here */
+    bw_retry *r = retry(3, 100 * MS);
+    int fallbacks = 0;
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_set_classifier(p, http_class, NULL));
+    CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_FAILURE, fallback_500, &fallbacks, NULL));
+    CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
+    CHECK_OK(bw_pipeline_add_breaker(p, b, NULL));
+    int rc = 0;
+    statuses ok = {1, 0, {200}};
+    CHECK_OK(bw_pipeline_execute(p, http_call, &ok, &rc, NULL));
+    CHECK_INT(rc, 200); /* a 200 is a success everywhere: no retry, no fallback */
+    CHECK_INT(ok.calls, 1);
+    statuses flaky = {3, 0, {503, 503, 201}};
+    CHECK_OK(bw_pipeline_execute(p, http_call, &flaky, &rc, NULL));
+    CHECK_INT(rc, 201);
+    CHECK_INT(flaky.calls, 3); /* the retry took 503 as a failure */
+    statuses missing = {1, 0, {404}};
+    CHECK_OK(bw_pipeline_execute(p, http_call, &missing, &rc, NULL));
+    CHECK_INT(rc, 404); /* ignored: not retried, no fallback */
+    CHECK_INT(missing.calls, 1);
+    statuses down = {1, 0, {500}};
+    CHECK_OK(bw_pipeline_execute(p, http_call, &down, &rc, NULL));
+    CHECK_INT(rc, 299);
+    CHECK_INT(down.calls, 3);
+    CHECK_INT(fallbacks, 1);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.total_calls, 1 + 3 + 3); /* the 404 recorded nothing */
+    CHECK_INT(s.failed_calls, 2 + 3);
+    CHECK_RC(bw_pipeline_set_classifier(p, NULL, NULL), BW_ESTATE); /* executed already */
+    CHECK_RC(bw_pipeline_set_classifier(NULL, NULL, NULL), BW_EINVAL);
+    bw_pipeline_free(p);
+    bw_retry_free(r);
+    bw_breaker_free(b);
+}
+
 static void test_empty_pipeline(void)
 {
     bw_pipeline *p = NULL;
@@ -961,6 +1031,7 @@ int main(void)
     RUN(test_inner_rejection_is_not_an_outcome);
     RUN(test_strategy_rejection);
     RUN(test_per_call_breakers);
+    RUN(test_pipeline_classifier);
     RUN(test_fallback_keeps_shadow_statistics);
     RUN(test_fallback_with_a_classifier);
     RUN(test_result_delay_and_deadlines);
