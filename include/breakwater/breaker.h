@@ -76,6 +76,11 @@ typedef struct bw_snapshot {
     int64_t open_wait_ns;           /* the wait of the current (or next) OPEN period */
     int64_t retry_after_ns;         /* OPEN: remaining wait (>= 0); else BW_NO_TIME */
     uint64_t generation;            /* bumped by every transition and operator verb */
+    int shared;                     /* 1 when a store's shared circuit governs admission (store.h):
+                                       stored mode, or a coordinated breaker following the fleet's
+                                       OPEN or HALF_OPEN; then state, retry_after_ns, open_wait_ns,
+                                       failed_rounds and generation are the shared circuit's (the
+                                       window's counts stay this process's in coordinated mode) */
 } bw_snapshot;
 
 /*

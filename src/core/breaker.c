@@ -818,6 +818,8 @@ static void adopt(bw_breaker *b, bw__share *s, const bw__shared_op *op)
             bw__machine_reset(&b->m);
     }
     s->ov_gen = op->out_gen;
+    s->ov_wait = op->open_wait;
+    s->ov_failed = op->failed_rounds;
 }
 
 static void add_store_event(bw_breaker *b, pending *p, int type, int status, const char *message)
@@ -1029,9 +1031,12 @@ static int shared_snapshot(bw_breaker *b, bw_snapshot *out)
     int64_t now;
     if (bw__store_try_read(s->store, b->name, &now, &e, &found) == BW_OK) {
         bw__shared_apply(&op, now, found ? &e : NULL, &unused);
+        out->shared = 1;
         return BW_OK;
     }
-    return store_op(b, s, &op);
+    int rc = store_op(b, s, &op);
+    out->shared = rc == BW_OK;
+    return rc;
 }
 
 static void shared_verb(bw_breaker *b, int target)
@@ -1349,8 +1354,15 @@ int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
     bw__now now = {0, 0, lazy_read, &lc};
     lock_all(b);
     bw__machine_snapshot(&b->m, &now, out);
-    if (b->extra)
-        out->state = (bw_state)effective(b);
+    if (b->extra && following(b)) { /* the fleet's circuit governs: report it */
+        const bw__share *s = share_of(b);
+        out->state = (bw_state)s->ov_state;
+        out->shared = 1;
+        out->generation = s->ov_gen;
+        out->open_wait_ns = s->ov_wait;
+        out->failed_rounds = s->ov_failed;
+        out->retry_after_ns = s->ov_state == BW_STATE_OPEN ? bw__time_left(s->ov_until, bw__now_get(&now)) : BW_NO_TIME;
+    }
     unlock_all(b);
     return BW_OK;
 }

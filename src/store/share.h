@@ -32,6 +32,8 @@ typedef struct bw__share {
     int ov_state;     /* coordinated view: CLOSED (none), OPEN or HALF_OPEN */
     int64_t ov_until; /* OPEN: stamp when the shared wait ends */
     uint64_t ov_gen;
+    int64_t ov_wait;    /* the shared open wait */
+    uint32_t ov_failed; /* the shared failed rounds */
     /* Stored: the state the store last reported (read without a lock). */
     _Atomic int stored_state;
 } bw__share;

@@ -198,6 +198,8 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     if (op->op != BW__OP_ACQUIRE || !op->ok)
         op->out_gen = m.gen;
     op->open_until = m.state == BW_STATE_OPEN ? bw__sat_add(m.opened_at, m.open_wait) : INT64_MAX;
+    op->open_wait = m.open_wait;
+    op->failed_rounds = m.failed_rounds;
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
     if (op->op == BW__OP_READ)

@@ -52,15 +52,17 @@ typedef struct bw__shared_op {
     int must_write;      /* write even when nothing changed (a degraded breaker's retry: only a write
                             shows the store works); an unchanged entry is rewritten with its lifetime */
     /* Out. */
-    int64_t now;        /* the store's clock during the update */
-    int before, after;  /* state before and after */
-    int ok;             /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
-    uint64_t out_gen;   /* the generation after (ACQUIRE: the permit's) */
-    int64_t open_until; /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
-    int found;          /* the entry existed (live and well-formed) before */
-    int corrupt;        /* the entry was malformed and this update replaced it (never for READ) */
-    int wrote;          /* the verdict was PUT or DELETE: a store that applies it takes writes */
-    bw_snapshot *snap;  /* when not NULL: filled with the circuit's snapshot */
+    int64_t now;            /* the store's clock during the update */
+    int before, after;      /* state before and after */
+    int ok;                 /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
+    uint64_t out_gen;       /* the generation after (ACQUIRE: the permit's) */
+    int64_t open_until;     /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
+    int64_t open_wait;      /* the shared circuit's current (or next) open wait */
+    uint32_t failed_rounds; /* the shared circuit's consecutive failed rounds (the fleet's backoff) */
+    int found;              /* the entry existed (live and well-formed) before */
+    int corrupt;            /* the entry was malformed and this update replaced it (never for READ) */
+    int wrote;              /* the verdict was PUT or DELETE: a store that applies it takes writes */
+    bw_snapshot *snap;      /* when not NULL: filled with the circuit's snapshot */
 } bw__shared_op;
 
 /* The update function for bw_store_update; arg is a bw__shared_op. */

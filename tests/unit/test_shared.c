@@ -1095,6 +1095,19 @@ static void test_coordinated_trip_propagates(void)
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_OPEN);
     CHECK_INT(why.retry_after_ns, 9 * S); /* the shared wait, not a local one */
+    /* The follower's snapshot tells what its callers are told: the shared circuit. */
+    bw_snapshot fs, shs = shared_snapshot(s, "svc-coord");
+    CHECK_OK(bw_breaker_snapshot(b, &fs));
+    CHECK_INT(fs.state, BW_STATE_OPEN);
+    CHECK_INT(fs.shared, 1);
+    CHECK_INT(fs.retry_after_ns, 9 * S);
+    CHECK_INT(fs.open_wait_ns, 10 * S);
+    CHECK(fs.generation == shs.generation && fs.generation != 0);
+    CHECK_INT(fs.total_calls, 1);          /* its own window: the one success */
+    CHECK_OK(bw_breaker_snapshot(a, &fs)); /* the process that tripped: the shared circuit too */
+    CHECK_INT(fs.shared, 1);
+    CHECK_INT(fs.retry_after_ns, 9 * S);
+    CHECK(fs.generation == shs.generation);
     /* The global budget: 2 probes between both breakers. */
     pump(9 * S);
     bw_permit pa, pb;
