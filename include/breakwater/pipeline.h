@@ -144,8 +144,10 @@ BW_API const char *bw_ctx_key(const bw_ctx *ctx);
 
 /*
  * bw_ctx_set_key — for a strategy: the name or key the layers inside it use
- * (e.g. the host of a request it parsed); borrowed until the call ends. Returns
- * BW_OK, or BW_EINVAL for a NULL ctx.
+ * (e.g. the host of a request it parsed), borrowed as bw_pipeline_execute_key's.
+ * It stays set for the layers outside too once the strategy returns: restore
+ * the previous bw_ctx_key if they must not see it. Returns BW_OK, or BW_EINVAL
+ * for a NULL ctx.
  */
 BW_API int bw_ctx_set_key(bw_ctx *ctx, const char *key);
 
@@ -229,9 +231,14 @@ BW_API int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error
  * - bw_pipeline_add_keyed: the keyed circuit of that key of `breaker`
  *   (keyed.h), pinned from the admission until the settle.
  * Everything else is as bw_pipeline_add_breaker. A call with no key, or a key
- * the registry or the breaker refuses, ends with that status (BW_EINVAL,
- * BW_ENOMEM, BW_ELIMIT) before the inner layers run. The registry or breaker is
- * borrowed: it must outlive the pipeline.
+ * the registry or the breaker refuses, ends with that status before the inner
+ * layers run (BW_EINVAL, BW_ENOMEM, BW_ELIMIT; from a registry also what
+ * bw_breaker_new returns for its defaults), and an outer breaker records
+ * nothing for it. A registry never removes a breaker: for keys that come from
+ * untrusted input (tenants, hosts of user URLs) use the keyed layer, whose
+ * circuits are bounded by keyed_maxsize. A call for a new name or key makes its
+ * breaker (an allocation; the registry's mutex, or the family's lock). The
+ * registry or breaker is borrowed: it must outlive the pipeline.
  */
 BW_API int bw_pipeline_add_registry(bw_pipeline *p, bw_registry *registry, bw_error *err);
 BW_API int bw_pipeline_add_keyed(bw_pipeline *p, bw_breaker *breaker, bw_error *err);
@@ -264,8 +271,8 @@ BW_API int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limite
 #define BW_FALLBACK_ON_TIMEOUT 0x2u  /* BW_ETIMEDOUT */
 #define BW_FALLBACK_ON_FULL 0x4u     /* a bulkhead or limiter had no slot (BW_EFULL) */
 #define BW_FALLBACK_ON_FAILURE                                                                                         \
-    0x8u /* the call ran and failed: rc != 0, or as bw_pipeline_add_fallback_ex's                                      \
-            classifier says */
+    0x8u /* the call ran and failed: as bw_pipeline_add_fallback_ex's classifier, else the                             \
+            pipeline's (bw_pipeline_set_classifier), else rc != 0, says */
 #define BW_FALLBACK_ON_ALL 0xfu
 
 /* Why a fallback is standing in. */
@@ -297,7 +304,8 @@ BW_API int bw_pipeline_add_fallback(bw_pipeline *p, unsigned on, bw_fallback_fn 
  * return codes are failures for BW_FALLBACK_ON_FAILURE: BW_FAILURE and
  * BW_UNREACHABLE are, BW_SUCCESS and BW_IGNORED are not (so a 404 the breaker
  * ignores need not be replaced). The classifier receives the call's code, its
- * arg and classify_user (borrowed); NULL means rc != 0. Same errors as
+ * arg and classify_user (borrowed); NULL means the pipeline's classifier
+ * (bw_pipeline_set_classifier), or rc != 0 without one. Same errors as
  * bw_pipeline_add_fallback. Thread safety: as the other add functions; the
  * classifier runs on the executing thread.
  */
@@ -334,7 +342,7 @@ BW_API int bw_pipeline_set_clock(bw_pipeline *p, bw_clock *clock);
 
 /*
  * bw_pipeline_set_listener — receive the pipeline's events (BW_EVENT_RETRY,
- * BW_EVENT_BULKHEAD_REJECTED, BW_EVENT_FALLBACK) whose bits are in mask; fn
+ * BW_EVENT_BULKHEAD_REJECTED, BW_EVENT_FALLBACK, BW_EVENT_SHED) whose bits are in mask; fn
  * NULL removes it. A breaker inside reports its own events to its own listener.
  * Runs on the executing thread (a limiter's worker for layers inside one), with
  * no breakwater lock held. Returns BW_OK, BW_EINVAL, or BW_ESTATE after an
@@ -358,17 +366,20 @@ typedef struct bw_report {
  * (see the top of this file) with *rc (may be NULL) set to the call's or the
  * fallback's code (0 when the call never ran); *report (may be NULL) says what
  * happened. BW_EINVAL for NULL p or fn. No allocation; no lock on the success
- * path (a breaker's own lock aside, see threading.md), with two exceptions: a
+ * path (a breaker's own lock aside, see threading.md), with these exceptions: a
  * timeout layer with a limiter takes the limiter's mutex and runs the inner
  * layers on a worker thread; a bulkhead with max_wait > 0 that is full waits
- * (under its mutex) for a slot.
+ * (under its mutex) for a slot; a keyed layer takes its family's lock for the
+ * lookup, and a registry or keyed layer allocates the breaker of a name or key
+ * seen for the first time.
  * Thread safety: any number of threads at once on one pipeline.
  */
 BW_API int bw_pipeline_execute(bw_pipeline *p, bw_task_fn fn, void *arg, int *rc, bw_report *report);
 
 /*
  * bw_pipeline_execute_key — bw_pipeline_execute for the circuit `key` (a host,
- * a tenant; borrowed for the call): the name or key the per-call breaker layers
+ * a tenant; borrowed: it must stay valid as long as `arg`, which with a time
+ * limiter means until an abandoned call returns): the name or key the per-call breaker layers
  * use (bw_pipeline_add_registry, bw_pipeline_add_keyed), also readable by
  * strategies (bw_ctx_key). NULL is as bw_pipeline_execute. Thread safety: as
  * bw_pipeline_execute.

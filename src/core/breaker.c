@@ -987,7 +987,12 @@ static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome out
     if (outcome == BW_FAILURE)
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
     int applied = -1, stored = 0, before = 0, after = 0;
-    if (leased) {
+    int st = atomic_load_explicit(&s->stored_state, memory_order_relaxed);
+    if (!leased && (outcome == BW_IGNORED || (outcome == BW_UNREACHABLE && b->m.cfg.ignore_unreachable)) &&
+        (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY || st == BW_STATE_DISABLED)) {
+        applied = 0; /* records nothing there: no store round trip (HALF_OPEN still hands its slot back) */
+        stored = 1;
+    } else if (leased) {
         if (bw__coord_enqueue(s->coord, BW__OP_RECORD, p->generation_, outcome, slow) != 0)
             bw__breaker_write_dropped(b);
         applied = 1;

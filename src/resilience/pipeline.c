@@ -54,7 +54,8 @@ struct bw_ctx {
     /* The report. */
     int attempts, verdict;
     unsigned fallback;
-    int has_rejection;
+    int has_rejection; /* the report's: some attempt was rejected */
+    int rejected;      /* this attempt was rejected with a reason (c->rejection); retry clears it */
     bw_rejection rejection;
     const char *key; /* the call's circuit name or key (per-call breaker layers), or NULL */
 };
@@ -187,7 +188,7 @@ int bw_ctx_set_rejection(bw_ctx *ctx, const bw_rejection *why)
     if (!ctx || !why)
         return BW_EINVAL;
     ctx->rejection = *why;
-    ctx->has_rejection = 1;
+    ctx->has_rejection = ctx->rejected = 1;
     return BW_OK;
 }
 
@@ -210,11 +211,14 @@ static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permi
                      c->rc);
     } else if (status == BW_ETIMEDOUT) {
         bw_settle_timeout(owner, permit, BW_ETIMEDOUT);
-    } else if (status == BW_EFULL || status == BW_REJECTED) {
+    } else if (status == BW_EFULL || status == BW_REJECTED || status == BW_ELIMIT) {
         /* Local saturation (a full bulkhead or limiter pool, a breaker further in
-           refusing): this process shed the call; the dependency said nothing. */
+           refusing, a keyed table full): this process shed the call; the
+           dependency said nothing. */
         bw_settle(owner, permit, BW_IGNORED);
         emit(c, BW_EVENT_SHED, status, 0, 0, 0);
+    } else if (status == BW_EINVAL || status == BW_ENOMEM) {
+        bw_settle(owner, permit, BW_IGNORED); /* this process's own error (a bad key, no memory) */
     } else {
         bw_settle(owner, permit, BW_UNREACHABLE);
     }
@@ -223,7 +227,8 @@ static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permi
 
 static int admitted(bw_ctx *c, int status)
 {
-    c->has_rejection |= status == BW_REJECTED;
+    if (status == BW_REJECTED)
+        c->has_rejection = c->rejected = 1;
     return status;
 }
 
@@ -279,11 +284,14 @@ static int retry_exec(void *state, bw_ctx *c)
         c->attempt = st.attempt_ + 1;
         c->retry_after = BW_NO_TIME;
         c->rc = 0;
+        c->rejected = 0;
         status = next(c);
-        bw_attempt a = {status, c->rc, status == BW_REJECTED ? c->rejection.retry_after_ns : c->retry_after};
+        bw_attempt a = {status, c->rc,
+                        status == BW_REJECTED ? (c->rejected ? c->rejection.retry_after_ns : BW_NO_TIME)
+                                              : c->retry_after};
         int64_t delay;
         int retry = -1; /* the policy's own predicate, or the default */
-        if (c->p->classifier)
+        if (c->p->classifier && !r->pred)
             retry = status == BW_OK ? failing(c->p->classifier, c->p->classifier_user, c) : status == BW_ETIMEDOUT;
         verdict = bw__retry_next(&st, &a, &delay, retry);
         if (BW_LIKELY(verdict != BW_RETRY_AGAIN))
@@ -392,7 +400,7 @@ static int fallback_exec(void *state, bw_ctx *c)
     why.status = status;
     why.rc = c->rc;
     why.attempts = c->attempts;
-    if (status == BW_REJECTED && c->has_rejection)
+    if (status == BW_REJECTED && c->rejected)
         why.rejection = c->rejection;
     else
         why.rejection.retry_after_ns = BW_NO_TIME; /* the rest zero: a strategy refused without saying why */
@@ -638,7 +646,9 @@ static inline int execute(bw_pipeline *p, const char *key, bw_task_fn fn, void *
     c.attempts = 1;
     c.verdict = -1;
     c.fallback = 0;
-    c.has_rejection = 0;
+    c.has_rejection = c.rejected = 0;
+    memset(&c.rejection, 0, sizeof c.rejection);
+    c.rejection.retry_after_ns = BW_NO_TIME;
     c.key = key;
     int status = next(&c);
     if (rc)

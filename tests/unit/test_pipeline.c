@@ -715,7 +715,8 @@ static void test_per_call_breakers(void)
             CHECK_OK(bw_pipeline_add_keyed(p, parent, &err));
         int calls = 0, rc = 0;
         for (int i = 0; i < 4; i++) {
-            bw_pipeline_execute_key(p, "bad.example", per_host, &calls, &rc, NULL);
+            CHECK_RC(bw_pipeline_execute_key(p, "bad.example", per_host, &calls, &rc, NULL),
+                     i < 2 ? BW_OK : BW_REJECTED);
             CHECK_OK(bw_pipeline_execute_key(p, "good.example", per_host, &calls, &rc, NULL));
             CHECK_INT(rc, 0);
         }
@@ -810,6 +811,73 @@ static void test_pipeline_classifier(void)
     bw_pipeline_free(p);
     bw_retry_free(r);
     bw_breaker_free(b);
+}
+
+/* A patient retry around a strategy that refuses without a reason: no garbage delay; it stops. */
+static void test_patient_retry_unset_rejection(void)
+{
+    static const bw_strategy refuse = {BW_STRATEGY_VERSION, "refuse", refuse_exec, NULL};
+    reset_logs();
+    bw_retry *r = retry(3, 100 * MS);
+    CHECK_OK(bw_retry_set_patient(r, 1, 0, NULL));
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
+    CHECK_OK(bw_pipeline_add(p, &refuse, NULL, NULL));
+    bw_report rep;
+    CHECK_RC(bw_pipeline_execute(p, call_dep, NULL, NULL, &rep), BW_REJECTED);
+    CHECK_INT(rep.retry_verdict, BW_RETRY_REJECTED); /* no retry_after: nothing to wait for */
+    CHECK_INT(nslept, 0);
+    bw_pipeline_free(p);
+    bw_retry_free(r);
+}
+
+/* The keyed layer's own refusals (a full table, a missing key) are not failures of the dependency. */
+static void test_keyed_layer_errors_are_local(void)
+{
+    bw_breaker *outer = breaker("min_calls=2 window=count:4", clk);
+    bw_breaker *parent = breaker("keyed_maxsize=1 keyed_limit=1", clk);
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_breaker(p, outer, NULL));
+    CHECK_OK(bw_pipeline_add_keyed(p, parent, NULL));
+    int calls = 0, rc = 0;
+    bw_breaker *held = NULL;
+    CHECK_OK(bw_keyed_get(parent, "resident", &held, NULL)); /* pinned: the table stays full */
+    for (int i = 0; i < 4; i++) {
+        CHECK_RC(bw_pipeline_execute_key(p, "new-tenant", per_host, &calls, &rc, NULL), BW_ELIMIT);
+        CHECK_RC(bw_pipeline_execute(p, per_host, &calls, &rc, NULL), BW_EINVAL);
+    }
+    CHECK_INT(calls, 0);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(outer, &s));
+    CHECK_INT(s.total_calls, 0);
+    CHECK_STATE(outer, BW_STATE_CLOSED);
+    bw_keyed_release(held);
+    bw_pipeline_free(p);
+    bw_breaker_free(parent);
+    bw_breaker_free(outer);
+}
+
+/* A retry policy's own predicate beats the pipeline's classifier. */
+static int never_retry(const bw_attempt *a, void *user)
+{
+    (void)a;
+    (void)user;
+    return 0;
+}
+
+static void test_own_predicate_wins(void)
+{
+    bw_retry *r = retry(3, 100 * MS);
+    CHECK_OK(bw_retry_set_predicate(r, never_retry, NULL));
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_set_classifier(p, http_class, NULL));
+    CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
+    statuses down = {1, 0, {503}};
+    int rc = 0;
+    CHECK_OK(bw_pipeline_execute(p, http_call, &down, &rc, NULL));
+    CHECK_INT(down.calls, 1);
+    bw_pipeline_free(p);
+    bw_retry_free(r);
 }
 
 static void test_empty_pipeline(void)
@@ -1032,6 +1100,9 @@ int main(void)
     RUN(test_strategy_rejection);
     RUN(test_per_call_breakers);
     RUN(test_pipeline_classifier);
+    RUN(test_patient_retry_unset_rejection);
+    RUN(test_keyed_layer_errors_are_local);
+    RUN(test_own_predicate_wins);
     RUN(test_fallback_keeps_shadow_statistics);
     RUN(test_fallback_with_a_classifier);
     RUN(test_result_delay_and_deadlines);
