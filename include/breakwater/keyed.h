@@ -116,9 +116,42 @@ BW_API bw_breaker *bw_keyed_find(bw_breaker *b, const char *key);
 /*
  * bw_keyed_release — drop a handle from bw_keyed_get or bw_keyed_find, once per
  * handle. NULL and breakers that are not keyed circuits are ignored. The handle
- * must not be used afterwards.
+ * must not be used afterwards. A bare pointer cannot tell a second release from
+ * the release of another handle to the same circuit, so a double release may
+ * unpin a circuit that is still in use: bw_keyed_hold / bw_keyed_drop detect it.
  */
 BW_API void bw_keyed_release(bw_breaker *circuit);
+
+/*
+ * A checked handle on a keyed circuit: caller-owned, like a permit. While held
+ * it pins the circuit (eviction skips it), and `circuit` works with every
+ * function of breaker.h except bw_breaker_free. Dropping it twice, or dropping
+ * one never held, is detected (BW_EPERMIT) and changes nothing, so a misuse
+ * cannot unpin a circuit that another handle or a permit still pins. (As with
+ * permits, a copy of the struct is a second handle to the same pin: drop only
+ * the one you held.) Prefer it to bw_keyed_get / bw_keyed_release, whose bare
+ * pointer cannot tell a second release from a first.
+ */
+typedef struct bw_keyed_handle {
+    bw_breaker *circuit; /* the key's circuit, while held; NULL after bw_keyed_drop */
+    uint32_t magic_;     /* private */
+} bw_keyed_handle;
+
+/*
+ * bw_keyed_hold — hold the circuit of `key` (made if not resident, as
+ * bw_keyed_get) in *h. Returns BW_OK; BW_EINVAL for NULL arguments, a bad key
+ * (*err says why) or b a keyed circuit; BW_ENOMEM; BW_ELIMIT (keyed.h's limit).
+ * On an error *h holds nothing. *err may be NULL. Thread safety: any thread;
+ * one handle is used by one thread at a time.
+ */
+BW_API int bw_keyed_hold(bw_breaker *b, const char *key, bw_keyed_handle *h, bw_error *err);
+
+/*
+ * bw_keyed_drop — release a handle from bw_keyed_hold. Returns BW_OK, or
+ * BW_EPERMIT for a handle that holds nothing (dropped already, or never held;
+ * nothing changes), BW_EINVAL for NULL. Thread safety: as bw_keyed_hold.
+ */
+BW_API int bw_keyed_drop(bw_keyed_handle *h);
 
 /*
  * bw_keyed_apply — run an operator verb (breaker.h) on every resident circuit of

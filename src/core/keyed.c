@@ -388,6 +388,37 @@ bw_breaker *bw_keyed_find(bw_breaker *b, const char *key)
     return lookup(b, key, 0, &c, NULL) == BW_OK ? c : NULL;
 }
 
+#define HANDLE_HELD 0x62776b68u /* "bwkh" */
+#define HANDLE_DROPPED 0x62776b64u
+
+int bw_keyed_hold(bw_breaker *b, const char *key, bw_keyed_handle *h, bw_error *err)
+{
+    if (!h)
+        return bw__fail(err, BW_EINVAL, "handle", "handle must not be NULL");
+    h->circuit = NULL;
+    h->magic_ = HANDLE_DROPPED;
+    bw_breaker *c;
+    int rc = lookup(b, key, 1, &c, err);
+    if (rc != BW_OK)
+        return rc;
+    h->circuit = c;
+    h->magic_ = HANDLE_HELD;
+    return BW_OK;
+}
+
+int bw_keyed_drop(bw_keyed_handle *h)
+{
+    if (!h)
+        return BW_EINVAL;
+    if (h->magic_ != HANDLE_HELD || !h->circuit)
+        return BW_EPERMIT;
+    bw_breaker *c = h->circuit;
+    h->magic_ = HANDLE_DROPPED;
+    h->circuit = NULL;
+    bw__circuit_unpin(c, bw__breaker_stamp(c)); /* the last touch: the family may free it after this */
+    return BW_OK;
+}
+
 void bw_keyed_release(bw_breaker *c)
 {
     if (c && bw__breaker_kind(c) == BW__CIRCUIT)

@@ -496,6 +496,46 @@ static void test_keyed_apply(void)
     bw_breaker_free(b);
 }
 
+/*
+ * A checked handle: a second drop is BW_EPERMIT and unpins nothing, so the
+ * circuit another handle still holds survives a flood of new keys (under ASan a
+ * wrong unpin shows as a use-after-free below).
+ */
+static void test_checked_handles(void)
+{
+    opts o = {.maxsize = 1, .limit = 2};
+    bw_breaker *b = make(&o);
+    bw_keyed_handle h1, h2;
+    CHECK_OK(bw_keyed_hold(b, "k", &h1, NULL));
+    CHECK_OK(bw_keyed_hold(b, "k", &h2, NULL));
+    CHECK(h1.circuit == h2.circuit && h1.circuit != NULL);
+    CHECK_OK(bw_keyed_drop(&h1));
+    CHECK(h1.circuit == NULL);
+    CHECK_RC(bw_keyed_drop(&h1), BW_EPERMIT); /* the double release, detected */
+    for (int i = 0; i < 50; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "x%d", i);
+        call(b, key, BW_SUCCESS); /* new keys: quiet circuits are recycled, a held one never */
+    }
+    bw_permit p;
+    CHECK_OK(bw_acquire(h2.circuit, &p, NULL));
+    CHECK_OK(bw_settle(h2.circuit, &p, BW_FAILURE));
+    bw_breaker *found = bw_keyed_find(b, "k");
+    CHECK(found == h2.circuit);
+    bw_keyed_release(found);
+    CHECK_OK(bw_keyed_drop(&h2));
+    bw_keyed_handle never;
+    memset(&never, 0, sizeof never);
+    CHECK_RC(bw_keyed_drop(&never), BW_EPERMIT);
+    CHECK_RC(bw_keyed_drop(NULL), BW_EINVAL);
+    bw_error e;
+    CHECK_RC(bw_keyed_hold(b, "bad key", &h1, &e), BW_EINVAL);
+    CHECK_STR(e.field, "key");
+    CHECK(h1.circuit == NULL);
+    CHECK_RC(bw_keyed_drop(&h1), BW_EPERMIT);
+    bw_breaker_free(b);
+}
+
 static void test_bad_input(void)
 {
     opts o = {.maxsize = 16};
@@ -719,6 +759,7 @@ int main(void)
     RUN(test_eviction_cancels_timer);
     RUN(test_keyed_apply);
     RUN(test_bad_input);
+    RUN(test_checked_handles);
     RUN(test_knobs);
     RUN(test_concurrent_lookup_call_evict);
     bw_clock_free(clk);
