@@ -110,6 +110,7 @@ struct bw_breaker {
     uint8_t clock_sys;           /* read the inlined system clock */
     uint8_t timed;               /* acquire and settle read the clock (slow calls or CALL events) */
     uint8_t kind;                /* BW__PLAIN, BW__OWNED or BW__CIRCUIT (circuit.h) */
+    uint8_t unrecorded;          /* bit per outcome that records nothing outside HALF_OPEN */
     _Atomic signed char kpreset; /* the state new keyed circuits start in, or -1 */
     /* Written by every unstriped settle: the lock, then the machine. */
     alignas(64) bw__spin lock;
@@ -464,6 +465,7 @@ static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err);
 /* The state every new breaker and circuit starts with: a fresh machine, published; unlocked; nothing else. */
 static void init_state(bw_breaker *b, const bw__mcfg *mc, void *window_mem)
 {
+    b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc->ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
     atomic_init(&b->eval_sec, INT64_MIN);
@@ -988,7 +990,7 @@ static BW_NOINLINE int shared_settle(bw_breaker *b, bw_permit *p, bw_outcome out
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
     int applied = -1, stored = 0, before = 0, after = 0;
     int st = atomic_load_explicit(&s->stored_state, memory_order_relaxed);
-    if (!leased && (outcome == BW_IGNORED || (outcome == BW_UNREACHABLE && b->m.cfg.ignore_unreachable)) &&
+    if (!leased && ((b->unrecorded >> outcome) & 1) &&
         (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY || st == BW_STATE_DISABLED)) {
         applied = 0; /* records nothing there: no store round trip (HALF_OPEN still hands its slot back) */
         stored = 1;
@@ -1240,9 +1242,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
     uint64_t w = load_word(b);
     if ((w >> 3) == p->generation_) {
         unsigned st = (unsigned)(w & 7);
-        if (st == BW_STATE_DISABLED || (outcome == BW_IGNORED && st != BW_STATE_HALF_OPEN) ||
-            (outcome == BW_UNREACHABLE && b->m.cfg.ignore_unreachable &&
-             (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY)))
+        if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
         else if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
             applied = settle_striped(b, p->generation_, outcome, slow, &now, &before, &after);

@@ -203,13 +203,23 @@ int64_t bw_ctx_now(const bw_ctx *ctx)
  * The inner layers under a permit admitted on b (settled through `owner`: b
  * itself, or the parent of a keyed circuit), and what b records of them.
  */
-static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permit)
+static BW_NOINLINE void settle_not_ok(bw_ctx *c, bw_breaker *owner, bw_permit *permit, int status);
+
+static inline int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permit)
 {
     int status = next(c);
-    if (BW_LIKELY(status == BW_OK)) {
+    if (BW_LIKELY(status == BW_OK))
         bw_settle_ex(owner, permit, bw__breaker_classify_or(b, c->p->classifier, c->p->classifier_user, c->rc, c->arg),
                      c->rc);
-    } else if (status == BW_ETIMEDOUT) {
+    else
+        settle_not_ok(c, owner, permit, status);
+    return status;
+}
+
+/* What a breaker records when the inner layers did not end with a call's result. */
+static BW_NOINLINE void settle_not_ok(bw_ctx *c, bw_breaker *owner, bw_permit *permit, int status)
+{
+    if (status == BW_ETIMEDOUT) {
         bw_settle_timeout(owner, permit, BW_ETIMEDOUT);
     } else if (status == BW_EFULL || status == BW_REJECTED || status == BW_ELIMIT) {
         /* Local saturation (a full bulkhead or limiter pool, a breaker further in
@@ -222,7 +232,6 @@ static int guarded(bw_ctx *c, bw_breaker *owner, bw_breaker *b, bw_permit *permi
     } else {
         bw_settle(owner, permit, BW_UNREACHABLE);
     }
-    return status;
 }
 
 static int admitted(bw_ctx *c, int status)
@@ -646,9 +655,7 @@ static inline int execute(bw_pipeline *p, const char *key, bw_task_fn fn, void *
     c.attempts = 1;
     c.verdict = -1;
     c.fallback = 0;
-    c.has_rejection = c.rejected = 0;
-    memset(&c.rejection, 0, sizeof c.rejection);
-    c.rejection.retry_after_ns = BW_NO_TIME;
+    c.has_rejection = c.rejected = 0; /* c.rejection is read only once one of them is set */
     c.key = key;
     int status = next(&c);
     if (rc)
