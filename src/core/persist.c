@@ -67,15 +67,8 @@ static uint64_t get(cursor *c, int bytes)
         c->bad = 1;
         return 0;
     }
-    uint64_t v = 0;
-    if (HOST_IS_LE)
-        memcpy(&v, c->r, (size_t)bytes);
-    else
-        for (int i = 0; i < bytes; i++)
-            v |= (uint64_t)c->r[i] << (8 * i);
-    c->r += bytes;
     c->left -= (size_t)bytes;
-    return v;
+    return rd(c, bytes);
 }
 
 #define HEAD_BYTES (4 + 4 + 4 + 8 * 4 + 4 * 9)

@@ -475,39 +475,33 @@ static void push(bw_pipeline *p, const bw_strategy *s, void *state)
     p->n++;
 }
 
-int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
+/* A layer over a borrowed object (a breaker, a registry): checked, then pushed. */
+static int add_borrowed(bw_pipeline *p, const bw_strategy *s, void *obj, const char *field, bw_error *err)
 {
     int rc = check_open(p, err);
     if (rc != BW_OK)
         return rc;
-    if (!breaker)
-        return bw__fail(err, BW_EINVAL, "breaker", "breaker must not be NULL");
-    push(p, &breaker_strategy, breaker);
+    if (!obj)
+        return bw__fail(err, BW_EINVAL, field, "%s must not be NULL", field);
+    push(p, s, obj);
     return BW_OK;
+}
+
+int bw_pipeline_add_breaker(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
+{
+    return add_borrowed(p, &breaker_strategy, breaker, "breaker", err);
 }
 
 int bw_pipeline_add_registry(bw_pipeline *p, bw_registry *registry, bw_error *err)
 {
-    int rc = check_open(p, err);
-    if (rc != BW_OK)
-        return rc;
-    if (!registry)
-        return bw__fail(err, BW_EINVAL, "registry", "registry must not be NULL");
-    push(p, &registry_strategy, registry);
-    return BW_OK;
+    return add_borrowed(p, &registry_strategy, registry, "registry", err);
 }
 
 int bw_pipeline_add_keyed(bw_pipeline *p, bw_breaker *breaker, bw_error *err)
 {
-    int rc = check_open(p, err);
-    if (rc != BW_OK)
-        return rc;
-    if (!breaker)
-        return bw__fail(err, BW_EINVAL, "breaker", "breaker must not be NULL");
-    if (bw_breaker_key(breaker))
+    if (breaker && bw_breaker_key(breaker))
         return bw__fail(err, BW_EINVAL, "breaker", "a keyed circuit has no keyed circuits of its own");
-    push(p, &keyed_strategy, breaker);
-    return BW_OK;
+    return add_borrowed(p, &keyed_strategy, breaker, "breaker", err);
 }
 
 int bw_pipeline_add_retry(bw_pipeline *p, const bw_retry *retry, bw_error *err)
