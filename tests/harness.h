@@ -76,6 +76,16 @@ static const char *h_current;
             H_FAIL("state of %s: got %s, want %s", #b, bw_state_name((bw_state)h_s), bw_state_name(s));                \
     } while (0)
 
+/* n admitted calls on b, each settled with outcome o (a rejection is a failed check). */
+static inline void h_calls(bw_breaker *b, int n, bw_outcome o)
+{
+    for (int i = 0; i < n; i++) {
+        bw_permit p;
+        CHECK_OK(bw_acquire(b, &p, NULL));
+        CHECK_OK(bw_settle(b, &p, o));
+    }
+}
+
 #define RUN(fn)                                                                                                        \
     do {                                                                                                               \
         int h_before = h_failed_checks;                                                                                \

@@ -3,7 +3,7 @@
  *
  * Critical sections under it are a few dozen instructions with no user code, no
  * allocation and no system call, so a lock that spins briefly beats a mutex:
- * acquiring it uncontended is one compare-and-swap and releasing it a load and
+ * acquiring it uncontended is one atomic exchange and releasing it a load and
  * a plain store. A waiter spins with a pause instruction and backs off a little
  * longer after each lost race (up to 64 pauses), which cuts the cache-line
  * ping-pong when two threads hammer one lock (two threads on a count window:

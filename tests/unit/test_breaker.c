@@ -349,11 +349,7 @@ static void test_unreachable_counts_off(void)
             CHECK_INT(s.total_calls, 0);
             CHECK_OK(bw_breaker_force_open(b));
             CHECK_OK(bw_breaker_reset(b));
-            for (int i = 0; i < 2; i++) {
-                bw_permit p;
-                CHECK_OK(bw_acquire(b, &p, NULL));
-                CHECK_OK(bw_settle(b, &p, BW_FAILURE));
-            }
+            h_calls(b, 2, BW_FAILURE);
         }
         CHECK_STATE(b, BW_STATE_OPEN);
         CHECK_OK(bw_clock_manual_advance(clk, 1 * BW_NS_PER_S));

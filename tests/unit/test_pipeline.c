@@ -348,11 +348,7 @@ static void test_bulkhead_full_is_not_an_outcome(void)
     /* HALF_OPEN: the shed probe gives its slot back; the next call probes. */
     CHECK_OK(bw_breaker_force_open(b));
     CHECK_OK(bw_breaker_reset(b));
-    for (int i = 0; i < 2; i++) {
-        bw_permit pm;
-        CHECK_OK(bw_acquire(b, &pm, NULL));
-        CHECK_OK(bw_settle(b, &pm, BW_FAILURE));
-    }
+    h_calls(b, 2, BW_FAILURE);
     CHECK_STATE(b, BW_STATE_OPEN);
     CHECK_OK(bw_clock_manual_advance(clk, 10 * S));
     CHECK_OK(bw_bulkhead_try_acquire(bh));
@@ -422,7 +418,6 @@ static void test_strategy_rejection(void)
         bw_pipeline *p = pipeline();
         CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_REJECTED, note_fallback, NULL, NULL));
         CHECK_OK(bw_pipeline_add(p, &refuse, k ? &set : NULL, NULL));
-        memset(&last_why, 0x5a, sizeof last_why); /* garbage, as an unset field would be */
         int rc = 0;
         bw_report rep;
         CHECK_OK(bw_pipeline_execute(p, call_dep, NULL, &rc, &rep));
@@ -436,6 +431,47 @@ static void test_strategy_rejection(void)
         bw_pipeline_free(p);
     }
     CHECK_RC(bw_ctx_set_rejection(NULL, NULL), BW_EINVAL);
+}
+
+/* Refuses twice: the first time with a reason (1 ms), the second without one. */
+static int refuse_twice_exec(void *state, bw_ctx *ctx)
+{
+    int *n = state;
+    if ((*n)++ == 0) {
+        bw_rejection why = {BW_STATE_OPEN, 1 * MS, 1, 7};
+        CHECK_OK(bw_ctx_set_rejection(ctx, &why));
+    }
+    return BW_REJECTED;
+}
+
+/*
+ * A rejection describes one attempt only: a patient retry waits out the first
+ * one's 1 ms, and the second attempt, refused without a reason, is neither
+ * retried on the first one's retry_after nor reported to the fallback with it.
+ */
+static void test_rejection_is_per_attempt(void)
+{
+    static const bw_strategy refuse = {BW_STRATEGY_VERSION, "refuse-twice", refuse_twice_exec, NULL};
+    reset_logs();
+    int n = 0;
+    bw_retry *r = retry(5, 100 * MS);
+    CHECK_OK(bw_retry_set_patient(r, 1, 0, NULL));
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_REJECTED, note_fallback, NULL, NULL));
+    CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
+    CHECK_OK(bw_pipeline_add(p, &refuse, &n, NULL));
+    int rc = 0;
+    bw_report rep;
+    CHECK_OK(bw_pipeline_execute(p, call_dep, NULL, &rc, &rep));
+    CHECK_INT(n, 2);
+    CHECK_INT(nslept, 1);
+    CHECK_INT(slept[0], 1 * MS);
+    CHECK_INT(rep.retry_verdict, BW_RETRY_REJECTED);
+    CHECK_INT(last_why.rejection.retry_after_ns, BW_NO_TIME);
+    CHECK_INT(last_why.rejection.has_last_failure, 0);
+    CHECK_INT(rep.has_rejection, 1); /* the report: some attempt was rejected */
+    bw_pipeline_free(p);
+    bw_retry_free(r);
 }
 
 static int zero_fallback(const bw_fallback_info *why, void *arg, void *user)
@@ -765,14 +801,6 @@ static int http_call(bw_ctx *ctx, void *arg)
     return s->codes[i];
 }
 
-static int fallback_500(const bw_fallback_info *why, void *arg, void *user)
-{
-    (void)why;
-    (void)arg;
-    (*(int *)user)++;
-    return 299;
-}
-
 /* One classifier for the whole pipeline: breaker, retry and fallback all take it. */
 static void test_pipeline_classifier(void)
 {
@@ -781,7 +809,7 @@ static void test_pipeline_classifier(void)
     int fallbacks = 0;
     bw_pipeline *p = pipeline();
     CHECK_OK(bw_pipeline_set_classifier(p, http_class, NULL));
-    CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_FAILURE, fallback_500, &fallbacks, NULL));
+    CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_FAILURE, zero_fallback, &fallbacks, NULL));
     CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
     CHECK_OK(bw_pipeline_add_breaker(p, b, NULL));
     int rc = 0;
@@ -799,7 +827,7 @@ static void test_pipeline_classifier(void)
     CHECK_INT(missing.calls, 1);
     statuses down = {1, 0, {500}};
     CHECK_OK(bw_pipeline_execute(p, http_call, &down, &rc, NULL));
-    CHECK_INT(rc, 299);
+    CHECK_INT(rc, 0); /* the fallback's */
     CHECK_INT(down.calls, 3);
     CHECK_INT(fallbacks, 1);
     bw_snapshot s;
@@ -1098,6 +1126,7 @@ int main(void)
     RUN(test_bulkhead_full_is_not_an_outcome);
     RUN(test_inner_rejection_is_not_an_outcome);
     RUN(test_strategy_rejection);
+    RUN(test_rejection_is_per_attempt);
     RUN(test_per_call_breakers);
     RUN(test_pipeline_classifier);
     RUN(test_patient_retry_unset_rejection);

@@ -34,7 +34,7 @@ static char tmpdir[256];
 /* ---- a store that fails on command (wraps the real one) ---- */
 
 typedef struct flaky {
-    bw_store *inner;
+    bw_store *inner; /* first: flaky_sweep reads it */
     atomic_int fail;
     atomic_int calls;
 } flaky;
@@ -51,10 +51,21 @@ static int flaky_update(void *ctx, const char *name, bw_store_update_fn fn, void
     return bw_store_update(f->inner, name, fn, arg, err);
 }
 
+/* The sweep of a wrapper store: its ctx starts with the wrapped store (flaky, rostore). */
 static int flaky_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
-    flaky *f = ctx;
-    return bw_store_sweep(f->inner, max, deleted, err);
+    bw_store *inner = *(bw_store **)ctx;
+    return bw_store_sweep(inner, max, deleted, err);
+}
+
+/* The sweep of a test store that keeps nothing worth sweeping (liar, stuck). */
+static int none_swept(void *ctx, int max, int *deleted, bw_error *err)
+{
+    (void)ctx;
+    (void)max;
+    (void)err;
+    *deleted = 0;
+    return BW_OK;
 }
 
 static void flaky_close(void *ctx)
@@ -763,7 +774,7 @@ static void test_stored_corrupt_entry(void)
 /* ---- a store that reads but cannot write (a read-only file system, a full disk) ---- */
 
 typedef struct rostore {
-    bw_store *inner;
+    bw_store *inner; /* first: flaky_sweep reads it */
     atomic_int readonly;
     atomic_int refused; /* writes refused */
 } rostore;
@@ -1008,16 +1019,7 @@ static int liar_read(void *ctx, const char *name, int64_t *now, bw_store_entry *
     return BW_OK;
 }
 
-static int liar_sweep(void *ctx, int max, int *deleted, bw_error *err)
-{
-    (void)ctx;
-    (void)max;
-    (void)err;
-    *deleted = 0;
-    return BW_OK;
-}
-
-static const bw_store_ops liar_ops = {BW_STORE_OPS_VERSION, "liar", liar_update, liar_sweep, flaky_close, liar_read};
+static const bw_store_ops liar_ops = {BW_STORE_OPS_VERSION, "liar", liar_update, none_swept, flaky_close, liar_read};
 
 /* An entry whose length says more than BW_STORE_DATA_MAX is corrupt, never read past its end. */
 static void test_stored_entry_too_long(void)
@@ -1255,15 +1257,6 @@ static int stuck_update(void *ctx, const char *name, bw_store_update_fn fn, void
     return BW_ESYS;
 }
 
-static int stuck_sweep(void *ctx, int max, int *deleted, bw_error *err)
-{
-    (void)ctx;
-    (void)max;
-    (void)err;
-    *deleted = 0;
-    return BW_OK;
-}
-
 static void stuck_close(void *ctx)
 {
     (void)ctx;
@@ -1271,7 +1264,7 @@ static void stuck_close(void *ctx)
 
 static void test_coordinated_close_bounded_when_store_hangs(void)
 {
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, stuck_sweep, stuck_close, NULL};
+    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, none_swept, stuck_close, NULL};
     stuck st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     bw_store *s;
     CHECK_OK(bw_store_custom(&ops, &st, &s, NULL));

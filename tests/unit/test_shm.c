@@ -239,34 +239,32 @@ static void test_url_errors(void)
     snprintf(url, sizeof url, "shm:%s", name);
     url_err(url, BW_EINVAL, "name");
     const char *n = seg("url");
-    snprintf(url, sizeof url, "shm:%s?capacity=0", n);
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?capacity=1048577", n);
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?capacity=12x", n);
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?capacity=-1", n);
-    url_err(url, BW_EINVAL, "capacity");
-    /* An unknown option is refused before anything is made: no segment is left behind. */
     unlink_seg(n);
-    snprintf(url, sizeof url, "shm:%s?colour=blue", n);
-    url_err(url, BW_EINVAL, "colour");
+    /* Bad options, each refused before anything is made: no segment is left behind. */
+    static const struct {
+        const char *opts, *field;
+    } bad_opts[] = {
+        {"capacity=0", "capacity"},
+        {"capacity=1048577", "capacity"},
+        {"capacity=12x", "capacity"},
+        {"capacity=-1", "capacity"},
+        {"colour=blue", "colour"},             /* unknown */
+        {"capacity=4&capacity=8", "capacity"}, /* given twice */
+        {"capacity= 5", "capacity"},           /* the configuration text's rule: no spaces */
+        {"capacity=99999999999999999999", "capacity"},
+        {"lock_timeout=0", "lock_timeout"},
+        {"lock_timeout=2h", "lock_timeout"},
+    };
+    for (size_t i = 0; i < sizeof bad_opts / sizeof bad_opts[0]; i++) {
+        snprintf(url, sizeof url, "shm:%s?%s", n, bad_opts[i].opts);
+        url_err(url, BW_EINVAL, bad_opts[i].field);
+    }
     char path[300];
     snprintf(path, sizeof path, "/dev/shm/%s", n);
     CHECK(access(path, F_OK) != 0);
-    snprintf(url, sizeof url, "shm:%s?capacity=4&capacity=8", n); /* given twice */
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?capacity= 5", n); /* the configuration text's rule: no spaces */
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?capacity=99999999999999999999", n);
-    url_err(url, BW_EINVAL, "capacity");
-    snprintf(url, sizeof url, "shm:%s?lock_timeout=0", n);
-    url_err(url, BW_EINVAL, "lock_timeout");
-    snprintf(url, sizeof url, "shm:%s?lock_timeout=2h", n);
-    url_err(url, BW_EINVAL, "lock_timeout");
-    CHECK(access(path, F_OK) != 0);
     bw_store *bad = NULL;
     memset(&e, 0, sizeof e);
+    snprintf(url, sizeof url, "shm:%s?lock_timeout=2h", n);
     CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
     CHECK(strstr(e.message, "[1ns, 1h]") != NULL); /* durations as configuration text writes them */
     snprintf(url, sizeof url, "shm:%s?capacity=4&capacity=8", n);
