@@ -90,6 +90,16 @@ static bw_store *open_store(void)
     return s;
 }
 
+/* A store over a test's own ops table and ctx (a wrapper of a real store, a liar, ...). */
+static bw_store *custom_store(const bw_store_ops *ops, void *ctx)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    if (bw_store_custom(ops, ctx, &s, &e) != BW_OK)
+        H_FAIL("bw_store_custom: %s", e.message);
+    return s;
+}
+
 /* Events of interest, as a compact log. */
 typedef struct evlog {
     int n;
@@ -846,9 +856,7 @@ static void test_stored_reads_without_writes(void)
 {
     bw_store *inner = open_store();
     rostore r = {inner, 0, 0};
-    bw_store *s = NULL;
-    bw_error e;
-    CHECK_OK(bw_store_custom(&ro_ops, &r, &s, &e));
+    bw_store *s = custom_store(&ro_ops, &r);
     evlog log = {0};
     bw_breaker *b = make("svc-readonly", s, BW_STORE_STORED, 1, &log, 0);
     CHECK_OK(call(b, BW_SUCCESS)); /* an entry, CLOSED: admissions are answered by a read */
@@ -948,9 +956,7 @@ static void test_stored_hold_recovers(void)
     for (int h = 0; h < 2; h++) {
         bw_store *inner = open_store();
         flaky f = {inner, 0, 0};
-        bw_store *s = NULL;
-        bw_error e;
-        CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, &e));
+        bw_store *s = custom_store(&flaky_ops, &f);
         evlog log = {0};
         bw_breaker *b = make("svc-hold", s, BW_STORE_STORED, 1, &log, 0);
         if (holds[h] == BW_STATE_DISABLED)
@@ -1027,9 +1033,7 @@ static void test_stored_entry_too_long(void)
     static const uint32_t claims[] = {BW_STORE_DATA_MAX + 1, UINT32_MAX};
     for (int i = 0; i < 2; i++) {
         liar l = {malloc(sizeof(bw_store_entry)), 0, claims[i]};
-        bw_store *s = NULL;
-        bw_error e;
-        CHECK_OK(bw_store_custom(&liar_ops, &l, &s, &e));
+        bw_store *s = custom_store(&liar_ops, &l);
         evlog log = {0};
         bw_breaker *b = make("svc-liar", s, BW_STORE_STORED, 1, &log, 0);
         CHECK_OK(call(b, BW_FAILURE)); /* the first write: an entry (whose length the store then lies about) */
