@@ -60,13 +60,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "../store/share.h"
-#include "../store/store_impl.h"
-#include "circuit.h"
-#include "hash.h"
-#include "spin.h"
-#include "timer.h"
+#include "core/internal.h"
+#include "store/share.h"
+#include "store/store_impl.h"
+#include "core/circuit.h"
+#include "base/hash.h"
+#include "base/spin.h"
+#include "core/timer.h"
 
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
@@ -74,7 +74,6 @@
 #define PERMIT_STORED 0x62777374u  /* live, admitted by the store (stored mode) */
 #define PERMIT_LEASED 0x6277706Cu  /* live, a probe leased from the store (coordinated) */
 #define WORD_STORED 7u             /* word state of a stored-mode breaker: ask the store */
-#define NAME_MAX_LEN 255
 #define MAX_STRIPES 8
 
 /* One stripe of a striped time window: its own line, lock and buckets. */
@@ -439,25 +438,6 @@ static uint32_t stripes_for(const bw__mcfg *mc)
     while (n < MAX_STRIPES && (long)n < cpus)
         n *= 2;
     return n > 1 ? n : 0;
-}
-
-int bw__check_name(const char *name, const char *field, bw_error *err)
-{
-    if (!name)
-        return bw__fail(err, BW_EINVAL, field, "%s must not be NULL", field);
-    size_t n = 0;
-    for (; name[n]; n++) {
-        unsigned char c = (unsigned char)name[n];
-        if (c <= 0x20 || c >= 0x7f)
-            return bw__fail(err, BW_EINVAL, field, "%s must be printable ASCII without spaces; byte %zu is 0x%02x",
-                            field, n, c);
-        if (n >= NAME_MAX_LEN)
-            return bw__fail(err, BW_EINVAL, field, "%s must be 1 to %d bytes long", field, NAME_MAX_LEN);
-    }
-    if (n == 0)
-        return bw__fail(err, BW_EINVAL, field, "%s must be 1 to %d bytes long, got an empty %s", field, NAME_MAX_LEN,
-                        field);
-    return BW_OK;
 }
 
 static int share_new(bw_breaker *b, const bw_config *cfg, bw_error *err);

@@ -21,12 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "circuit.h"
-#include "hash.h"
-#include "internal.h"
-#include "spin.h"
+#include "core/circuit.h"
+#include "base/hash.h"
+#include "core/internal.h"
+#include "base/spin.h"
 
-#define KEY_MAX 255
 #define SCAN_RECENT 32 /* step 1 looks past at most this many recently used circuits */
 #define FOUND_NOT 1    /* lookup without creation: not resident */
 
@@ -245,8 +244,8 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
         return bw__check_name(key, "key", err);
     if (bw__breaker_kind(b) == BW__CIRCUIT)
         return bw__fail(err, BW_EINVAL, "breaker", "a keyed circuit has no keyed circuits of its own");
-    size_t len = strnlen(key, KEY_MAX + 1);
-    if (len == 0 || len > KEY_MAX)
+    size_t len = strnlen(key, BW__NAME_MAX + 1);
+    if (len == 0 || len > BW__NAME_MAX)
         return bw__check_name(key, "key", err);
     bw__keyed *k = family(b, create);
     if (!k)

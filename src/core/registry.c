@@ -18,11 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "circuit.h"
-#include "hash.h"
-#include "internal.h"
-
-#define NAME_MAX_LEN 255
+#include "core/circuit.h"
+#include "base/hash.h"
+#include "core/internal.h"
 
 typedef struct rslot {
     _Atomic(bw_breaker *) b;
@@ -217,8 +215,8 @@ int bw_registry_get(bw_registry *r, const char *name, const bw_config *override,
         return bw__fail(err, BW_EINVAL, "", "registry and out must not be NULL");
     if (BW_UNLIKELY(!name))
         return bw__check_name(name, "name", err);
-    size_t len = strnlen(name, NAME_MAX_LEN + 1);
-    if (BW_UNLIKELY(len == 0 || len > NAME_MAX_LEN))
+    size_t len = strnlen(name, BW__NAME_MAX + 1);
+    if (BW_UNLIKELY(len == 0 || len > BW__NAME_MAX))
         return bw__check_name(name, "name", err);
     uint64_t h = bw__hash(r->seed, name, len);
     bw_breaker *b = find(r, name, len, h);
@@ -233,8 +231,8 @@ bw_breaker *bw_registry_get_existing(bw_registry *r, const char *name)
 {
     if (!r || !name)
         return NULL;
-    size_t len = strnlen(name, NAME_MAX_LEN + 1);
-    if (len == 0 || len > NAME_MAX_LEN)
+    size_t len = strnlen(name, BW__NAME_MAX + 1);
+    if (len == 0 || len > BW__NAME_MAX)
         return NULL;
     return find(r, name, len, bw__hash(r->seed, name, len));
 }

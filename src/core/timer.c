@@ -11,13 +11,13 @@
  * breaker's lock and then `mu` only after releasing it.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "timer.h"
+#include "core/timer.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 struct bw__timers {
     pthread_mutex_t mu;

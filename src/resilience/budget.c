@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "resilience.h"
+#include "resilience/resilience.h"
 
 #define MILLI_MIN 1
 #define MILLI_MAX 1000000

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "resilience.h"
+#include "resilience/resilience.h"
 
 #define MAX_SLOTS 1000000
 

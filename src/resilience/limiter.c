@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "resilience.h"
+#include "resilience/resilience.h"
 
 #define MAX_WORKERS 1024
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "breakwater/keyed.h"
-#include "resilience.h"
+#include "resilience/resilience.h"
 
 #define MAX_LAYERS 32
 

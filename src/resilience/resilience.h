@@ -8,7 +8,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 #include "breakwater/bulkhead.h"
 #include "breakwater/pipeline.h"
 #include "breakwater/retry.h"

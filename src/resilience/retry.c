@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/hash.h"
-#include "resilience.h"
+#include "base/hash.h"
+#include "resilience/resilience.h"
 
 #define STATE_LIVE 0x62777274u /* "bwrt" */
 #define STATE_DONE 0x62777264u

@@ -26,8 +26,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "share.h"
-#include "store_impl.h"
+#include "store/share.h"
+#include "store/store_impl.h"
 
 enum { IDLE = 0, TOUCH = 1, CALL = 2 };
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/hash.h"
-#include "store_impl.h"
+#include "base/hash.h"
+#include "store/store_impl.h"
 
 typedef struct node {
     struct node *next;

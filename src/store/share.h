@@ -10,8 +10,8 @@
 
 #include <stdatomic.h>
 
-#include "../core/internal.h"
-#include "shared.h"
+#include "core/internal.h"
+#include "store/shared.h"
 
 struct bw_breaker;
 typedef struct bw__coord bw__coord;

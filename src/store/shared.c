@@ -21,12 +21,12 @@
  * deletion of its entry (its time window emptied) is dropped, not counted.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "shared.h"
+#include "store/shared.h"
 
 #include <string.h>
 #include <time.h>
 
-#include "../core/persist.h"
+#include "machine/image.h"
 
 #define FORMAT 2
 #define HEAD 12
@@ -64,7 +64,7 @@ static int forgettable(bw__machine *m, bw__now *now)
 
 /*
  * Decode an entry into m, checking everything the encoder could not have
- * written (persist.c checks the image). Returns 1 when loaded, 0 when there is
+ * written (machine/image.c checks the image). Returns 1 when loaded, 0 when there is
  * no entry, -1 when it is corrupt (m is then unusable).
  */
 static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,

@@ -2,7 +2,7 @@
  * shared.h — a circuit kept in a store: the operations breakers run inside a
  * store's atomic update (internal; shared.c).
  *
- * The entry is a small header and the image of a machine (persist.h), so a
+ * The entry is a small header and the image of a machine (machine/image.h), so a
  * stored circuit follows exactly the rules of docs/states.md, on the store's
  * clock. Both modes use it:
  * - stored: the whole machine lives in the store; each acquire and each settle
@@ -26,7 +26,7 @@
 #ifndef BW_SHARED_H
 #define BW_SHARED_H
 
-#include "../core/machine.h"
+#include "machine/machine.h"
 #include "breakwater/store.h"
 
 /* The generation of a permit admitted by a circuit that had no entry (shared.c). */

@@ -73,9 +73,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/hash.h"
-#include "../core/spin.h"
-#include "store_impl.h"
+#include "base/hash.h"
+#include "base/spin.h"
+#include "store/store_impl.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)

@@ -55,8 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/hash.h"
-#include "store_impl.h"
+#include "base/hash.h"
+#include "store/store_impl.h"
 
 #define SCHEMA_VERSION 1
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */

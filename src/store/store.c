@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 /* ---- URLs ---- */
 

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 #include "breakwater/store.h"
 
 #define BW__URL_MAX_OPTS 8

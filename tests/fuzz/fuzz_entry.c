@@ -1,6 +1,6 @@
 /*
  * fuzz_entry.c — a libFuzzer target for what a store hands back: the entry
- * decoder (shared.c) and the machine image decoder (persist.c) behind it.
+ * decoder (shared.c) and the machine image decoder (machine/image.c) behind it.
  *
  * Input: byte 0 picks the configuration and the operation (bits 0-1 the window
  * size, bit 2 the window kind, bit 3 the policy, bits 4-6 the operation), bytes
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "breakwater/breakwater.h"
-#include "core/persist.h"
+#include "machine/image.h"
 #include "store/shared.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -4,7 +4,7 @@
  * probe rounds, generations, backoff, the half-open deadline and the verbs.
  */
 #include "harness.h"
-#include "machine.h"
+#include "machine/machine.h"
 
 #define SEC INT64_C(1000000000)
 #define MS INT64_C(1000000)

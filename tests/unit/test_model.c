@@ -33,9 +33,9 @@
 #include <stdarg.h>
 
 #include "harness.h"
-#include "machine.h"
-#include "persist.h"
-#include "window.h"
+#include "machine/machine.h"
+#include "machine/image.h"
+#include "machine/window.h"
 
 #define NS_S INT64_C(1000000000)
 #define NS_MS INT64_C(1000000)

@@ -718,7 +718,7 @@ static bw_store_verdict poke_fn(void *arg, int64_t now, const bw_store_entry *cu
     return BW_STORE_PUT;
 }
 
-/* Entry offsets (shared.c's 12-byte header, then persist.c's image). */
+/* Entry offsets (shared.c's 12-byte header, then the machine image of machine/image.c). */
 #define AT_IMAGE 12
 #define AT_OPENED_AT (AT_IMAGE + 20)
 #define AT_OPEN_WAIT (AT_IMAGE + 28)

@@ -24,7 +24,7 @@
 #endif
 
 #include "harness.h"
-#include "../store/store_impl.h"
+#include "store/store_impl.h"
 
 #define S BW_NS_PER_S
 

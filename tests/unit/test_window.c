@@ -3,7 +3,7 @@
  * against the "Windows (rate policy)" section of docs/states.md.
  */
 #include "harness.h"
-#include "window.h"
+#include "machine/window.h"
 
 #define SEC INT64_C(1000000000)
 #define MS INT64_C(1000000)

@@ -7,8 +7,8 @@
  * O(1). Pure: no locks, no clock reads, no allocation (the caller provides the
  * memory, sized by bw__window_bytes).
  */
-#ifndef BW_WINDOW_H
-#define BW_WINDOW_H
+#ifndef BW_MACHINE_WINDOW_H
+#define BW_MACHINE_WINDOW_H
 
 #include <stdint.h>
 #include <stddef.h>

@@ -6,16 +6,17 @@
  * the half-open deadline and the operator verbs. The machine takes no locks,
  * reads no clock (time is an argument, read lazily through bw__now so that a
  * count-window call that trips nothing never reads it), and allocates nothing:
- * the window memory is given to bw__machine_init. The engine (breaker.c) wraps it
- * in a lock; the model-based test drives it directly.
+ * the window memory is given to bw__machine_init. The engine (core/breaker.c)
+ * wraps it in a lock; the model-based test drives it directly.
  */
-#ifndef BW_MACHINE_H
-#define BW_MACHINE_H
+#ifndef BW_MACHINE_MACHINE_H
+#define BW_MACHINE_MACHINE_H
 
 #include <stdint.h>
 
+#include "base/sat.h"
 #include "breakwater/breaker.h"
-#include "window.h"
+#include "machine/window.h"
 
 /* Largest wait the backoff can reach when uncapped (about 73 years). */
 #define BW__WAIT_CEILING (INT64_MAX / 4)
@@ -23,42 +24,13 @@
  * The range of every instant a machine holds (stamps of opening, of a round's
  * start, a window's second in ns): +-2^62 ns, about 146 years either side of
  * the clock's zero. With waits at most BW__WAIT_CEILING, no instant plus a wait
- * overflows. Images read back from a store are checked against it (persist.c).
+ * overflows. Images read back from a store are checked against it (machine/image.c).
  */
 #define BW__INSTANT_MAX (INT64_MAX / 2)
 /* The largest generation an image may carry: room to grow, far below the "no entry" mark. */
 #define BW__GEN_MAX (UINT64_MAX / 2)
 /* Open-wait growth stops after this many consecutive failed rounds. */
 #define BW__BACKOFF_ROUNDS 64
-
-/*
- * base * multiplier^k, capped at cap (the growth stops once it reaches cap, so a
- * huge k costs nothing). In doubles and without libm: the core needs only libc.
- * The one exponential backoff of the open wait, the retry policy and a failing
- * store's retry delay.
- */
-static inline double bw__grow(double base, double multiplier, uint64_t k, double cap)
-{
-    double d = base;
-    for (uint64_t i = 0; i < k && d < cap; i++)
-        d *= multiplier;
-    return d > cap ? cap : d;
-}
-
-/* a + b, or INT64_MAX when it would overflow (b >= 0). */
-static inline int64_t bw__sat_add(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-/* until - now when positive, else 0; saturates instead of overflowing. */
-static inline int64_t bw__time_left(int64_t until, int64_t now)
-{
-    if (until <= now)
-        return 0;
-    uint64_t d = (uint64_t)until - (uint64_t)now;
-    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
-}
 
 /* A lazily read instant: `read(ctx)` is called at most once, when first needed. */
 typedef struct bw__now {
@@ -139,7 +111,7 @@ size_t bw__machine_window_bytes(const bw__mcfg *cfg);
 void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem);
 
 /*
- * The part of init that a load (persist.c) needs too: the configuration and the
+ * The part of init that a load (machine/image.c) needs too: the configuration and the
  * window's memory, with no state set and no memory cleared.
  */
 void bw__machine_bind(bw__machine *m, const bw__mcfg *cfg, void *window_mem);

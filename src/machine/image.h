@@ -1,13 +1,13 @@
 /*
- * persist.h — a machine's state as portable bytes, so that a store can hold a
- * circuit (internal; layout in persist.c).
+ * image.h — a machine's state as portable bytes, so that a store can hold a
+ * circuit (internal; layout in image.c).
  */
-#ifndef BW_PERSIST_H
-#define BW_PERSIST_H
+#ifndef BW_MACHINE_IMAGE_H
+#define BW_MACHINE_IMAGE_H
 
 #include <stddef.h>
 
-#include "machine.h"
+#include "machine/machine.h"
 
 /* Bytes an image of a machine with this configuration takes. */
 size_t bw__machine_image_bytes(const bw__mcfg *cfg);

@@ -8,7 +8,7 @@
  * once per lap: amortised O(1). A clock that goes back is treated as standing
  * still, so a record then lands in the newest bucket.
  */
-#include "window.h"
+#include "machine/window.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
  * consecutive policies differ only in what CLOSED records and in how a probe
  * round is decided; admission, expiry, backoff and the verbs are shared.
  */
-#include "machine.h"
+#include "machine/machine.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * (see spin.h).
  */
 #define _GNU_SOURCE /* syscall */
-#include "spin.h"
+#include "base/spin.h"
 
 #include <time.h>
 #ifdef __linux__

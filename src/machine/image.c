@@ -1,5 +1,5 @@
 /*
- * persist.c — the machine as bytes, for stores (see persist.h).
+ * image.c — the machine as bytes, for stores (see image.h).
  *
  * Layout (little-endian, fixed width), format 1:
  *   u32 magic "BWM1"  u8 policy  u8 window kind  u8 state  u8 0  u32 window size
@@ -13,7 +13,7 @@
  * loads its state and counters but an empty window: clients of one stored
  * circuit are expected to share its configuration.
  */
-#include "persist.h"
+#include "machine/image.h"
 
 #include "breakwater/common.h"
 

@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "hash.h"
+#include "base/hash.h"
 
 uint64_t bw__hash_seed(const void *map)
 {
