@@ -66,7 +66,8 @@
 #include "core/circuit.h"
 #include "base/hash.h"
 #include "base/spin.h"
-#include "core/timer.h"
+#include "time/clock.h"
+#include "time/sched.h"
 
 #define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
 #define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
@@ -82,11 +83,11 @@ typedef struct bw_stripe {
     bw__window win;
 } bw_stripe;
 
-/* Auto-transition: an entry in the clock's timer service, or a manual clock's watch. */
+/* Auto-transition: an entry in the scheduler the breakers of its clock share. */
 typedef struct bw_timer {
-    bw__timers *service; /* system and custom clocks */
-    bw__timer_entry entry;
-    bw__watch watch; /* manual clocks */
+    bw__sched *sched;
+    bw__sched_entry entry;
+    struct bw_breaker *b;
 } bw_timer;
 
 /* What a breaker may have beyond the common case: a timer, a store. */
@@ -260,6 +261,8 @@ typedef struct change {
     int force; /* publish even if nothing above moved (a new shared view) */
 } change;
 
+static void timer_kick(bw_breaker *b);
+
 static inline change change_begin(bw_breaker *b)
 {
     lock_all(b);
@@ -280,6 +283,8 @@ static inline int change_end(bw_breaker *b, change *c)
     if (moved)
         publish(b);
     unlock_all(b);
+    if (BW_UNLIKELY(b->extra != NULL) && moved)
+        timer_kick(b); /* the machine's next deadline may have moved */
     return after;
 }
 
@@ -316,11 +321,9 @@ static void deliver(bw_breaker *b, const pending *p)
         b->listener(&p->ev[i], b->listener_user);
 }
 
-static void timer_kick(bw_breaker *b);
-
 /*
  * After a change, with no lock held: the events gathered in p, then the state
- * change (and RESET after it, for a reset), then the timer's new deadline.
+ * change (and RESET after it, for a reset).
  */
 static void announce(bw_breaker *b, pending *p, int before, int after, int reset)
 {
@@ -328,21 +331,19 @@ static void announce(bw_breaker *b, pending *p, int before, int after, int reset
     if (reset && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
         p->ev[p->n++] = event_of(b, BW_EVENT_RESET);
     deliver(b, p);
-    if (before != after)
-        timer_kick(b);
 }
 
 /* ---- the auto-transition timer ---- */
 
-/* Tell the timer service the machine's next deadline may have changed. */
+/* Tell the scheduler the machine's next deadline may have changed. */
 static void timer_kick(bw_breaker *b)
 {
     bw_timer *t = timer_of(b);
-    if (t && t->service)
-        bw__timers_kick(t->service, &t->entry);
+    if (t)
+        bw__sched_kick(t->sched, &t->entry);
 }
 
-/* Run due timed transitions at `now` (the timer service, or a manual clock's advance). */
+/* Run due timed transitions at `now` (on the scheduler's thread, or a manual clock's advance). */
 static void tick(bw_breaker *b, int64_t now)
 {
     pending p;
@@ -354,15 +355,15 @@ static void tick(bw_breaker *b, int64_t now)
     coord_trip(b, &c);
 }
 
-static void timer_fire(void *ctx, int64_t now)
+static void timer_fire(bw__sched_entry *e, int64_t now)
 {
-    tick((bw_breaker *)ctx, now);
+    tick(((bw_timer *)((char *)e - offsetof(bw_timer, entry)))->b, now);
 }
 
-/* Called by the timer service with its lock held: take only the machine's lock. */
-static int64_t timer_deadline(void *ctx)
+/* Called by the scheduler with its lock held: take only the machine's lock. */
+static int64_t timer_deadline(bw__sched_entry *e)
 {
-    bw_breaker *b = ctx;
+    bw_breaker *b = ((bw_timer *)((char *)e - offsetof(bw_timer, entry)))->b;
     bw__spin_lock(&b->lock);
     int64_t d = bw__machine_deadline(&b->m);
     bw__spin_unlock(&b->lock);
@@ -386,18 +387,12 @@ static int timer_new(bw_breaker *b)
     if (!x)
         return BW_ENOMEM;
     bw_timer *t = &x->timer;
-    if (bw__clock_kind(b->clock) == BW__CLOCK_MANUAL) {
-        t->watch.fire = timer_fire;
-        t->watch.ctx = b;
-        bw__clock_watch(b->clock, &t->watch);
-    } else {
-        t->service = bw__clock_timers(b->clock);
-        if (!t->service)
-            return BW_ENOMEM;
-        t->entry.deadline = timer_deadline;
-        t->entry.fire = timer_fire;
-        t->entry.ctx = b;
-    }
+    t->sched = bw__sched_of(b->clock);
+    if (!t->sched)
+        return BW_ENOMEM;
+    t->b = b;
+    t->entry.deadline = timer_deadline;
+    t->entry.fire = timer_fire;
     x->has_timer = 1;
     return BW_OK;
 }
@@ -408,10 +403,7 @@ static void timer_free(bw_breaker *b)
     bw_timer *t = timer_of(b);
     if (!t)
         return;
-    if (t->service)
-        bw__timers_cancel(t->service, &t->entry);
-    else
-        bw__clock_unwatch(b->clock, &t->watch);
+    bw__sched_cancel(t->sched, &t->entry);
     b->extra->has_timer = 0;
 }
 

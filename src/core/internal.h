@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/name.h"
 #include "base/systime.h"
+#include "time/clock.h"
 #include "breakwater/breakwater.h"
 #include "machine/machine.h"
 
@@ -60,19 +61,4 @@ bw_outcome bw__classify(bw_classifier_cb fn, void *user, int rc, void *arg);
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
 int64_t bw__config_wait(const bw_config *cfg);
 
-/* Clock internals (clock.c). */
-typedef struct bw__watch {
-    struct bw__watch *next;
-    void (*fire)(void *ctx, int64_t now);
-    void *ctx;
-} bw__watch;
-
-enum { BW__CLOCK_SYSTEM = 0, BW__CLOCK_MANUAL = 1, BW__CLOCK_CUSTOM = 2 };
-int bw__clock_kind(const bw_clock *c);
-/* The timer service of a system or custom clock (made on first use; NULL when
- * out of memory, or for a manual clock). */
-struct bw__timers *bw__clock_timers(bw_clock *c);
-/* Manual clocks: run w->fire(ctx, now) on every advance until unwatched. */
-void bw__clock_watch(bw_clock *c, bw__watch *w);
-void bw__clock_unwatch(bw_clock *c, bw__watch *w);
 #endif
