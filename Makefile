@@ -1,11 +1,12 @@
 # The two commands the README starts with:
 #   make demo   build and run the demo (examples/lifecycle.c)
 #   make check  install what is missing, check formatting, build with -Werror,
-#               run the whole ctest suite, then again under ASan+UBSan and TSan
+#               run the whole ctest suite, then again under ASan+UBSan and TSan,
+#               and once more built without the optional components (no SQLite)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo check build test asan tsan bench format format-check deps clean
+.PHONY: demo check build test asan tsan nosqlite bench format format-check deps clean
 
 demo: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -15,8 +16,8 @@ demo: deps
 deps:
 	@sh scripts/deps.sh
 
-check: deps-all format-check test asan tsan
-	@echo "check: all suites passed (plain, asan+ubsan, tsan)"
+check: deps-all format-check test asan tsan nosqlite
+	@echo "check: all suites passed (plain, asan+ubsan, tsan, without sqlite)"
 
 deps-all:
 	@sh scripts/deps.sh --all
@@ -38,6 +39,12 @@ tsan:
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST)
 
+# The core with no optional component: SQLite absent, every test that needs it left out by ctest.
+nosqlite:
+	cmake -S . -B build-nosqlite -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_WITH_SQLITE=OFF -DBW_BUILD_BENCH=OFF
+	cmake --build build-nosqlite -j$(JOBS)
+	cd build-nosqlite && $(CTEST)
+
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench >/dev/null
@@ -53,4 +60,4 @@ format-check:
 	sh scripts/format.sh
 
 clean:
-	rm -rf build build-check build-asan build-tsan build-bench
+	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench

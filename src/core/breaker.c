@@ -62,7 +62,7 @@
 
 #include "core/internal.h"
 #include "store/share.h"
-#include "store/store_impl.h"
+#include "store/front.h"
 #include "core/circuit.h"
 #include "base/hash.h"
 #include "base/spin.h"

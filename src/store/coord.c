@@ -21,13 +21,14 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "store/front.h"
 #include "store/share.h"
-#include "store/store_impl.h"
 
 enum { IDLE = 0, TOUCH = 1, CALL = 2 };
 
@@ -63,6 +64,9 @@ struct lane {
     pthread_t thread;
     bw__coord *list;
     int stop;
+    bw_store *store;
+    bw__store_hook hook; /* bw_store_close stops the lane */
+    struct lane *next;   /* in `lanes` */
 };
 
 static pthread_mutex_t manual_mu = PTHREAD_MUTEX_INITIALIZER; /* the "lane" of manual-clock coordinators */
@@ -184,12 +188,37 @@ static void *lane_main(void *arg)
 }
 
 static pthread_mutex_t lanes_mu = PTHREAD_MUTEX_INITIALIZER;
+static lane *lanes; /* every running lane, under lanes_mu */
+
+/* The store is closing: stop and join its lane (it waits out a store call that hangs). */
+static void lane_stop(bw__store_hook *h)
+{
+    lane *ln = (lane *)((char *)h - offsetof(lane, hook));
+    pthread_mutex_lock(&lanes_mu);
+    for (lane **p = &lanes; *p; p = &(*p)->next)
+        if (*p == ln) {
+            *p = ln->next;
+            break;
+        }
+    pthread_mutex_unlock(&lanes_mu);
+    pthread_mutex_lock(&ln->mu);
+    ln->stop = 1;
+    pthread_cond_broadcast(&ln->work);
+    pthread_mutex_unlock(&ln->mu);
+    pthread_join(ln->thread, NULL);
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->work);
+    pthread_cond_destroy(&ln->idle);
+    free(ln);
+}
 
 /* The store's lane, started on first use. */
 static lane *lane_of(bw_store *s)
 {
     pthread_mutex_lock(&lanes_mu);
-    lane *ln = s->lane;
+    lane *ln = lanes;
+    while (ln && ln->store != s)
+        ln = ln->next;
     if (!ln) {
         ln = calloc(1, sizeof *ln);
         if (ln) {
@@ -203,29 +232,16 @@ static lane *lane_of(bw_store *s)
                 free(ln);
                 ln = NULL;
             } else {
-                s->lane = ln;
+                ln->store = s;
+                ln->hook.fn = lane_stop;
+                bw__store_on_close(s, &ln->hook);
+                ln->next = lanes;
+                lanes = ln;
             }
         }
     }
     pthread_mutex_unlock(&lanes_mu);
     return ln;
-}
-
-void bw__lane_stop(bw_store *s)
-{
-    lane *ln = s->lane;
-    if (!ln)
-        return;
-    pthread_mutex_lock(&ln->mu);
-    ln->stop = 1;
-    pthread_cond_broadcast(&ln->work);
-    pthread_mutex_unlock(&ln->mu);
-    pthread_join(ln->thread, NULL); /* waits out a store call that hangs */
-    pthread_mutex_destroy(&ln->mu);
-    pthread_cond_destroy(&ln->work);
-    pthread_cond_destroy(&ln->idle);
-    free(ln);
-    s->lane = NULL;
 }
 
 /* ---- manual clocks: the advancing thread runs the writes and polls ---- */

@@ -1,97 +1,50 @@
 /*
- * store.c — the store front end: URLs, the ops table, argument checks, the
- * store's clock.
+ * store.c — the store front end: opening a URL through the scheme table,
+ * custom stores, the guard every outside update runs through, close hooks, the
+ * store's clock (breakwater/store.h, front.h).
+ *
+ * Locking: `hooks_mu` guards the close-hook list. Everything else of a store is
+ * set before bw_store_open returns and read-only after, but the injected clock
+ * (an atomic pointer). The backends do their own locking.
  */
 #define _GNU_SOURCE /* CLOCK_MONOTONIC_COARSE */
-#include <errno.h>
-#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "store/store_impl.h"
+#include "store/backend.h"
+#include "store/front.h"
 
-/* ---- URLs ---- */
+struct bw_store {
+    bw_store_ops ops;
+    void *ctx;
+    bw__store_clock clock;
+    pthread_mutex_t hooks_mu;
+    bw__store_hook *hooks;
+};
 
-/* scheme ":" path ["?" k=v {"&" k=v}]; each part bounded, nothing unescaped. */
-static int parse_url(const char *url, bw__url *u, bw_error *err)
+static bw_store *store_new(void)
 {
-    memset(u, 0, sizeof *u);
-    const char *colon = strchr(url, ':');
-    if (!colon || colon == url)
-        return bw__fail(err, BW_EINVAL, "url", "store URL must look like scheme:path, got '%.100s'", url);
-    size_t n = (size_t)(colon - url);
-    if (n >= sizeof u->scheme)
-        return bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%.*s'", (int)(n < 40 ? n : 40), url);
-    memcpy(u->scheme, url, n);
-    const char *p = colon + 1;
-    const char *q = strchr(p, '?');
-    size_t plen = q ? (size_t)(q - p) : strlen(p);
-    if (plen >= sizeof u->path)
-        return bw__fail(err, BW_EINVAL, "path", "store path is too long (%zu bytes, at most %zu)", plen,
-                        sizeof u->path - 1);
-    memcpy(u->path, p, plen);
-    while (q) {
-        const char *k = q + 1;
-        q = strchr(k, '&');
-        size_t len = q ? (size_t)(q - k) : strlen(k);
-        const char *eq = memchr(k, '=', len);
-        if (!eq || eq == k)
-            return bw__fail(err, BW_EINVAL, "url", "store option must be key=value, got '%.*s'",
-                            (int)(len < 60 ? len : 60), k);
-        size_t kl = (size_t)(eq - k), vl = len - kl - 1;
-        if (u->nopts == BW__URL_MAX_OPTS)
-            return bw__fail(err, BW_EINVAL, "url", "at most %d store options", BW__URL_MAX_OPTS);
-        if (kl >= sizeof u->opt[0].key || vl >= sizeof u->opt[0].value)
-            return bw__fail(err, BW_EINVAL, "url", "store option '%.*s' is too long", (int)(kl < 32 ? kl : 32), k);
-        for (int i = 0; i < u->nopts; i++)
-            if (strlen(u->opt[i].key) == kl && memcmp(u->opt[i].key, k, kl) == 0)
-                return bw__fail(err, BW_EINVAL, u->opt[i].key, "store option '%s' is given twice", u->opt[i].key);
-        memcpy(u->opt[u->nopts].key, k, kl);
-        memcpy(u->opt[u->nopts].value, eq + 1, vl);
-        u->nopts++;
+    bw_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (pthread_mutex_init(&s->hooks_mu, NULL) != 0) {
+        free(s);
+        return NULL;
     }
-    return BW_OK;
+    atomic_init(&s->clock.clock, NULL);
+    return s;
 }
 
-const char *bw__url_opt(bw__url *u, const char *key)
+static void store_free(bw_store *s)
 {
-    for (int i = 0; i < u->nopts; i++)
-        if (strcmp(u->opt[i].key, key) == 0)
-            return u->opt[i].value;
-    return NULL;
+    pthread_mutex_destroy(&s->hooks_mu);
+    free(s);
 }
 
-int bw__url_int(bw__url *u, const char *key, int64_t lo, int64_t hi, int64_t dflt, int duration, int64_t *out,
-                bw_error *err)
-{
-    const char *v = bw__url_opt(u, key);
-    if (!v) {
-        *out = dflt;
-        return BW_OK;
-    }
-    int64_t x = 0;
-    /* The configuration text's rules: no spaces, exact durations, overflow reported as such. */
-    int bad = duration ? bw__parse_duration(v, &x) : bw__parse_int(v, &x);
-    if (bad == 1)
-        return bw__fail(err, BW_EINVAL, key,
-                        "%s must be a whole number in [%" PRId64 ", %" PRId64 "], got '%.60s' (too large)", key, lo, hi,
-                        v);
-    if (bad || x < lo || x > hi) {
-        if (!duration)
-            return bw__fail(err, BW_EINVAL, key, "%s must be a whole number in [%" PRId64 ", %" PRId64 "], got '%.60s'",
-                            key, lo, hi, v);
-        char a[32], b[32];
-        bw__fmt_duration(a, sizeof a, lo, "off");
-        bw__fmt_duration(b, sizeof b, hi, "off");
-        return bw__fail(err, BW_EINVAL, key, "%s must be a duration in [%s, %s], got '%.60s'", key, a, b, v);
-    }
-    *out = x;
-    return BW_OK;
-}
-
-/* ---- the front end ---- */
+/* ---- opening ---- */
 
 static int check_ops(const bw_store_ops *ops, bw_error *err)
 {
@@ -104,32 +57,33 @@ static int check_ops(const bw_store_ops *ops, bw_error *err)
     return BW_OK;
 }
 
-/* The built-in schemes, and the options each takes (checked before anything is created). */
-typedef struct scheme {
-    const char *name;
-    int (*open)(bw_store *s, bw__url *u, bw_error *err);
-    const char *options[3];
-} scheme;
+/* The backend of u's scheme; BW_EINVAL (unknown) or BW_ESTATE (not in this build) otherwise. */
+static int find_backend(const bw__url *u, const bw__backend **out, bw_error *err)
+{
+    char known[160] = "";
+    for (const bw__backend *const *b = bw__backends; *b; b++) {
+        if (strcmp((*b)->scheme, u->scheme) == 0) {
+            if ((*b)->absent)
+                return bw__fail(err, BW_ESTATE, "scheme", "%s", (*b)->absent);
+            *out = *b;
+            return BW_OK;
+        }
+        size_t n = strlen(known);
+        snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", (*b)->scheme);
+    }
+    return bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%s' (%s)", u->scheme, known);
+}
 
-static const scheme schemes[] = {
-    {"memory", bw__memory_open, {NULL}},
-    {"shm", bw__shm_open, {"capacity", "lock_timeout", NULL}},
-#ifdef BW_HAVE_SQLITE
-    {"sqlite", bw__sqlite_open, {"busy_timeout", "sweep", NULL}},
-#else
-    {"sqlite", NULL, {NULL}},
-#endif
-};
-
-static int check_options(const scheme *sc, const bw__url *u, bw_error *err)
+/* Every option the URL gives must be one the backend takes: checked before anything is created. */
+static int check_options(const bw__backend *b, const bw__url *u, bw_error *err)
 {
     for (int i = 0; i < u->nopts; i++) {
         int known = 0;
-        for (int k = 0; sc->options[k]; k++)
-            known |= strcmp(sc->options[k], u->opt[i].key) == 0;
+        for (int k = 0; b->options[k]; k++)
+            known |= strcmp(b->options[k], u->opt[i].key) == 0;
         if (!known)
             return bw__fail(err, BW_EINVAL, u->opt[i].key, "unknown option '%s' for a %s: store", u->opt[i].key,
-                            sc->name);
+                            b->scheme);
     }
     return BW_OK;
 }
@@ -139,30 +93,26 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
     if (!url || !out)
         return bw__fail(err, BW_EINVAL, "url", "url and out must not be NULL");
     bw__url *u = malloc(sizeof *u);
-    bw_store *s = calloc(1, sizeof *s);
+    bw_store *s = store_new();
     if (!u || !s) {
         free(u);
-        free(s);
+        if (s)
+            store_free(s);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
-    int rc = parse_url(url, u, err);
-    const scheme *sc = NULL;
-    for (size_t i = 0; rc == BW_OK && i < sizeof schemes / sizeof schemes[0]; i++)
-        if (strcmp(u->scheme, schemes[i].name) == 0)
-            sc = &schemes[i];
-    if (rc == BW_OK && !sc)
-        rc = bw__fail(err, BW_EINVAL, "scheme", "unknown store scheme '%s' (memory, shm, sqlite)", u->scheme);
-    else if (rc == BW_OK && !sc->open)
-        rc = bw__fail(err, BW_ESTATE, "scheme", "this build of breakwater has no SQLite support");
+    const bw__backend *b = NULL;
+    int rc = bw__url_parse(url, u, err);
     if (rc == BW_OK)
-        rc = check_options(sc, u, err);
+        rc = find_backend(u, &b, err);
+    if (rc == BW_OK)
+        rc = check_options(b, u, err);
     if (rc == BW_OK) {
-        atomic_init(&s->clock, NULL);
-        rc = sc->open(s, u, err);
+        s->clock.fallback = b->clock;
+        rc = b->open(u, &s->clock, &s->ops, &s->ctx, err);
     }
     free(u);
     if (rc != BW_OK) {
-        free(s);
+        store_free(s);
         return rc;
     }
     *out = s;
@@ -178,26 +128,56 @@ int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error
         ops->close(ctx);
         return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
     }
-    bw_store *s = calloc(1, sizeof *s);
+    bw_store *s = store_new();
     if (!s) {
         ops->close(ctx);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
     s->ops = *ops; /* the version 1 members: a later table only appends, so its prefix is one */
     s->ctx = ctx;
-    atomic_init(&s->clock, NULL);
     *out = s;
     return BW_OK;
+}
+
+/* ---- close hooks ---- */
+
+void bw__store_on_close(bw_store *s, bw__store_hook *h)
+{
+    pthread_mutex_lock(&s->hooks_mu);
+    h->next = s->hooks;
+    s->hooks = h;
+    pthread_mutex_unlock(&s->hooks_mu);
+}
+
+void bw__store_off_close(bw_store *s, bw__store_hook *h)
+{
+    pthread_mutex_lock(&s->hooks_mu);
+    for (bw__store_hook **p = &s->hooks; *p; p = &(*p)->next)
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    pthread_mutex_unlock(&s->hooks_mu);
 }
 
 void bw_store_close(bw_store *s)
 {
     if (!s)
         return;
-    bw__lane_stop(s);
+    pthread_mutex_lock(&s->hooks_mu);
+    bw__store_hook *h = s->hooks;
+    s->hooks = NULL;
+    pthread_mutex_unlock(&s->hooks_mu);
+    while (h) {
+        bw__store_hook *next = h->next; /* the hook may free h */
+        h->fn(h);
+        h = next;
+    }
     s->ops.close(s->ctx);
-    free(s);
+    store_free(s);
 }
+
+/* ---- the clock ---- */
 
 const char *bw_store_scheme(const bw_store *s)
 {
@@ -208,7 +188,7 @@ int bw_store_set_clock(bw_store *s, bw_clock *clock)
 {
     if (!s)
         return BW_EINVAL;
-    atomic_store(&s->clock, clock);
+    atomic_store(&s->clock.clock, clock);
     return BW_OK;
 }
 
@@ -219,20 +199,22 @@ int bw_store_set_clock(bw_store *s, bw_clock *clock)
  * rounds, one-second window buckets, lifetimes). Call durations are measured by
  * the breaker's own clock, never the store's.
  */
-int64_t bw__store_now(const bw_store *s)
+int64_t bw__store_clock_now(const bw__store_clock *c)
 {
-    bw_clock *c = atomic_load(&((bw_store *)s)->clock);
-    if (c)
-        return bw_clock_now(c);
+    bw_clock *clock = atomic_load(&((bw__store_clock *)c)->clock);
+    if (clock)
+        return bw_clock_now(clock);
     struct timespec ts;
-    clock_gettime(s->default_clock == BW__STORE_REALTIME ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(c->fallback == BW__STORE_REALTIME ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
 }
 
+/* ---- updates, reads, sweeps ---- */
+
 /*
- * Every update runs the caller's function through this guard, so that no store
- * (built in or custom) ever sees an unknown verdict or a bad length: those
- * become "keep" and the update returns BW_EINVAL.
+ * Every update from outside runs the caller's function through this guard, so
+ * that no store (built in or custom) ever sees an unknown verdict or a bad
+ * length: those become "keep" and the update returns BW_EINVAL.
  */
 typedef struct guard {
     bw_store_update_fn fn;
@@ -257,20 +239,20 @@ static bw_store_verdict guarded(void *arg, int64_t now, const bw_store_entry *cu
     return v;
 }
 
-int bw__store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+int bw__store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *arg, bw_error *err)
 {
-    return s->ops.update(s->ctx, name, fn, arg, err);
+    return s->ops.update(s->ctx, key, fn, arg, err);
 }
 
-int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+int bw_store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     if (!s || !fn)
         return bw__fail(err, BW_EINVAL, "", "store and fn must not be NULL");
-    int rc = bw__check_name(name, "name", err);
+    int rc = bw__check_store_key(key, "name", err);
     if (rc != BW_OK)
         return rc;
     guard g = {fn, arg, 0, 0};
-    rc = s->ops.update(s->ctx, name, guarded, &g, err);
+    rc = s->ops.update(s->ctx, key, guarded, &g, err);
     if (rc == BW_OK && g.bad == 1)
         return bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, g.len);
     if (rc == BW_OK && g.bad == 2)
@@ -278,11 +260,11 @@ int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *
     return rc;
 }
 
-int bw__store_try_read(bw_store *s, const char *name, int64_t *now, bw_store_entry *out, int *found)
+int bw__store_try_read(bw_store *s, const char *key, int64_t *now, bw_store_entry *out, int *found)
 {
     if (!s->ops.read)
         return BW_ESTATE;
-    return s->ops.read(s->ctx, name, now, out, found, NULL);
+    return s->ops.read(s->ctx, key, now, out, found, NULL);
 }
 
 int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)

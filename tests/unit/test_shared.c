@@ -22,7 +22,9 @@
 #include "harness.h"
 #include "timeutil.h"
 #include "store/shared.h"
-#include "store/store_impl.h"
+#include "base/systime.h"
+#include "store/backend.h"
+#include "store/front.h"
 
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
@@ -323,7 +325,23 @@ static void test_contract_primitive(void)
         step(s, odd[i], BW_STORE_PUT, 10 * S, odd[i], BW_OK);
     for (int i = 0; i < 5; i++)
         CHECK_STR(step(s, odd[i], BW_STORE_KEEP, 0, "", BW_OK).seen, odd[i]);
-    step(s, "has space", BW_STORE_KEEP, 0, "", BW_EINVAL);
+    /* A store key is a name, or a name, one space and a key (a keyed circuit's). */
+    step(s, "name key", BW_STORE_PUT, 10 * S, "keyed", BW_OK);
+    CHECK_STR(step(s, "name key", BW_STORE_KEEP, 0, "", BW_OK).seen, "keyed");
+    CHECK(!step(s, "name", BW_STORE_KEEP, 0, "", BW_OK).saw);
+    step(s, "two  spaces", BW_STORE_KEEP, 0, "", BW_EINVAL);
+    step(s, " lead", BW_STORE_KEEP, 0, "", BW_EINVAL);
+    step(s, "trail ", BW_STORE_KEEP, 0, "", BW_EINVAL);
+    step(s, "a b c", BW_STORE_KEEP, 0, "", BW_EINVAL);
+    char longest[2 * 255 + 2]; /* the longest store key: 255 + 1 + 255 bytes */
+    memset(longest, 'n', 255);
+    longest[255] = ' ';
+    memset(longest + 256, 'k', 255);
+    longest[511] = '\0';
+    step(s, longest, BW_STORE_PUT, 10 * S, "long", BW_OK);
+    CHECK_STR(step(s, longest, BW_STORE_KEEP, 0, "", BW_OK).seen, "long");
+    longest[510] = '\0';
+    CHECK(!step(s, longest, BW_STORE_KEEP, 0, "", BW_OK).saw); /* a different key */
     step(s, "", BW_STORE_KEEP, 0, "", BW_EINVAL);
     /* Bad verdicts and lengths change nothing. */
     step(s, "c-4", BW_STORE_PUT, 10 * S, "", BW_EINVAL); /* length 0 */

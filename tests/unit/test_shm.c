@@ -24,7 +24,8 @@
 #endif
 
 #include "harness.h"
-#include "store/store_impl.h"
+#include "base/systime.h"
+#include "store/shm/shm.h"
 
 #define S BW_NS_PER_S
 

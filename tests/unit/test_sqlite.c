@@ -559,7 +559,8 @@ static void test_awkward_names(void)
     CHECK_INT(raw_int(p, "SELECT count(*) FROM bw_circuits"), N / 2);
     CHECK_INT(raw_int(p, "SELECT value FROM bw_meta WHERE key = 'schema_version'"), 1);
     /* An invalid name never reaches the database. */
-    CHECK_RC(bw_store_update(s, "has space", do_op, &o, NULL), BW_EINVAL);
+    CHECK_RC(bw_store_update(s, "two  spaces", do_op, &o, NULL), BW_EINVAL);
+    CHECK_RC(bw_store_update(s, "trailing ", do_op, &o, NULL), BW_EINVAL);
     CHECK_RC(bw_store_update(s, "", do_op, &o, NULL), BW_EINVAL);
     bw_store_close(s);
 }

@@ -56,7 +56,9 @@
 #include <unistd.h>
 
 #include "base/hash.h"
-#include "store/store_impl.h"
+#include "base/sat.h"
+#include "base/systime.h"
+#include "store/backend.h"
 
 #define SCHEMA_VERSION 1
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
@@ -77,7 +79,7 @@ static const char *const sql_text[ST_COUNT] = {
 };
 
 typedef struct sq {
-    bw_store *store;
+    const bw__store_clock *clock;
     pthread_mutex_t mu;
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
@@ -211,7 +213,7 @@ static int sq_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
     sq *c = ctx;
     if (pthread_mutex_trylock(&c->mu) != 0)
         return BW_ESTATE; /* another thread is in an update: the read must not wait for it */
-    *now = bw__store_now(c->store);
+    *now = bw__store_clock_now(c->clock);
     int rc = get_row(c, name, *now, out, found, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -226,7 +228,7 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    int64_t now = bw__store_now(c->store);
+    int64_t now = bw__store_clock_now(c->clock);
 
     /* Read the entry; an expired or malformed row reads as absent. */
     int found;
@@ -264,7 +266,7 @@ static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     sq *c = ctx;
     pthread_mutex_lock(&c->mu);
-    int rc = sweep_pass(c, bw__store_now(c->store), max, deleted, err);
+    int rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -406,7 +408,7 @@ static int open_db(sq *c, const char *path, int64_t busy_ns, bw_error *err)
     return rc;
 }
 
-int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
+static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
 {
     int64_t busy, every;
     int rc = bw__url_int(u, "busy_timeout", 0, 3600 * (int64_t)BW_NS_PER_S, 5 * (int64_t)BW_NS_PER_S, 1, &busy, err);
@@ -424,7 +426,7 @@ int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
         free(c);
         return bw__fail(err, BW_ESYS, "", "could not create the sqlite: store's mutex");
     }
-    c->store = s;
+    c->clock = clock;
     c->sweep_every = every;
     c->rng = bw__hash_seed(c) ^ ((uint64_t)getpid() << 32);
     rc = open_db(c, u->path, busy, err);
@@ -434,9 +436,10 @@ int bw__sqlite_open(bw_store *s, bw__url *u, bw_error *err)
             memcpy(err->field, "path", 5); /* the file could not be opened as a store */
         return rc;
     }
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read};
-    s->ops = ops;
-    s->ctx = c;
-    s->default_clock = BW__STORE_REALTIME;
+    static const bw_store_ops sq_ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read};
+    *ops = sq_ops;
+    *ctx = c;
     return BW_OK;
 }
+
+const bw__backend bw__backend_sqlite = {"sqlite", {"busy_timeout", "sweep", NULL}, BW__STORE_REALTIME, sq_open, NULL};

@@ -10,7 +10,7 @@
  *            slots, the robust mutex, and the journal (below).
  *   meta[]   capacity x {state, tag, expires_at}: 16 bytes a slot, so that
  *            probing and sweeping read a compact array, not the big slots.
- *   body[]   capacity x {entry (expires_at, len, data), name (255 + NUL)}.
+ *   body[]   capacity x {entry (expires_at, len, data), key (up to 511 bytes + NUL)}.
  *
  * The table is open addressing with linear probing from the name's hash (a
  * fixed seed, so every process finds the same slot). A slot is EMPTY, USED or
@@ -75,20 +75,13 @@
 
 #include "base/hash.h"
 #include "base/spin.h"
-#include "store/store_impl.h"
-
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define BW__TSAN 1
-#endif
-#endif
-#ifndef BW__TSAN
-#define BW__TSAN 0
-#endif
+#include "base/systime.h"
+#include "store/backend.h"
+#include "store/shm/shm.h"
 
 #define SHM_MAGIC UINT64_C(0x316d656d68737762) /* "bwshmem1" little-endian */
-#define SHM_VERSION 2u
-#define SHM_READY 0x52454459u /* "READY" */
+#define SHM_VERSION 3u                         /* 3: keys of up to 511 bytes (keyed circuits) */
+#define SHM_READY 0x52454459u                  /* "READY" */
 #define SHM_SEED UINT64_C(0x62777368)
 #define SHM_NAME_MAX 200
 #define SHM_CAP_DEFAULT 1024
@@ -107,7 +100,7 @@ typedef struct shm_meta {
 
 typedef struct shm_body {
     bw_store_entry entry;
-    char name[256];
+    char name[BW__STORE_KEY_MAX + 1];
 } shm_body;
 
 typedef struct shm_journal {
@@ -133,7 +126,7 @@ typedef struct shm_hdr {
 } shm_hdr;
 
 typedef struct shm {
-    bw_store *store;
+    const bw__store_clock *clock;
     shm_hdr *hdr;
     shm_meta *meta;
     shm_body *body;
@@ -144,8 +137,19 @@ typedef struct shm {
     char name[SHM_NAME_MAX + 2]; /* "/" NAME */
 } shm;
 
-/* A fault-injection hook for the tests (store_impl.h). */
+#ifdef BW_TESTING
+/* The fault-injection hook of the tests (shm.h): only in the tests' build of the library. */
 void (*bw__shm_fault)(int point);
+
+static void fault(int point)
+{
+    void (*f)(int) = bw__shm_fault;
+    if (f)
+        f(point);
+}
+#else
+#define fault(point) ((void)0)
+#endif
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
@@ -162,13 +166,6 @@ static size_t body_at(uint32_t cap)
 static size_t seg_size(uint32_t cap)
 {
     return body_at(cap) + (size_t)cap * sizeof(shm_body);
-}
-
-static void fault(int point)
-{
-    void (*f)(int) = bw__shm_fault;
-    if (BW_UNLIKELY(f != NULL))
-        f(point);
 }
 
 /* Copy a body's used bytes: the name up to its NUL and the entry's len bytes. */
@@ -345,7 +342,7 @@ static int shm_update(void *ctx, const char *name, bw_store_update_fn fn, void *
     uint64_t h = bw__hash(SHM_SEED, name, nl);
     uint32_t tag = (uint32_t)(h >> 32);
     bw_store_entry next;
-    int64_t now = bw__store_now(m->store); /* before the lock: a shorter critical section */
+    int64_t now = bw__store_clock_now(m->clock); /* before the lock: a shorter critical section */
     int rc = lock(m, err);
     if (rc != BW_OK)
         return rc;
@@ -439,7 +436,7 @@ NO_TSAN static int shm_read(void *ctx, const char *name, int64_t *now, bw_store_
     size_t nl = strlen(name);
     uint64_t h = bw__hash(SHM_SEED, name, nl);
     uint32_t tag = (uint32_t)(h >> 32);
-    *now = bw__store_now(m->store);
+    *now = bw__store_clock_now(m->clock);
     for (int attempt = 0; attempt < 8; attempt++) {
         uint64_t s1 = atomic_load_explicit(&m->hdr->wseq, memory_order_acquire);
         if (s1 & 1) {
@@ -455,7 +452,7 @@ NO_TSAN static int shm_read(void *ctx, const char *name, int64_t *now, bw_store_
                 break;
             if (mt.state != SLOT_USED || mt.tag != tag)
                 continue;
-            char nm[256];
+            char nm[BW__STORE_KEY_MAX + 1];
             copy_words(nm, m->body[i].name, nl + 1);
             if (memcmp(nm, name, nl + 1) != 0)
                 continue;
@@ -488,7 +485,7 @@ static int shm_sweep(void *ctx, int max, int *deleted, bw_error *err)
         *deleted = 0;
         return rc;
     }
-    int64_t now = bw__store_now(m->store);
+    int64_t now = bw__store_clock_now(m->clock);
     /* Stop once every used slot was seen: a sparse table costs no full scan. */
     uint32_t left = m->hdr->used;
     for (uint32_t i = 0; i < m->cap && left > 0 && n < max; i++) {
@@ -631,7 +628,7 @@ static int check_shm_name(const char *name, bw_error *err)
     return BW_OK;
 }
 
-int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
+static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
 {
     int rc = check_shm_name(u->path, err);
     int64_t cap = 0, lock_timeout = 0;
@@ -644,7 +641,7 @@ int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
     shm *m = calloc(1, sizeof *m);
     if (!m)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    m->store = s;
+    m->clock = clock;
     m->cap = (uint32_t)cap;
     m->lock_timeout = lock_timeout;
     m->size = seg_size(m->cap);
@@ -686,9 +683,11 @@ int bw__shm_open(bw_store *s, bw__url *u, bw_error *err)
     m->hdr = m->base;
     m->meta = (shm_meta *)((char *)m->base + meta_at());
     m->body = (shm_body *)((char *)m->base + body_at(m->cap));
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read};
-    s->ops = ops;
-    s->ctx = m;
-    s->default_clock = BW__STORE_MONOTONIC;
+    static const bw_store_ops shm_ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read};
+    *ops = shm_ops;
+    *ctx = m;
     return BW_OK;
 }
+
+const bw__backend bw__backend_shm = {
+    "shm", {"capacity", "lock_timeout", NULL}, BW__STORE_MONOTONIC, shm_open_store, NULL};

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/hash.h"
-#include "store/store_impl.h"
+#include "store/backend.h"
 
 typedef struct node {
     struct node *next;
@@ -18,7 +18,7 @@ typedef struct node {
 } node;
 
 typedef struct mem {
-    bw_store *store;
+    const bw__store_clock *clock;
     pthread_mutex_t mu;
     node **tab;
     size_t mask, count;
@@ -56,7 +56,7 @@ static int mem_update(void *ctx, const char *name, bw_store_update_fn fn, void *
     mem *m = ctx;
     bw_store_entry next;
     pthread_mutex_lock(&m->mu);
-    int64_t now = bw__store_now(m->store);
+    int64_t now = bw__store_clock_now(m->clock);
     node **pp = slot_of(m, name);
     node *n = *pp;
     const bw_store_entry *cur = n && n->entry.expires_at > now ? &n->entry : NULL;
@@ -98,7 +98,7 @@ static int mem_sweep(void *ctx, int max, int *deleted, bw_error *err)
     mem *m = ctx;
     int n = 0;
     pthread_mutex_lock(&m->mu);
-    int64_t now = bw__store_now(m->store);
+    int64_t now = bw__store_clock_now(m->clock);
     for (size_t i = 0; i <= m->mask && n < max; i++)
         for (node **pp = &m->tab[i]; *pp && n < max;) {
             if ((*pp)->entry.expires_at <= now) {
@@ -129,7 +129,7 @@ static void mem_close(void *ctx)
     free(m);
 }
 
-int bw__memory_open(bw_store *s, bw__url *u, bw_error *err)
+static int mem_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
 {
     if (u->path[0])
         return bw__fail(err, BW_EINVAL, "path", "a memory: store takes no path, got '%.100s'", u->path);
@@ -140,13 +140,14 @@ int bw__memory_open(bw_store *s, bw__url *u, bw_error *err)
         free(tab);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
-    m->store = s;
+    m->clock = clock;
     m->tab = tab;
     m->mask = 63;
     m->seed = bw__hash_seed(m);
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close, NULL};
-    s->ops = ops;
-    s->ctx = m;
-    s->default_clock = BW__STORE_MONOTONIC;
+    static const bw_store_ops mem_ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close, NULL};
+    *ops = mem_ops;
+    *ctx = m;
     return BW_OK;
 }
+
+const bw__backend bw__backend_memory = {"memory", {NULL}, BW__STORE_MONOTONIC, mem_open, NULL};

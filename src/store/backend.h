@@ -1,0 +1,100 @@
+/*
+ * backend.h — what a store backend sees of the store layer (internal; store
+ * layer). A backend (store/memory/, store/shm/, store/sqlite/, ...) includes
+ * this header and the base layer, nothing else of breakwater's internals.
+ *
+ * A backend is a folder with its sources, a CMakeLists.txt that registers it
+ * (bw_add_backend, or bw_absent_backend when its dependency is missing) and one
+ * descriptor, `const bw__backend bw__backend_<scheme>`, that the generated
+ * scheme table (backends.c) lists. bw_store_open finds the descriptor by the
+ * URL's scheme, checks every option the URL gives against `options`, and calls
+ * `open` with the parsed URL; open fills the ops table and its context, exactly
+ * as a custom store's author does for bw_store_custom (store.h), so a built-in
+ * store is a custom store that ships with the library.
+ *
+ * Keys: every name a backend's operations receive is a store key (base/name.h):
+ * 1 to BW__STORE_KEY_MAX (511) bytes of printable ASCII, at most one space.
+ * The store's clock: a backend reads "now" through bw__store_clock_now on the
+ * clock it was given, so that a test can inject a manual clock.
+ */
+#ifndef BW_STORE_BACKEND_H
+#define BW_STORE_BACKEND_H
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/name.h"
+#include "breakwater/store.h"
+
+/* ---- URLs: scheme ":" path ["?" key "=" value {"&" key "=" value}] (url.c) ---- */
+
+#define BW__URL_MAX_OPTS 8
+
+typedef struct bw__url {
+    char scheme[16];
+    char path[4096];
+    int nopts;
+    struct {
+        char key[32];
+        char value[128];
+    } opt[BW__URL_MAX_OPTS];
+} bw__url;
+
+/*
+ * Parse url into *u: each part bounded, an option at most once, no escapes.
+ * Returns BW_OK, or BW_EINVAL with *err naming the part ("url", "scheme",
+ * "path", or the option).
+ */
+int bw__url_parse(const char *url, bw__url *u, bw_error *err);
+/* The value of option `key`, or NULL when absent. */
+const char *bw__url_opt(const bw__url *u, const char *key);
+/*
+ * Option `key` as a whole number in [lo, hi] (dflt when absent), or as a
+ * duration ("5s", "1h", "off" = 0) when `duration`. BW_EINVAL with *err naming
+ * the option otherwise.
+ */
+int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64_t dflt, int duration, int64_t *out,
+                bw_error *err);
+
+/* ---- the store's clock ---- */
+
+/* The default clocks of the backends: the kernel's coarse clocks (store.c says why). */
+enum { BW__STORE_MONOTONIC = 0, BW__STORE_REALTIME = 1 };
+
+typedef struct bw__store_clock {
+    _Atomic(bw_clock *) clock; /* bw_store_set_clock; NULL = the default */
+    int fallback;              /* BW__STORE_MONOTONIC or BW__STORE_REALTIME */
+} bw__store_clock;
+
+/* The store's clock, in ns (store.c). */
+int64_t bw__store_clock_now(const bw__store_clock *c);
+
+/* ---- backends ---- */
+
+typedef struct bw__backend {
+    const char *scheme;
+    const char *options[4]; /* the URL options it takes, NULL-terminated */
+    int clock;              /* its default clock: BW__STORE_MONOTONIC or BW__STORE_REALTIME */
+    /*
+     * Open the store u names: fill *ops (a version-BW_STORE_OPS_VERSION table)
+     * and *ctx, keeping `clock` (valid until ops->close) for its "now". On
+     * failure return the error with *err filled, having created nothing.
+     */
+    int (*open)(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err);
+    /* NULL when the backend is in the tree but not in this build: why (e.g. its library was not found). */
+    const char *absent;
+} bw__backend;
+
+/* The scheme table (generated: backends.c), NULL-terminated. */
+extern const bw__backend *const bw__backends[];
+
+/* Copy an entry's used bytes (for backends that keep entries). */
+static inline void bw__entry_copy(bw_store_entry *dst, const bw_store_entry *src)
+{
+    dst->expires_at = src->expires_at;
+    dst->len = src->len;
+    memcpy(dst->data, src->data, src->len);
+}
+
+#endif
