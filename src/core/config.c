@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "base/duration.h"
+#include "base/error.h"
+#include "core/config.h"
 
 #define DAY_NS (86400 * BW_NS_PER_S)
 #define MAX_COUNT INT64_C(1000000000)

@@ -8,7 +8,13 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-#include "core/internal.h"
+#include "base/compiler.h"
+#include "base/duration.h"
+#include "base/error.h"
+#include "base/name.h"
+#include "base/systime.h"
+#include "core/core.h"
+#include "time/clock.h"
 #include "breakwater/bulkhead.h"
 #include "breakwater/pipeline.h"
 #include "breakwater/retry.h"

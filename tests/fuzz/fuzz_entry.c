@@ -17,7 +17,7 @@
 
 #include "breakwater/breakwater.h"
 #include "machine/image.h"
-#include "store/shared.h"
+#include "share/circuit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "breakwater/breakwater.h"
-#include "store/shared.h"
+#include "share/circuit.h"
 
 void bw_fuzz_entry_cfg(uint8_t sel, bw__mcfg *c);
 

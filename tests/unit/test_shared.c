@@ -21,7 +21,7 @@
 
 #include "harness.h"
 #include "timeutil.h"
-#include "store/shared.h"
+#include "share/circuit.h"
 #include "base/systime.h"
 #include "store/backend.h"
 #include "store/front.h"

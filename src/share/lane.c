@@ -1,6 +1,7 @@
 /*
- * coord.c — the coordinator of coordinated breakers: a bounded write queue per
- * breaker and one background lane per store that runs the writes and polls.
+ * lane.c — the coordinator of coordinated circuits: a bounded write queue per
+ * circuit and one background lane per store that runs the writes and polls
+ * (see lane.h).
  *
  * The lane is one thread per store, shared by every coordinated breaker on it
  * (interlock runs a thread per breaker). It takes each breaker's queued writes
@@ -27,8 +28,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "share/lane.h"
+
+#include "base/systime.h"
 #include "store/front.h"
-#include "store/share.h"
+#include "time/clock.h"
 
 enum { IDLE = 0, TOUCH = 1, CALL = 2 };
 
@@ -41,7 +45,9 @@ typedef struct qop {
 typedef struct lane lane;
 
 struct bw__coord {
-    struct bw_breaker *b;
+    bw__link *link;
+    bw__coord_result_fn result;
+    void *owner;
     bw_store *store;
     lane *ln; /* NULL on a manual clock */
     bw_clock *clock;
@@ -55,7 +61,7 @@ struct bw__coord {
        never touches the breaker's memory. */
     bw__mcfg scfg;
     int64_t ttl;
-    char name[256];
+    char key[BW__STORE_KEY_MAX + 1];
 };
 
 struct lane {
@@ -97,7 +103,7 @@ static int run_op(bw__coord *c, const qop *o)
     pthread_mutex_t *mu = mu_of(c);
     c->phase = TOUCH;
     pthread_mutex_unlock(mu);
-    int gate = bw__breaker_store_gate(c->b);
+    int gate = bw__link_gate(c->link);
     pthread_mutex_lock(mu);
     if (!gate) { /* degraded and not yet time to retry: writes are dropped, polls skipped */
         c->phase = IDLE;
@@ -116,7 +122,7 @@ static int run_op(bw__coord *c, const qop *o)
     op.ttl = c->ttl;
     bw_error err;
     err.message[0] = '\0';
-    int rc = bw__store_update(c->store, c->name, bw__shared_apply, &op, &err);
+    int rc = bw__store_update(c->store, c->key, bw__shared_apply, &op, &err);
     pthread_mutex_lock(mu);
     if (c->orphan) {
         coord_destroy(c);
@@ -124,7 +130,7 @@ static int run_op(bw__coord *c, const qop *o)
     }
     c->phase = TOUCH;
     pthread_mutex_unlock(mu);
-    bw__breaker_store_result(c->b, rc, &op, &err);
+    c->result(c->owner, rc, &op, &err);
     pthread_mutex_lock(mu);
     c->phase = IDLE;
     pthread_cond_broadcast(idle_of(c));
@@ -162,7 +168,7 @@ static void *lane_main(void *arg)
         for (bw__coord *c = ln->list; c; c = c->next) {
             if (c->phase != IDLE)
                 continue;
-            int64_t now = bw__breaker_now(c->b);
+            int64_t now = bw_clock_now(c->clock);
             if (c->count > 0 || (!c->detaching && now >= c->poll_next)) {
                 service(c, now);
                 did = 1;
@@ -256,33 +262,34 @@ static void manual_fire(void *ctx, int64_t now)
 
 /* ---- the breaker's side ---- */
 
-int bw__coord_new(struct bw_breaker *b, bw__share *s, const bw_config *cfg, bw__coord **out)
+int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn result, void *owner, bw__coord **out)
 {
     bw__coord *c = calloc(1, sizeof *c);
-    qop *q = calloc(cfg->store_queue, sizeof *q);
+    qop *q = calloc(cfg->queue, sizeof *q);
     if (!c || !q) {
         free(c);
         free(q);
         return BW_ENOMEM;
     }
-    c->b = b;
-    c->store = cfg->store;
+    c->link = l;
+    c->result = result;
+    c->owner = owner;
+    c->store = l->c.store;
     c->q = q;
-    c->cap = cfg->store_queue;
-    c->poll = cfg->store_poll;
-    c->close_timeout = cfg->store_close_timeout;
-    snprintf(c->name, sizeof c->name, "%s", bw_breaker_name(b));
-    c->scfg = s->scfg;
-    c->ttl = s->ttl;
-    c->poll_next = bw__breaker_now(b); /* poll at once: learn the shared state */
-    bw_clock *clock = cfg->clock ? cfg->clock : bw_clock_system();
-    c->clock = clock;
-    if (bw__clock_kind(clock) == BW__CLOCK_MANUAL) {
+    c->cap = cfg->queue;
+    c->poll = cfg->poll;
+    c->close_timeout = cfg->close_timeout;
+    memcpy(c->key, l->key, sizeof c->key);
+    c->scfg = l->c.scfg;
+    c->ttl = l->c.ttl;
+    c->clock = cfg->clock;
+    c->poll_next = bw_clock_now(c->clock); /* poll at once: learn the shared state */
+    if (bw__clock_kind(c->clock) == BW__CLOCK_MANUAL) {
         c->watch.fire = manual_fire;
         c->watch.ctx = c;
-        bw__clock_watch(clock, &c->watch);
+        bw__clock_watch(c->clock, &c->watch);
     } else {
-        lane *ln = lane_of(cfg->store);
+        lane *ln = lane_of(c->store);
         if (!ln) {
             coord_destroy(c);
             return BW_ESYS;
@@ -330,7 +337,7 @@ static void unlink_coord(bw__coord *c)
         }
 }
 
-void bw__coord_free(bw__coord *c)
+void bw__coord_free(bw__coord *c, int wait)
 {
     if (!c->ln) { /* manual clock: stop the watch, then run what is queued here */
         bw__clock_unwatch(c->clock, &c->watch);
@@ -345,7 +352,7 @@ void bw__coord_free(bw__coord *c)
     pthread_mutex_lock(&ln->mu);
     c->detaching = 1;
     pthread_cond_signal(&ln->work);
-    int64_t at = bw__mono_now() + c->close_timeout;
+    int64_t at = bw__mono_now() + (wait ? c->close_timeout : 0);
     struct timespec ts = bw__timespec_of(at);
     while ((c->count > 0 || c->phase != IDLE) && bw__mono_now() < at)
         pthread_cond_timedwait(&ln->idle, &ln->mu, &ts);

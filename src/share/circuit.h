@@ -1,6 +1,6 @@
 /*
- * shared.h — a circuit kept in a store: the operations breakers run inside a
- * store's atomic update (internal; shared.c).
+ * circuit.h — a circuit kept in a store: the operations breakers run inside a
+ * store's atomic update (internal; share layer).
  *
  * The entry is a small header and the image of a machine (machine/image.h), so a
  * stored circuit follows exactly the rules of docs/states.md, on the store's
@@ -23,13 +23,13 @@
  * writes is corrupt; an update treats it as absent, replaces it with a fresh
  * circuit (or deletes it) and sets `corrupt`.
  */
-#ifndef BW_SHARED_H
-#define BW_SHARED_H
+#ifndef BW_SHARE_CIRCUIT_H
+#define BW_SHARE_CIRCUIT_H
 
 #include "machine/machine.h"
 #include "breakwater/store.h"
 
-/* The generation of a permit admitted by a circuit that had no entry (shared.c). */
+/* The generation of a permit admitted by a circuit that had no entry (circuit.c). */
 #define BW__GEN_NO_ENTRY UINT64_MAX
 
 enum {

@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/circuit.h"
+#include "base/error.h"
 #include "base/hash.h"
-#include "core/internal.h"
+#include "base/name.h"
+#include "core/core.h"
+#include "registry/keyed_internal.h"
 
 typedef struct rslot {
     _Atomic(bw_breaker *) b;
@@ -41,7 +43,8 @@ struct bw_registry {
     bw_config cfg;
     bw_breaker **order; /* insertion order */
     size_t count, cap;
-    int preset; /* the state new breakers start in (bw_registry_apply), or -1 */
+    int preset;        /* the state new breakers start in (bw_registry_apply), or -1 */
+    bw_verb preset_by; /* the verb that set it */
 };
 
 static rtab *tab_new(size_t slots)
@@ -167,19 +170,19 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
     int rc = bw__check_name(name, "name", err);
     if (rc != BW_OK)
         return rc;
-    bw_config cfg = r->cfg;
-    if (override) {
-        cfg = *override;
-        if (!cfg.clock)
-            cfg.clock = r->cfg.clock;
-        if (!cfg.listener) {
-            cfg.listener = r->cfg.listener;
-            cfg.listener_mask = r->cfg.listener_mask;
-            cfg.listener_user = r->cfg.listener_user;
+    bw_config merged;
+    if (override) { /* what the override leaves unset comes from the registry's defaults */
+        merged = *override;
+        if (!merged.clock)
+            merged.clock = r->cfg.clock;
+        if (!merged.listener) {
+            merged.listener = r->cfg.listener;
+            merged.listener_mask = r->cfg.listener_mask;
+            merged.listener_user = r->cfg.listener_user;
         }
-        if (!cfg.classifier) {
-            cfg.classifier = r->cfg.classifier;
-            cfg.classifier_user = r->cfg.classifier_user;
+        if (!merged.classifier) {
+            merged.classifier = r->cfg.classifier;
+            merged.classifier_user = r->cfg.classifier_user;
         }
     }
     pthread_mutex_lock(&r->mu);
@@ -193,14 +196,16 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
         pthread_mutex_unlock(&r->mu);
         return bw__fail(err, rc, "", "out of memory");
     }
-    if ((rc = bw_breaker_new(name, &cfg, &b, err)) != BW_OK) {
+    /* The registry's defaults live as long as its breakers: borrowed; an override is copied. */
+    static const bw__owner registry_owner = {NULL, NULL, NULL, NULL};
+    rc = bw__breaker_make(name, override ? &merged : &r->cfg, !override, &registry_owner, 0, &b, NULL, err);
+    if (rc != BW_OK) {
         pthread_mutex_unlock(&r->mu);
         return rc;
     }
-    bw__breaker_set_kind(b, BW__OWNED);
     if (r->preset >= 0) { /* as if bw_registry_apply had reached it */
         bw__breaker_preset(b, r->preset);
-        bw__breaker_set_keyed_preset(b, r->preset);
+        bw__keyed_apply(b, r->preset_by, r->preset);
     }
     r->order[r->count++] = b;
     tab_put(atomic_load_explicit(&r->tab, memory_order_relaxed), b, h);
@@ -280,6 +285,7 @@ int bw_registry_apply(bw_registry *r, bw_verb v)
     if (n)
         memcpy(all, r->order, n * sizeof *all);
     r->preset = v == BW_VERB_RESET ? -1 : state;
+    r->preset_by = v;
     pthread_mutex_unlock(&r->mu);
     int rc = BW_OK;
     for (size_t i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
 /*
- * shared.c — the operations on a circuit kept in a store (see shared.h).
+ * circuit.c — the operations on a circuit kept in a store (see circuit.h).
  *
  * Entry layout: u8 format (2), u8 flags (FLAG_FENCE), u16 0, u64 born, then
  * the machine image.
@@ -21,7 +21,7 @@
  * deletion of its entry (its time window emptied) is dropped, not counted.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "store/shared.h"
+#include "share/circuit.h"
 
 #include <string.h>
 #include <time.h>
@@ -136,7 +136,7 @@ int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *
     return admitted(op, now, BW_STATE_CLOSED, BW__GEN_NO_ENTRY, 0); /* a fresh CLOSED circuit: nothing to write */
 }
 
-/* The verdict, noted in op (only a write tells that the store works: breaker.c). */
+/* The verdict, noted in op (only a write tells that the store works: link.c). */
 static bw_store_verdict verdict(bw__shared_op *op, bw_store_verdict v)
 {
     op->wrote = v != BW_STORE_KEEP;

@@ -1,0 +1,38 @@
+/*
+ * config.h — the configuration object's layout (internal; core layer): the
+ * engine reads it when making a breaker, and a breaker keeps it (its own copy,
+ * or its owner's) for what is made from it later (keyed circuits).
+ */
+#ifndef BW_CORE_CONFIG_H
+#define BW_CORE_CONFIG_H
+
+#include "breakwater/breakwater.h"
+#include "machine/machine.h"
+
+struct bw_config {
+    bw__mcfg m;      /* m.wait == 0 means "the policy's default wait" */
+    int64_t slow_ns; /* 0 = slow-call detection off */
+    int auto_transition;
+    bw_clock *clock; /* NULL = system clock */
+    unsigned listener_mask;
+    bw_listener_cb listener;
+    void *listener_user;
+    bw_classifier_cb classifier;
+    void *classifier_user;
+    /* Keyed circuits (registry/keyed.c). */
+    uint32_t keyed_max;   /* 0 = unbounded */
+    uint32_t keyed_limit; /* 0 = twice keyed_max */
+    int64_t keyed_idle;   /* ns */
+    int64_t keyed_hidle;  /* ns */
+    /* Shared state (share/). */
+    struct bw_store *store;                                                           /* NULL = none */
+    int store_mode;                                                                   /* bw_store_mode */
+    int64_t store_ttl, store_poll, store_retry, store_retry_max, store_close_timeout; /* ns */
+    double store_retry_multiplier, store_retry_jitter;
+    uint32_t store_queue;
+};
+
+/* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
+int64_t bw__config_wait(const bw_config *cfg);
+
+#endif

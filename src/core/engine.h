@@ -1,0 +1,231 @@
+/*
+ * engine.h — the breaker engine's own interface, shared by the engine's files
+ * (internal; core layer, not for the layers above: they use core.h).
+ *
+ * breaker.c holds the engine proper: the published word, admission, settling
+ * (plain and striped), publication, snapshots, verbs and events, in one
+ * translation unit so that the hot paths stay inlined. What a breaker may have
+ * beyond the common case hangs in its `extra` block and lives in files of its
+ * own: the auto-transition timer (attach_timer.c) and the store attachment
+ * (attach_store.c: the glue between the engine and its link, view and lane in
+ * share/ and machine/, which hold the rules).
+ *
+ * Locking (the whole engine):
+ * - `lock` (a spin lock, base/spin.h) guards `m`, the machine, and the view in
+ *   `extra` (a coordinated breaker's picture of the fleet's circuit). It is
+ *   held only for a machine call and the publication; never while user code
+ *   runs. Every path that may change the machine takes it through lock_all.
+ * - `word` mirrors (generation << 3 | state) and `open_until` mirrors the end of
+ *   the current OPEN wait (in stamp units). Both are written only under `lock`,
+ *   open_until first, word last with release order, and read without it. That
+ *   lets bw_acquire admit in CLOSED/DISABLED/METRICS_ONLY and reject in
+ *   OPEN/FORCED_OPEN with one atomic load and no lock. A reader that sees a
+ *   stale word decides as of an instant just before the transition, which is
+ *   linearisable; anything that must change the machine (OPEN whose wait
+ *   ended, HALF_OPEN) takes the lock and decides again.
+ * - The generation only grows, so a settle whose permit generation differs from
+ *   the published one is stale and is dropped without taking the lock.
+ * - Striped time windows: a rate-policy breaker with a time window on a machine
+ *   with several CPUs splits its window into `nstripes` stripes, each behind its
+ *   own spin lock. A CLOSED or METRICS_ONLY settle records into its thread's
+ *   stripe holding only that stripe's lock; everything else holds `lock` and
+ *   then every stripe lock in order (lock_all). So the word read under one
+ *   stripe lock is exact: nobody can publish while that lock is held. Lock
+ *   order: `lock`, then stripes 0..n-1; a stripe lock alone is never followed
+ *   by `lock`.
+ * - A store link's own lock (share/link.h) may be taken under `lock`, never the
+ *   other way round. No store call runs with any engine lock held.
+ * - Timed transitions run on the clock's scheduler (time/sched.h), which takes
+ *   `lock` in the entry's deadline() with its own mutex held; the engine kicks
+ *   the scheduler only with no engine lock held.
+ * - Listener events are collected while `lock` is held and delivered after it is
+ *   released, so a listener may call back into the breaker.
+ *
+ * Stamps: on the system clock the hot paths work in raw stamps (TSC ticks,
+ * base/systime.h): a permit keeps the acquire stamp, slowness compares a stamp
+ * difference with the threshold converted once at creation, and the OPEN
+ * rejection compares with open_until in stamps. Only what is reported (a
+ * duration, retry_after) or what the machine needs (an instant) is converted.
+ * On manual and custom clocks a stamp is simply nanoseconds.
+ */
+#ifndef BW_CORE_ENGINE_H
+#define BW_CORE_ENGINE_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+
+#include "base/compiler.h"
+#include "base/spin.h"
+#include "base/systime.h"
+#include "core/core.h"
+#include "machine/machine.h"
+#include "machine/view.h"
+#include "share/lane.h"
+#include "share/link.h"
+#include "time/sched.h"
+
+#define PERMIT_LIVE 0x6277706Du    /* "bwpm" */
+#define PERMIT_SETTLED 0x6277736Cu /* settled or rejected */
+#define PERMIT_STORED 0x62777374u  /* live, admitted by the store (stored mode) */
+#define PERMIT_LEASED 0x6277706Cu  /* live, a probe leased from the store (coordinated) */
+#define PERMIT_PIN                                                                                                     \
+    0x80000000u        /* or'ed into a live permit's magic: it pins its breaker (the owner's unpin runs at settle) */
+#define WORD_STORED 7u /* word state of a stored-mode breaker: ask the store */
+
+/* One stripe of a striped time window: its own line, lock and buckets. */
+typedef struct bw_stripe {
+    alignas(64) bw__spin lock;
+    bw__window win;
+} bw_stripe;
+
+/* Auto-transition: an entry in the scheduler the breakers of its clock share (attach_timer.c). */
+typedef struct bw_timer {
+    bw__sched *sched;
+    bw__sched_entry entry;
+    struct bw_breaker *b;
+} bw_timer;
+
+/* What a breaker may have beyond the common case: a timer, a store (attach_store.c). */
+typedef struct bw_extra {
+    bw_timer timer;
+    bw__link link;
+    bw__view view;    /* coordinated: the fleet's circuit as last seen; under `lock` */
+    bw__coord *coord; /* coordinated: the lane's side */
+    uint8_t has_timer, has_link;
+} bw_extra;
+
+struct bw_breaker {
+    /* Line 0, read by every call; written only by transitions (and eval_sec). */
+    _Atomic uint64_t word;
+    _Atomic int64_t open_until; /* stamp */
+    int64_t slow_stamp;         /* slow_call_duration in stamp units; 0 = off */
+    bw_clock *clock;
+    bw_listener_cb listener;
+    void *listener_user;
+    _Atomic int64_t eval_sec; /* breaker.c's design notes; INT64_MIN = none */
+    unsigned listener_mask;
+    uint8_t clock_sys;  /* read the inlined system clock */
+    uint8_t timed;      /* acquire and settle read the clock (slow calls or CALL events) */
+    uint8_t unrecorded; /* bit per outcome that records nothing outside HALF_OPEN */
+    uint8_t owned;      /* made by bw__breaker_make: its owner frees it */
+    /* Written by every unstriped settle: the lock, then the machine. */
+    alignas(64) bw__spin lock;
+    bw_extra *extra;               /* NULL when it has neither timer nor store (read by every locked change) */
+    _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
+    bw__machine m;
+    /* Cold. */
+    bw_classifier_cb classifier;
+    void *classifier_user;
+    const char *name;
+    const char *key;      /* a keyed circuit's key, else NULL */
+    const bw_config *cfg; /* what it was made with: its own copy, or its owner's */
+    bw__owner owner;      /* owned breakers: who, and how to tell them */
+    bw_stripe *stripes;   /* NULL when the window is not striped */
+    uint32_t nstripes;    /* 0 when not striped, else a power of two >= 2 */
+    uint32_t bytes;
+    _Atomic(bw__ext *) ext; /* what a layer above hangs on it (core.h) */
+    /* The machine's window memory (unless striped), the name, the key, the config copy, the owner's tail, stripes. */
+    alignas(8) unsigned char data[];
+};
+
+/* Events gathered under the lock and delivered after it. */
+typedef struct pending {
+    int n;
+    bw_event ev[3];
+} pending;
+
+/* Every change to the machine goes through change_begin / change_end (breaker.c). */
+typedef struct change {
+    int before;  /* the state callers saw */
+    int mbefore; /* the machine's own state */
+    uint64_t gen;
+    int trip;  /* set by change_end: the machine tripped CLOSED -> OPEN */
+    int force; /* publish even if nothing above moved (a new shared view) */
+} change;
+
+static inline bw__link *link_of(const bw_breaker *b)
+{
+    return b->extra && b->extra->has_link ? &b->extra->link : NULL;
+}
+
+static inline bw_timer *timer_of(const bw_breaker *b)
+{
+    return b->extra && b->extra->has_timer ? &b->extra->timer : NULL;
+}
+
+static inline int64_t stamp_of(const bw_breaker *b)
+{
+    return BW_LIKELY(b->clock_sys) ? bw__sys_stamp() : bw_clock_now(b->clock);
+}
+
+static inline int64_t stamp_ns(const bw_breaker *b, int64_t stamp)
+{
+    return b->clock_sys ? bw__sys_stamp_ns(stamp) : stamp;
+}
+
+static inline int64_t span_ns(const bw_breaker *b, int64_t span)
+{
+    return b->clock_sys ? bw__sys_span_ns(span) : span;
+}
+
+static inline int64_t now_of(const bw_breaker *b)
+{
+    return stamp_ns(b, stamp_of(b));
+}
+
+static inline uint64_t load_word(const bw_breaker *b)
+{
+    return atomic_load_explicit(&((bw_breaker *)b)->word, memory_order_acquire);
+}
+
+/* The machine's lazy "now" (bw__now) for a call: the stamp it read, converted only if the machine asks. */
+typedef struct lazy_clock {
+    const bw_breaker *b;
+    int64_t stamp;
+    int have;
+} lazy_clock;
+int64_t bw__lazy_read(void *ctx);
+
+/* ---- breaker.c, for the attachments ---- */
+
+/* Take every lock and note the state before; change_end publishes, unlocks and kicks the timer. */
+change bw__change_begin(bw_breaker *b);
+int bw__change_end(bw_breaker *b, change *c);
+/* The breaker's event of `type`, and the pending list's helpers. */
+bw_event bw__event_of(const bw_breaker *b, bw_event_type type);
+void bw__add_change(bw_breaker *b, pending *p, int from, int to);
+void bw__add_event(bw_breaker *b, pending *p, int type, int status, const char *message);
+void bw__deliver(bw_breaker *b, const pending *p);
+/* After a change, with no lock held: the events in p, then the state change (and RESET after a reset). */
+void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset);
+/* The locked paths of acquire and settle, the rejection and the events of a settle. */
+int bw__acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp);
+int bw__settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before, int *after);
+void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after);
+void bw__settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied, int before, int after);
+/* The extra block, made on first need (NULL when out of memory). */
+bw_extra *bw__extra_of(bw_breaker *b);
+
+/* ---- attach_timer.c ---- */
+
+int bw__timer_attach(bw_breaker *b);
+void bw__timer_detach(bw_breaker *b);
+void bw__timer_kick(bw_breaker *b);
+
+/* ---- attach_store.c ---- */
+
+/* Bind a new breaker to cfg's store (link, view, and for the coordinated mode its lane). */
+int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err);
+/* Unbind: the lane stops calling back; `wait` lets queued writes run for up to store_close_timeout. */
+void bw__store_detach(bw_breaker *b, int wait);
+/* Whether a coordinated breaker now follows the fleet's circuit. Lock held. */
+int bw__following(const bw_breaker *b);
+/* A local CLOSED -> OPEN trip of a coordinated breaker: queue its write to the store. */
+void bw__coord_trip(bw_breaker *b);
+/* Admission, settlement, snapshot and verbs of a breaker with a store. */
+int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st);
+int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
+int bw__shared_snapshot(bw_breaker *b, bw_snapshot *out);
+void bw__shared_verb(bw_breaker *b, int target);
+
+#endif

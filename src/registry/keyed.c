@@ -1,0 +1,577 @@
+/*
+ * keyed.c — keyed circuits: one family per breaker, mapping key -> circuit in
+ * LRU order, bounded as keyed.h describes. A circuit is a breaker the family
+ * owns (core/core.h): made from its breaker's configuration, with its node in
+ * the same block, freed by the family. The family hangs on its breaker as the
+ * breaker's attachment, so it goes with it.
+ *
+ * Locking: a family's `lock` (a spin lock) guards the table, the LRU list,
+ * `count`, `bytes` and `preset`. bw_keyed_apply calls on one family are
+ * serialised by its `apply_mu`, so two at once cannot leave its circuits in a
+ * mix of their verbs; different families apply at once. Pins are atomic: a pin
+ * is taken only under `lock` (by a lookup) and dropped without it (the engine's
+ * settle of a pinned permit, a release). Eviction, also under `lock`, removes
+ * only a circuit with no pin; once removed nobody can find it, so nobody can pin
+ * it again, and it is freed after `lock` is released. The unpin stores
+ * `touched` before dropping the pin (release order) and is the dropping
+ * thread's last access to the circuit.
+ * Lock order: `apply_mu`, then a family's `lock`, then a circuit's own lock (its
+ * class is read under it); nothing takes a family lock while holding a
+ * circuit's. No listener runs and no circuit is freed with `lock` held.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/name.h"
+#include "base/spin.h"
+#include "core/core.h"
+#include "registry/keyed_internal.h"
+
+#define SCAN_RECENT 32 /* step 1 looks past at most this many recently used circuits */
+#define FOUND_NOT 1    /* lookup without creation: not resident */
+
+/* A circuit's node: its family's bookkeeping, in the circuit's own block. */
+typedef struct node {
+    struct node *hnext;       /* hash chain */
+    struct node *prev, *next; /* LRU list: head is the most recently looked up */
+    bw_breaker *b;            /* the circuit itself */
+    uint64_t hash;
+    _Atomic int64_t touched; /* stamp of the last lookup or unpin */
+    _Atomic uint32_t pins;   /* permits in flight and handles held */
+    uint32_t klen;
+    const char *key; /* the circuit's copy (bw_breaker_key) */
+} node;
+
+/* The keyed_* knobs in the units eviction uses. */
+typedef struct params {
+    uint32_t max;   /* 0 = unbounded */
+    uint32_t limit; /* resolved: 0 only when max is 0 */
+    int64_t idle;   /* stamp units */
+    int64_t hidle;  /* stamp units */
+} params;
+
+typedef struct family {
+    bw__ext ext; /* first: the breaker frees its family through it */
+    bw__spin lock;
+    pthread_mutex_t apply_mu;
+    bw_breaker *parent;
+    node **tab;
+    uint32_t mask; /* buckets - 1 */
+    uint32_t count;
+    node *head, *tail; /* LRU: head is the most recently looked up */
+    params p;
+    uint64_t seed;
+    size_t bytes; /* of the resident circuits */
+    int preset;   /* the state new circuits start in (bw_keyed_apply), or -1 */
+} family;
+
+static void unpin(node *n, int64_t stamp)
+{
+    atomic_store_explicit(&n->touched, stamp, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&n->pins, 1, memory_order_release);
+}
+
+static void circuit_unpin(void *n, int64_t stamp)
+{
+    unpin(n, stamp);
+}
+
+/* How the engine tells a family that a pinned permit of one of its circuits settled. */
+static const bw__owner_ops circuit_ops = {circuit_unpin};
+
+/* The node of circuit c, or NULL when c is not a keyed circuit. */
+static node *node_of(const bw_breaker *c)
+{
+    const bw__owner *o = bw__breaker_owner(c);
+    return o && o->ops == &circuit_ops ? o->node : NULL;
+}
+
+static void free_family(bw__ext *x)
+{
+    family *k = (family *)x;
+    node *c = k->head;
+    while (c) {
+        node *next = c->next;
+        bw__breaker_destroy(c->b);
+        c = next;
+    }
+    free(k->tab);
+    pthread_mutex_destroy(&k->apply_mu);
+    free(k);
+}
+
+/* The breaker's family, made on first use when `create`. NULL when there is none, or out of memory. */
+static family *family_of(bw_breaker *b, int create)
+{
+    family *k = (family *)bw__breaker_ext(b);
+    if (k || !create)
+        return k;
+    k = calloc(1, sizeof *k); /* the table comes with the first circuit */
+    if (!k)
+        return NULL;
+    if (pthread_mutex_init(&k->apply_mu, NULL) != 0) {
+        free(k);
+        return NULL;
+    }
+    const bw_config *cfg = bw__breaker_config(b);
+    k->ext.free = free_family;
+    atomic_init(&k->lock.v, 0);
+    k->parent = b;
+    k->p.max = cfg->keyed_max;
+    k->p.limit = cfg->keyed_max == 0 ? 0 : cfg->keyed_limit ? cfg->keyed_limit : 2 * cfg->keyed_max;
+    k->p.idle = bw__breaker_span_stamp(b, cfg->keyed_idle);
+    k->p.hidle = bw__breaker_span_stamp(b, cfg->keyed_hidle);
+    k->seed = bw__hash_seed(k);
+    k->preset = -1;
+    family *won = (family *)bw__breaker_ext_install(b, &k->ext);
+    if (won != k)
+        free_family(&k->ext); /* another thread made it first */
+    return won;
+}
+
+/* ---- the map, under k->lock ---- */
+
+static node *find_locked(const family *k, const char *key, size_t len, uint64_t h)
+{
+    if (!k->tab)
+        return NULL;
+    for (node *c = k->tab[h & k->mask]; c; c = c->hnext)
+        if (c->hash == h && c->klen == len && memcmp(c->key, key, len) == 0)
+            return c;
+    return NULL;
+}
+
+static void lru_unlink(family *k, node *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        k->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        k->tail = c->prev;
+}
+
+static void lru_push(family *k, node *c)
+{
+    c->prev = NULL;
+    c->next = k->head;
+    if (k->head)
+        k->head->prev = c;
+    else
+        k->tail = c;
+    k->head = c;
+}
+
+static void pin_locked(family *k, node *c)
+{
+    atomic_fetch_add_explicit(&c->pins, 1, memory_order_relaxed);
+    if (k->head != c) {
+        lru_unlink(k, c);
+        lru_push(k, c);
+    }
+}
+
+/*
+ * Double the buckets when the table is full (the first table has 16). Returns
+ * BW_ENOMEM only when there is no table at all; a failed growth keeps longer
+ * chains instead.
+ */
+static int grow_locked(family *k)
+{
+    if (k->tab && (k->count < k->mask + 1 || k->mask >= (UINT32_MAX >> 1)))
+        return BW_OK;
+    uint32_t mask = k->tab ? k->mask * 2 + 1 : 15;
+    node **tab = calloc((size_t)mask + 1, sizeof *tab);
+    if (!tab)
+        return k->tab ? BW_OK : BW_ENOMEM;
+    for (node *c = k->head; c; c = c->next) {
+        c->hnext = tab[c->hash & mask];
+        tab[c->hash & mask] = c;
+    }
+    free(k->tab);
+    k->tab = tab;
+    k->mask = mask;
+    return BW_OK;
+}
+
+static int insert_locked(family *k, node *c)
+{
+    if (grow_locked(k) != BW_OK)
+        return BW_ENOMEM;
+    node **slot = &k->tab[c->hash & k->mask];
+    c->hnext = *slot;
+    *slot = c;
+    lru_push(k, c);
+    k->count++;
+    k->bytes += bw_breaker_bytes(c->b);
+    return BW_OK;
+}
+
+static void remove_locked(family *k, node *c)
+{
+    node **pp = &k->tab[c->hash & k->mask];
+    while (*pp != c)
+        pp = &(*pp)->hnext;
+    *pp = c->hnext;
+    lru_unlink(k, c);
+    k->count--;
+    k->bytes -= bw_breaker_bytes(c->b);
+}
+
+/* ---- eviction (keyed.h has the rule) ---- */
+
+static int unpinned(node *c)
+{
+    return atomic_load_explicit(&c->pins, memory_order_acquire) == 0;
+}
+
+/* Step 1: the least recently used idle circuit, or NULL. */
+static node *idle_victim(family *k, int64_t now)
+{
+    int recent = 0;
+    for (node *c = k->tail; c; c = c->prev) {
+        if (!unpinned(c))
+            continue;
+        int64_t unused = now - atomic_load_explicit(&c->touched, memory_order_relaxed);
+        if (unused < k->p.idle) {
+            if (++recent >= SCAN_RECENT)
+                break;
+            continue;
+        }
+        int64_t wait_end;
+        int cls = bw__breaker_class(c->b, now, &wait_end);
+        if (cls == BW__QUIET || (cls == BW__HISTORY && unused >= k->p.hidle && now >= wait_end))
+            return c;
+    }
+    return NULL;
+}
+
+/* Step 2: the least recently used quiet circuit, however recent, or NULL. */
+static node *quiet_victim(family *k, int64_t now)
+{
+    for (node *c = k->tail; c; c = c->prev) {
+        int64_t wait_end;
+        if (unpinned(c) && bw__breaker_class(c->b, now, &wait_end) == BW__QUIET)
+            return c;
+    }
+    return NULL;
+}
+
+/*
+ * Make room for one new circuit: evicted circuits are chained on *victims (by
+ * hnext) for the caller to free after unlocking. BW_ELIMIT when the limit is
+ * reached and nothing may go.
+ */
+static int make_room_locked(family *k, int64_t now, node **victims)
+{
+    if (k->p.max == 0)
+        return BW_OK;
+    while (k->count >= k->p.max) {
+        node *c = idle_victim(k, now);
+        if (!c && k->count >= k->p.limit && !(c = quiet_victim(k, now)))
+            return BW_ELIMIT;
+        if (!c)
+            break;
+        remove_locked(k, c);
+        c->hnext = *victims;
+        *victims = c;
+    }
+    return BW_OK;
+}
+
+static void free_chain(node *c)
+{
+    while (c) {
+        node *next = c->hnext;
+        bw__breaker_destroy(c->b);
+        c = next;
+    }
+}
+
+/* ---- lookup ---- */
+
+static int no_room(const family *k, const char *key, bw_error *err)
+{
+    return bw__fail(err, BW_ELIMIT, "key",
+                    "no room for key '%s': %u circuits resident (keyed_limit) and none evictable", key, k->p.limit);
+}
+
+/* A new circuit of k for `key` (checked), pinned once, not yet in the map. */
+static int circuit_new(family *k, const char *key, size_t len, uint64_t h, int64_t now, node **out, bw_error *err)
+{
+    bw_breaker *b = k->parent;
+    bw__owner o = {&circuit_ops, NULL, b, key};
+    bw_breaker *c;
+    void *tail;
+    int rc = bw__breaker_make(bw_breaker_name(b), bw__breaker_config(b), 1, &o, sizeof(node), &c, &tail, err);
+    if (rc != BW_OK)
+        return rc;
+    node *n = tail;
+    memset(n, 0, sizeof *n);
+    n->b = c;
+    n->hash = h;
+    n->klen = (uint32_t)len;
+    n->key = bw_breaker_key(c);
+    atomic_init(&n->touched, now);
+    atomic_init(&n->pins, 1);
+    *out = n;
+    return BW_OK;
+}
+
+/*
+ * The circuit of `key`, pinned, in *out: found, or (when `create`) made.
+ * FOUND_NOT when not resident and not `create`.
+ */
+static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, bw_error *err)
+{
+    if (!b || !out)
+        return bw__fail(err, BW_EINVAL, "", "breaker and out must not be NULL");
+    if (!key)
+        return bw__check_name(key, "key", err);
+    const bw__owner *o = bw__breaker_owner(b);
+    if (o && o->parent)
+        return bw__fail(err, BW_EINVAL, "breaker", "a keyed circuit has no keyed circuits of its own");
+    size_t len = strnlen(key, BW__NAME_MAX + 1);
+    if (len == 0 || len > BW__NAME_MAX)
+        return bw__check_name(key, "key", err);
+    family *k = family_of(b, create);
+    if (!k)
+        return create ? bw__fail(err, BW_ENOMEM, "", "out of memory") : FOUND_NOT;
+    uint64_t h = bw__hash(k->seed, key, len);
+    bw__spin_lock(&k->lock);
+    node *c = find_locked(k, key, len, h);
+    if (BW_LIKELY(c != NULL)) {
+        pin_locked(k, c);
+        bw__spin_unlock(&k->lock);
+        *out = c->b;
+        return BW_OK;
+    }
+    bw__spin_unlock(&k->lock);
+    if (!create)
+        return FOUND_NOT;
+    int rc = bw__check_name(key, "key", err);
+    if (rc != BW_OK)
+        return rc;
+
+    /* Room first, so that a key refused at the limit costs no allocation. */
+    int64_t now = bw__breaker_stamp(b);
+    node *victims = NULL;
+    bw__spin_lock(&k->lock);
+    rc = make_room_locked(k, now, &victims);
+    bw__spin_unlock(&k->lock);
+    free_chain(victims);
+    if (rc != BW_OK)
+        return no_room(k, key, err);
+
+    /*
+     * Make the circuit outside the lock, then insert it unless another thread
+     * won. It must enter the map in the state bw_keyed_apply last set
+     * (`preset`), which is applied outside the lock (a stored circuit's verb is
+     * a store call): if an apply moved the preset meanwhile, apply again.
+     */
+    node *n;
+    if ((rc = circuit_new(k, key, len, h, now, &n, err)) != BW_OK)
+        return rc;
+    int applied = -1; /* a new circuit is in its initial state */
+    for (;;) {
+        victims = NULL;
+        bw__spin_lock(&k->lock);
+        c = find_locked(k, key, len, h);
+        if (c) {
+            pin_locked(k, c);
+            bw__spin_unlock(&k->lock);
+            bw__breaker_destroy(n->b);
+            *out = c->b;
+            return BW_OK;
+        }
+        int preset = k->preset;
+        if (preset == applied) {
+            rc = make_room_locked(k, now, &victims); /* again: others may have filled it meanwhile */
+            if (rc == BW_OK)
+                rc = insert_locked(k, n);
+        }
+        bw__spin_unlock(&k->lock);
+        free_chain(victims);
+        if (preset == applied)
+            break;
+        bw__breaker_preset(n->b, preset >= 0 ? preset : BW_STATE_CLOSED); /* -1 after an apply: a reset */
+        applied = preset;
+    }
+    if (rc != BW_OK) {
+        bw__breaker_destroy(n->b);
+        return rc == BW_ENOMEM ? bw__fail(err, rc, "", "out of memory") : no_room(k, key, err);
+    }
+    *out = n->b;
+    return BW_OK;
+}
+
+/* ---- the API ---- */
+
+static inline int keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why, bw_error *err)
+{
+    if (!permit)
+        return bw__fail(err, BW_EINVAL, "permit", "permit must not be NULL");
+    bw_breaker *c;
+    int rc = lookup(b, key, 1, &c, err);
+    if (BW_UNLIKELY(rc != BW_OK))
+        return rc;
+    rc = bw_acquire(c, permit, why);
+    if (BW_UNLIKELY(rc != BW_OK)) {
+        unpin(node_of(c), bw__breaker_stamp(c));
+        return rc;
+    }
+    bw__permit_pin(permit);
+    return BW_OK;
+}
+
+int bw_keyed_acquire(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why)
+{
+    return keyed_acquire(b, key, permit, why, NULL);
+}
+
+int bw_keyed_acquire_ex(bw_breaker *b, const char *key, bw_permit *permit, bw_rejection *why, bw_error *err)
+{
+    return keyed_acquire(b, key, permit, why, err);
+}
+
+int bw_keyed_get(bw_breaker *b, const char *key, bw_breaker **out, bw_error *err)
+{
+    return lookup(b, key, 1, out, err);
+}
+
+bw_breaker *bw_keyed_find(bw_breaker *b, const char *key)
+{
+    bw_breaker *c = NULL;
+    return lookup(b, key, 0, &c, NULL) == BW_OK ? c : NULL;
+}
+
+#define HANDLE_HELD 0x62776b68u /* "bwkh" */
+#define HANDLE_DROPPED 0x62776b64u
+
+int bw_keyed_hold(bw_breaker *b, const char *key, bw_keyed_handle *h, bw_error *err)
+{
+    if (!h)
+        return bw__fail(err, BW_EINVAL, "handle", "handle must not be NULL");
+    h->circuit = NULL;
+    h->magic_ = HANDLE_DROPPED;
+    bw_breaker *c;
+    int rc = lookup(b, key, 1, &c, err);
+    if (rc != BW_OK)
+        return rc;
+    h->circuit = c;
+    h->magic_ = HANDLE_HELD;
+    return BW_OK;
+}
+
+int bw_keyed_drop(bw_keyed_handle *h)
+{
+    if (!h)
+        return BW_EINVAL;
+    if (h->magic_ != HANDLE_HELD || !h->circuit)
+        return BW_EPERMIT;
+    bw_breaker *c = h->circuit;
+    h->magic_ = HANDLE_DROPPED;
+    h->circuit = NULL;
+    unpin(node_of(c), bw__breaker_stamp(c)); /* the last touch: the family may free it after this */
+    return BW_OK;
+}
+
+void bw_keyed_release(bw_breaker *c)
+{
+    node *n = c ? node_of(c) : NULL;
+    if (n)
+        unpin(n, bw__breaker_stamp(c));
+}
+
+/* Pin every resident circuit of k into a new array (*out, *n). */
+static int pin_all(family *k, node ***out, size_t *n)
+{
+    node **all = NULL;
+    for (;;) {
+        bw__spin_lock(&k->lock);
+        size_t want = k->count;
+        bw__spin_unlock(&k->lock);
+        node **mem = realloc(all, (want + 16) * sizeof *mem);
+        if (!mem) {
+            free(all);
+            return BW_ENOMEM;
+        }
+        all = mem;
+        bw__spin_lock(&k->lock);
+        if (k->count <= want + 16)
+            break;
+        bw__spin_unlock(&k->lock); /* grew meanwhile: size again */
+    }
+    size_t i = 0;
+    for (node *c = k->head; c; c = c->next) {
+        atomic_fetch_add_explicit(&c->pins, 1, memory_order_relaxed);
+        all[i++] = c;
+    }
+    bw__spin_unlock(&k->lock);
+    *out = all;
+    *n = i;
+    return BW_OK;
+}
+
+/* Apply verb v (target state `state`) to b's family: new circuits from now on, then every resident one. */
+int bw__keyed_apply(bw_breaker *b, bw_verb v, int state)
+{
+    int preset = v == BW_VERB_RESET ? -1 : state;
+    family *k = family_of(b, preset >= 0); /* a reset with no family has nothing to reset */
+    if (!k)
+        return preset >= 0 ? BW_ENOMEM : BW_OK;
+    pthread_mutex_lock(&k->apply_mu);
+    bw__spin_lock(&k->lock);
+    k->preset = preset;
+    bw__spin_unlock(&k->lock);
+    node **all = NULL;
+    size_t n = 0;
+    int rc = pin_all(k, &all, &n);
+    for (size_t i = 0; i < n; i++) {
+        bw_breaker_apply(all[i]->b, v);
+        unpin(all[i], bw__breaker_stamp(all[i]->b));
+    }
+    pthread_mutex_unlock(&k->apply_mu);
+    free(all);
+    return rc;
+}
+
+int bw_keyed_apply(bw_breaker *b, bw_verb v)
+{
+    int state = bw__verb_state(v);
+    if (!b || state < 0)
+        return BW_EINVAL;
+    const bw__owner *o = bw__breaker_owner(b);
+    if (o && o->parent)
+        return BW_EINVAL; /* a keyed circuit has no circuits */
+    return bw__keyed_apply(b, v, state);
+}
+
+/* The number of resident circuits, or (bytes) the memory they and the map hold. */
+static size_t measure(bw_breaker *b, int bytes)
+{
+    family *k = b ? family_of(b, 0) : NULL;
+    if (!k)
+        return 0;
+    bw__spin_lock(&k->lock);
+    size_t n = !bytes ? k->count : sizeof *k + (k->tab ? ((size_t)k->mask + 1) * sizeof *k->tab : 0) + k->bytes;
+    bw__spin_unlock(&k->lock);
+    return n;
+}
+
+size_t bw_keyed_count(bw_breaker *b)
+{
+    return measure(b, 0);
+}
+
+size_t bw_keyed_bytes(bw_breaker *b)
+{
+    return measure(b, 1);
+}

@@ -1,0 +1,107 @@
+/*
+ * link.c — a breaker's link to its circuit in a store (see link.h).
+ */
+#include "share/link.h"
+
+#include <string.h>
+
+#include "base/compiler.h"
+#include "base/hash.h"
+#include "base/sat.h"
+#include "store/front.h"
+
+void bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial)
+{
+    memset(l, 0, sizeof *l);
+    l->c = *cfg;
+    bw__store_key(l->key, name, key);
+    atomic_init(&l->lock.v, 0);
+    atomic_init(&l->degraded, 0);
+    atomic_init(&l->stored_state, initial);
+    l->rng = bw__hash_seed(l);
+}
+
+/* The delay before a failing store is tried again: base * multiplier^k, capped, plus jitter. Lock held. */
+static int64_t retry_delay(bw__link *l)
+{
+    double cap = l->c.retry_max > 0 ? (double)l->c.retry_max : 1e18;
+    double d = bw__grow((double)l->c.retry, l->c.retry_mult, l->failures, cap);
+    d += d * l->c.retry_jitter * bw__unit(bw__splitmix(&l->rng));
+    return d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
+}
+
+int bw__link_gate(bw__link *l)
+{
+    if (BW_LIKELY(!bw__link_degraded(l)))
+        return 1; /* the common case: no lock, no clock */
+    int64_t now = bw_clock_now(l->c.clock);
+    bw__spin_lock(&l->lock);
+    int open = !l->degraded || now >= l->retry_at;
+    if (open && l->degraded)
+        l->retry_at = bw__sat_add(now, retry_delay(l)); /* this caller retries; the others stay local */
+    bw__spin_unlock(&l->lock);
+    return open;
+}
+
+int bw__link_update(bw__link *l, bw__shared_op *op, bw_error *err)
+{
+    op->cfg = &l->c.scfg;
+    op->ttl = l->c.ttl;
+    op->must_write = l->c.mode == BW_STORE_STORED && bw__link_degraded(l);
+    return bw__store_update(l->c.store, l->key, bw__shared_apply, op, err);
+}
+
+int bw__link_admit_read(bw__link *l, bw__shared_op *op)
+{
+    bw_store_entry e;
+    int found = 0;
+    int64_t now;
+    op->cfg = &l->c.scfg;
+    op->ttl = l->c.ttl;
+    if (bw__store_try_read(l->c.store, l->key, &now, &e, &found) != BW_OK)
+        return 0;
+    return bw__shared_admit_read(op, now, found ? &e : NULL);
+}
+
+int bw__link_peek(bw__link *l, bw__shared_op *op)
+{
+    bw_store_entry e, unused;
+    int found = 0;
+    int64_t now;
+    op->op = BW__OP_READ;
+    op->cfg = &l->c.scfg;
+    op->ttl = l->c.ttl;
+    int rc = bw__store_try_read(l->c.store, l->key, &now, &e, &found);
+    if (rc == BW_OK)
+        bw__shared_apply(op, now, found ? &e : NULL, &unused); /* a READ never writes */
+    return rc;
+}
+
+int bw__link_health(bw__link *l, int rc, const bw__shared_op *op)
+{
+    int stored = l->c.mode == BW_STORE_STORED;
+    if (rc == BW_OK && stored && bw__link_stored_state(l) != op->after)
+        atomic_store_explicit(&l->stored_state, op->after, memory_order_relaxed);
+    if (rc == BW_OK && !op->wrote && !bw__link_degraded(l))
+        return BW__LINK_SAME; /* healthy, and no write to reset the backoff: no lock */
+    int64_t now = rc == BW_OK ? 0 : bw_clock_now(l->c.clock);
+    int what = BW__LINK_SAME;
+    bw__spin_lock(&l->lock);
+    if (rc == BW_OK) {
+        if (l->degraded && (op->wrote || !stored)) {
+            atomic_store_explicit(&l->degraded, 0, memory_order_relaxed);
+            what = BW__LINK_RECOVERED;
+        }
+        if (op->wrote)
+            l->failures = 0;
+    } else {
+        if (!l->degraded)
+            what = BW__LINK_DEGRADED;
+        atomic_store_explicit(&l->degraded, 1, memory_order_relaxed);
+        l->retry_at = bw__sat_add(now, retry_delay(l));
+        if (l->failures < UINT32_MAX)
+            l->failures++;
+    }
+    bw__spin_unlock(&l->lock);
+    return what;
+}
