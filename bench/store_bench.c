@@ -31,6 +31,12 @@
  *   trip_propagation_sqlite_ms      the same on sqlite:
  *   coordinated_closed_allocations_per_call  heap allocations per acquire +
  *                                   settle on the coordinated CLOSED path (0)
+ *   lane_idle_cpu_pct_8000          8,000 idle coordinated breakers on memory:
+ *                                   (default store_poll, 1 s): the process's CPU
+ *                                   time over LANE_SECONDS of wall time, in percent
+ *                                   of one CPU (the main thread sleeps; what runs
+ *                                   is the lane's polls; target <= 1 %)
+ *   lane_idle_cpu_pct_8000_sqlite   the same on sqlite: (target <= 5 %)
  *
  * Allocations are counted by tests/alloc_hook.h (compiled out in sanitizer
  * builds, where the figure is not reported). Segments are named
@@ -48,6 +54,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +69,8 @@
 #define ITERS_ALLOC 1000000L
 #define DURATION (500 * MS) /* of each two-process run */
 #define TRIALS 7
+#define LANE_BREAKERS 8000
+#define LANE_SECONDS 5
 
 /* ---- allocation counting: tests/alloc_hook.h ---- */
 
@@ -402,6 +411,41 @@ static void bench_propagation(const char *figure, const char *url, const char *t
     report(figure, median(v, TRIALS), "ms");
 }
 
+/* ---- the lane with many idle coordinated breakers ---- */
+
+/* This process's CPU time (user + system), in ns. */
+static int64_t cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
+
+static void bench_lane_idle(const char *figure, const char *url)
+{
+    bw_store *s = open_store(url);
+    bw_breaker **b = malloc(LANE_BREAKERS * sizeof *b);
+    if (!b)
+        die("malloc", BW_ENOMEM);
+    char name[64];
+    for (int i = 0; i < LANE_BREAKERS; i++) {
+        snprintf(name, sizeof name, "lane-idle-%d", i);
+        b[i] = make(name, s, BW_STORE_COORDINATED, 0, 0);
+    }
+    bench_sleep_ns(1500 * MS); /* the first polls (at once) are done; from now on the lane is in its steady state */
+    int64_t c0 = cpu_ns(), t0 = mono_ns();
+    bench_sleep_ns(LANE_SECONDS * 1000 * MS);
+    int64_t c1 = cpu_ns(), t1 = mono_ns();
+    for (int i = 0; i < LANE_BREAKERS; i++)
+        bw_breaker_free(b[i]);
+    free(b);
+    bw_store_close(s);
+    printf("# %s: %d breakers, store_poll 1 s, %.3f s of CPU in %.3f s\n", figure, LANE_BREAKERS, (c1 - c0) / 1e9,
+           (t1 - t0) / 1e9);
+    report(figure, 100.0 * (double)(c1 - c0) / (double)(t1 - t0), "%");
+}
+
 /* ---- main ---- */
 
 static void cleanup(void)
@@ -411,7 +455,8 @@ static void cleanup(void)
     if (shm_path[0])
         shm_unlink(shm_path);
     if (tmpdir[0]) {
-        static const char *const files[] = {"db", "db-wal", "db-shm", "db-journal"};
+        static const char *const files[] = {"db",      "db-wal",      "db-shm",      "db-journal",
+                                            "lane.db", "lane.db-wal", "lane.db-shm", "lane.db-journal"};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             char p[256];
             snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
@@ -422,8 +467,17 @@ static void cleanup(void)
     }
 }
 
-int main(void)
+/* `store_bench [PREFIX]`: only the figures whose names start with PREFIX (all without). */
+static const char *only;
+
+static int want(const char *figure)
 {
+    return !only || strncmp(figure, only, strlen(only)) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    only = argc > 1 ? argv[1] : NULL;
     bench_init("store_bench");
     main_pid = getpid();
     signal(SIGPIPE, SIG_IGN);
@@ -439,19 +493,30 @@ int main(void)
     printf("# two-process runs pinned to CPUs %d and %d (-1: unpinned), %lld ms each\n", cpu[0], cpu[1],
            (long long)(DURATION / MS));
 
-    bench_closed();
-    bench_stored_one();
-    bench_stored_two("shm_stored_two_procs_calls_per_s", shm_url);
+    if (want("local_closed") || want("coordinated_closed"))
+        bench_closed();
+    if (want("shm_stored_call"))
+        bench_stored_one();
+    if (want("shm_stored_two"))
+        bench_stored_two("shm_stored_two_procs_calls_per_s", shm_url);
     bw_store *probe = NULL;
     bw_error err;
     int have_sqlite = bw_store_open(sqlite_url, &probe, &err) == BW_OK;
     bw_store_close(probe);
-    if (have_sqlite)
-        bench_stored_two("sqlite_stored_two_procs_calls_per_s", sqlite_url);
-    else
+    if (!have_sqlite)
         printf("# sqlite: not in this build: %s\n", err.message);
-    bench_propagation("trip_propagation_ms", shm_url, "shm");
-    if (have_sqlite)
+    if (have_sqlite && want("sqlite_stored_two"))
+        bench_stored_two("sqlite_stored_two_procs_calls_per_s", sqlite_url);
+    if (want("trip_propagation_ms"))
+        bench_propagation("trip_propagation_ms", shm_url, "shm");
+    if (have_sqlite && want("trip_propagation_sqlite"))
         bench_propagation("trip_propagation_sqlite_ms", sqlite_url, "sqlite");
+    if (want("lane_idle_cpu_pct_8000"))
+        bench_lane_idle("lane_idle_cpu_pct_8000", "memory:");
+    if (have_sqlite && want("lane_idle_cpu_pct_8000_sqlite")) {
+        char url[300];
+        snprintf(url, sizeof url, "sqlite:%s/lane.db", tmpdir);
+        bench_lane_idle("lane_idle_cpu_pct_8000_sqlite", url);
+    }
     return 0;
 }

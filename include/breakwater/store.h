@@ -94,12 +94,12 @@ typedef enum bw_store_verdict {
  */
 typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next);
 
-#define BW_STORE_OPS_VERSION 1
+#define BW_STORE_OPS_VERSION 2
 
 /*
- * The operations of a store, for writing your own (bw_store_custom). A version
- * 1 table has these members; later versions only append, so a table of any
- * version >= 1 is accepted and read up to the members this build knows.
+ * The operations of a store, for writing your own (bw_store_custom). Tables only
+ * ever grow at their end: a table of any version >= 1 is accepted and read up
+ * to the members its version has (version 1 ends at `read`).
  * - update: atomically against every other client of the same store (threads
  *   and processes), read `name`'s entry, call fn(arg, now, cur, &next) once,
  *   and apply its verdict. Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when
@@ -116,8 +116,17 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
  *   consistent as of one instant, or BW_ESTATE when it could not get one at once
  *   (a writer was busy): breakwater then runs an update instead. A store
  *   without a cheaper read than update leaves it NULL.
- * `name` is a validated breaker name (store.h's rules); never paste it unescaped
- * into a query.
+ * - read_many (version 2, optional, may be NULL): read the n entries of
+ *   names[0..n) in one call, into out[i] and found[i], with *now the store's
+ *   clock, changing nothing; each entry consistent as of one instant. It may
+ *   wait as an update does. The coordinated mode's lane refreshes all of a
+ *   store's circuits with it, one call per poll instead of one per circuit:
+ *   worth it where a call costs a round trip. Return BW_OK, or an error (then
+ *   breakwater reads each name alone).
+ * `name` is a store key: a breaker's name, or a breaker's name, one space and a
+ * keyed circuit's key (keyed.h), so 1 to 511 bytes of printable ASCII holding at
+ * most one space (a name and a key hold none). Never paste it unescaped into a
+ * query.
  */
 typedef struct bw_store_ops {
     int version; /* BW_STORE_OPS_VERSION */
@@ -126,6 +135,9 @@ typedef struct bw_store_ops {
     int (*sweep)(void *ctx, int max, int *deleted, bw_error *err);
     void (*close)(void *ctx);
     int (*read)(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err);
+    /* Version 2. */
+    int (*read_many)(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                     bw_error *err);
 } bw_store_ops;
 
 /*
@@ -178,7 +190,10 @@ BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
 
 /*
  * bw_store_update — run one atomic update (for tools and tests; breakers call it
- * themselves). Name rules as bw_breaker_new. Returns BW_OK; BW_EINVAL for a
+ * themselves). `name` is a store key: a breaker's name (rules as
+ * bw_breaker_new), or a breaker's name, one space and a keyed circuit's key,
+ * which is where a keyed circuit of a breaker with a store keeps its circuit
+ * (keyed.h). Returns BW_OK; BW_EINVAL for a
  * NULL store or fn, a bad name (*err says why), or an fn that returned an
  * unknown verdict or a PUT length outside [1, BW_STORE_DATA_MAX] (nothing is
  * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS, ...).

@@ -111,7 +111,8 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     bw_extra *x = bw__extra_of(b);
     if (!x)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    bw__link_init(&x->link, &lc, b->name, b->key, b->m.state);
+    if (bw__link_init(&x->link, &lc, b->name, b->key, b->m.state) != BW_OK)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
     bw__view_init(&x->view);
     x->has_link = 1;
     change c = bw__change_begin(b);
@@ -122,6 +123,7 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
         int rc = bw__coord_new(&x->link, &cc, lane_result, b, &x->coord);
         if (rc != BW_OK) {
             x->has_link = 0;
+            bw__link_fini(&x->link);
             return bw__fail(err, rc, "", "could not start the store coordinator");
         }
     }
@@ -136,6 +138,7 @@ void bw__store_detach(bw_breaker *b, int wait)
         bw__coord_free(b->extra->coord, wait); /* no lane touches b after this */
     b->extra->coord = NULL;
     b->extra->has_link = 0;
+    bw__link_fini(&b->extra->link);
 }
 
 void bw__coord_trip(bw_breaker *b)

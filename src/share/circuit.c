@@ -143,6 +143,55 @@ static bw_store_verdict verdict(bw__shared_op *op, bw_store_verdict v)
     return v;
 }
 
+/*
+ * Decode cur into m, or make m a fresh circuit when there is no entry or it is
+ * corrupt; op->found says which. A fresh circuit's generation starts at the
+ * wall clock (see the top). Returns as load_entry.
+ */
+static int load_or_fresh(bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
+                         unsigned *flags)
+{
+    int loaded = load_entry(op, m, wmem, cur, born, flags);
+    op->found = loaded == 1;
+    if (!op->found) { /* a fresh circuit (or a corrupt entry, replaced) */
+        *flags = 0;
+        bw__machine_init(m, op->cfg, wmem);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        m->gen = *born = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+    return loaded;
+}
+
+/* What every operation reports of the circuit after it. */
+static void report(bw__shared_op *op, const bw__machine *m)
+{
+    op->after = m->state;
+    if (op->op != BW__OP_ACQUIRE || !op->ok)
+        op->out_gen = m->gen;
+    op->open_until = m->state == BW_STATE_OPEN ? bw__sat_add(m->opened_at, m->open_wait) : INT64_MAX;
+    op->open_wait = m->open_wait;
+    op->failed_rounds = m->failed_rounds;
+}
+
+int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
+{
+    unsigned char wmem[BW_STORE_DATA_MAX];
+    bw__machine m;
+    uint64_t born = 0;
+    unsigned flags = 0;
+    op->op = BW__OP_ADVANCE;
+    op->wrote = 0;
+    op->corrupt = 0;
+    if (load_or_fresh(op, &m, wmem, cur, &born, &flags) < 0 || bw__machine_deadline(&m) <= now)
+        return 0; /* corrupt (an update replaces it), or a timed transition is due: only an update does it */
+    op->now = now;
+    op->before = m.state;
+    op->ok = 0;
+    report(op, &m);
+    return 1;
+}
+
 bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
 {
     bw__shared_op *op = arg;
@@ -154,16 +203,8 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     bw__machine m;
     uint64_t born = 0;
     unsigned flags = 0;
-    int loaded = load_entry(op, &m, wmem, cur, &born, &flags);
-    op->found = loaded == 1;
-    if (!op->found) {                                      /* a fresh circuit (or a corrupt entry, replaced) */
-        op->corrupt = loaded < 0 && op->op != BW__OP_READ; /* a read replaces nothing: the next update reports it */
-        flags = 0;
-        bw__machine_init(&m, op->cfg, wmem);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        m.gen = born = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    }
+    int loaded = load_or_fresh(op, &m, wmem, cur, &born, &flags);
+    op->corrupt = loaded < 0 && op->op != BW__OP_READ; /* a read replaces nothing: the next update reports it */
     bw__now t = bw__now_at(now);
     op->now = now;
     op->before = m.state;
@@ -194,12 +235,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     default: /* READ */
         break;
     }
-    op->after = m.state;
-    if (op->op != BW__OP_ACQUIRE || !op->ok)
-        op->out_gen = m.gen;
-    op->open_until = m.state == BW_STATE_OPEN ? bw__sat_add(m.opened_at, m.open_wait) : INT64_MAX;
-    op->open_wait = m.open_wait;
-    op->failed_rounds = m.failed_rounds;
+    report(op, &m);
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
     if (op->op == BW__OP_READ)

@@ -76,6 +76,14 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
  */
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
 
+/*
+ * A coordinated poll (BW__OP_ADVANCE) answered from a read entry (`cur`, NULL
+ * when absent) without an update: when no timed transition of the circuit is
+ * due and the entry is well-formed, fills op as the update would have (ok 0,
+ * nothing written) and returns 1; returns 0 when only an update can decide.
+ */
+int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
+
 /* Whether a machine with this configuration fits in a store entry. */
 int bw__shared_fits(const bw__mcfg *cfg);
 

@@ -1,40 +1,57 @@
 /*
- * lane.c — the coordinator of coordinated circuits: a bounded write queue per
- * circuit and one background lane per store that runs the writes and polls
- * (see lane.h).
+ * lane.c — the coordinator of coordinated circuits (see lane.h): a bounded
+ * write queue per circuit, and one lane per store and clock that runs the
+ * queued writes and the polls.
  *
- * The lane is one thread per store, shared by every coordinated breaker on it
- * (interlock runs a thread per breaker). It takes each breaker's queued writes
- * in FIFO order, and polls a breaker (BW__OP_ADVANCE: read the shared state,
- * move an elapsed OPEN to HALF_OPEN, expire a stale round) every store_poll.
- * A breaker on a manual clock has no thread: its writes and polls run inside
- * bw_clock_manual_advance, so tests are deterministic (advance by 0 to run the
- * queued writes).
+ * Design notes
+ * - A lane is a min-heap of its coordinators by due instant (now, when writes
+ *   are queued; else the next poll) and one entry in a scheduler of its own
+ *   (time/sched.h: a thread, or a manual clock's advance), due when the heap's
+ *   earliest is. So an idle lane costs nothing, and a store call that hangs in
+ *   one lane delays no other store and no timer.
+ * - Polls fall on a grid: every multiple of store_poll plus a per-lane random
+ *   offset (none on a manual clock, so tests are exact). Circuits with the same
+ *   store_poll come due together and are polled in one batch per tick: one
+ *   wake-up, and for a store with read_many one store call per batch, instead
+ *   of one per circuit; the offset spreads the processes of a fleet apart.
+ * - A poll reads: through read_many, else the store's lock-free read, else an
+ *   update. Only when the read shows a timed transition due (an OPEN whose wait
+ *   ended, a HALF_OPEN round that outlived its deadline) or a malformed entry
+ *   does the poll run an update (BW__OP_ADVANCE), so an idle fleet polls
+ *   without writing. The owner hears of a poll only when its circuit moved or
+ *   its link is degraded (the result callback).
  *
- * Locking: the lane mutex guards every queue, the list and each coordinator's
- * `phase`. No store call and no breaker call runs with it held. Detaching
- * (bw__coord_free, from bw_breaker_free) waits for the queue to drain for at
- * most the close timeout; a store call still hanging then is abandoned: the
- * coordinator is marked orphan and the lane frees it when the call returns,
- * without touching the breaker, which is gone. While the lane is between store
- * calls and touching the breaker (phase TOUCH), detaching waits for it, since
- * that part is short and bounded.
+ * Locking: a lane's `mu` guards its heap, its batch, and every coordinator's
+ * queue, flags and reference count. No store call and no owner callback runs
+ * with it held. The lane's scheduler calls deadline() with the scheduler's
+ * mutex held, which takes `mu`: so `mu` is never held while kicking. Lock
+ * order: (a manual clock's mutex,) the scheduler's mutex, `mu`; an owner's
+ * engine lock is never held when calling in here. `lanes_mu` guards the list
+ * of lanes and their user counts, and is taken before a lane's `mu`.
+ *
+ * Detaching (bw__coord_free) is bounded: it may wait for queued writes for at
+ * most the close timeout, and for an owner callback (`touching`) that is
+ * running, which is short; a store call still running is abandoned. A
+ * coordinator is freed by whoever drops its last reference (the owner's, or
+ * the batch's while the lane works on it), and after detaching the lane never
+ * calls the owner back or touches its link: everything a store call needs is
+ * copied into the coordinator.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
 #include "share/lane.h"
 
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
 #include "base/systime.h"
 #include "store/front.h"
 #include "time/clock.h"
+#include "time/sched.h"
 
-enum { IDLE = 0, TOUCH = 1, CALL = 2 };
+#define READ_CHUNK 64 /* entries a batched poll reads per store call */
 
 typedef struct qop {
     int op;
@@ -44,327 +61,575 @@ typedef struct qop {
 
 typedef struct lane lane;
 
+/* What the owner last heard of its circuit from a poll: a poll that finds the same tells it nothing. */
+typedef struct seen {
+    int valid, found, after;
+    uint64_t gen;
+    int64_t open_until, open_wait;
+    uint32_t failed;
+} seen;
+
 struct bw__coord {
+    lane *ln;
+    /* The owner's side: used only while `gone` is 0, and by callbacks only while `touching`. */
     bw__link *link;
     bw__coord_result_fn result;
     void *owner;
+    /* Copies of what a store call reads, so that an abandoned call never touches the owner. */
     bw_store *store;
-    lane *ln; /* NULL on a manual clock */
-    bw_clock *clock;
-    bw__watch watch;
-    struct bw__coord *next;
-    qop *q;
-    uint32_t cap, head, count;
-    int64_t poll, poll_next, close_timeout;
-    int phase, detaching, orphan;
-    /* Copies of what a store call reads, so that an abandoned call (orphan)
-       never touches the breaker's memory. */
     bw__mcfg scfg;
     int64_t ttl;
-    char key[BW__STORE_KEY_MAX + 1];
+    char *key;
+    /* Under ln->mu. */
+    qop *q; /* made on the first write */
+    uint32_t cap, head, count;
+    int64_t poll, next_poll, close_timeout;
+    int64_t due;
+    size_t slot;  /* 1 + index in the heap, or 0 */
+    int refs;     /* the owner's, and the batch's while in it */
+    int gone;     /* the owner detached */
+    int touching; /* an owner callback (gate, result) is running */
+    int busy;     /* in the lane's current batch */
+    seen last;
 };
 
 struct lane {
-    pthread_mutex_t mu;
-    pthread_cond_t work, idle;
-    pthread_t thread;
-    bw__coord *list;
-    int stop;
     bw_store *store;
+    bw_clock *clock;
+    int64_t offset; /* the poll grid's phase */
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* a coordinator's callback or batch ended */
+    bw__coord **heap;
+    size_t n, cap;
+    bw__coord **batch; /* the coordinators a fire works on (one fire runs at a time) */
+    size_t batch_cap;
+    bw_store_entry *ents; /* READ_CHUNK entries for batched reads, made on first use */
+    bw__sched *sched;
+    bw__sched_entry entry;
     bw__store_hook hook; /* bw_store_close stops the lane */
+    size_t users;        /* coordinators attached (under lanes_mu) */
     struct lane *next;   /* in `lanes` */
 };
 
-static pthread_mutex_t manual_mu = PTHREAD_MUTEX_INITIALIZER; /* the "lane" of manual-clock coordinators */
-static pthread_cond_t manual_idle = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t lanes_mu = PTHREAD_MUTEX_INITIALIZER;
+static lane *lanes;
 
-static pthread_mutex_t *mu_of(bw__coord *c)
+/* ---- the heap, under ln->mu ---- */
+
+static void hput(lane *ln, size_t i, bw__coord *c)
 {
-    return c->ln ? &c->ln->mu : &manual_mu;
+    ln->heap[i] = c;
+    c->slot = i + 1;
 }
 
-static pthread_cond_t *idle_of(bw__coord *c)
+static void sift_up(lane *ln, size_t i)
 {
-    return c->ln ? &c->ln->idle : &manual_idle;
+    bw__coord *c = ln->heap[i];
+    while (i > 0 && ln->heap[(i - 1) / 2]->due > c->due) {
+        hput(ln, i, ln->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    hput(ln, i, c);
+}
+
+static void sift_down(lane *ln, size_t i)
+{
+    bw__coord *c = ln->heap[i];
+    for (;;) {
+        size_t k = 2 * i + 1;
+        if (k >= ln->n)
+            break;
+        if (k + 1 < ln->n && ln->heap[k + 1]->due < ln->heap[k]->due)
+            k++;
+        if (ln->heap[k]->due >= c->due)
+            break;
+        hput(ln, i, ln->heap[k]);
+        i = k;
+    }
+    hput(ln, i, c);
+}
+
+static void hremove(lane *ln, bw__coord *c)
+{
+    if (!c->slot)
+        return;
+    size_t i = c->slot - 1;
+    c->slot = 0;
+    bw__coord *last = ln->heap[--ln->n];
+    if (i == ln->n)
+        return;
+    hput(ln, i, last);
+    sift_down(ln, i);
+    sift_up(ln, last->slot - 1);
+}
+
+/* Queue c at its due instant: now when writes wait, else its next poll. Returns 0 when out of memory. */
+static int hqueue(lane *ln, bw__coord *c)
+{
+    c->due = c->count > 0 ? INT64_MIN : c->next_poll;
+    if (c->slot) {
+        sift_down(ln, c->slot - 1);
+        sift_up(ln, c->slot - 1);
+        return 1;
+    }
+    if (ln->n == ln->cap) {
+        size_t cap = ln->cap ? 2 * ln->cap : 64;
+        bw__coord **h = realloc(ln->heap, cap * sizeof *h);
+        if (!h)
+            return 0;
+        ln->heap = h;
+        ln->cap = cap;
+    }
+    hput(ln, ln->n++, c);
+    sift_up(ln, ln->n - 1);
+    return 1;
+}
+
+/* The first grid instant after `now` for a poll interval (lane.c's design notes). */
+static int64_t next_tick(const lane *ln, int64_t now, int64_t poll)
+{
+    int64_t r = (now - ln->offset) % poll;
+    if (r < 0)
+        r += poll;
+    int64_t t = now - r + poll;
+    return t < now ? INT64_MAX : t; /* overflow near the end of time: never again */
 }
 
 static void coord_destroy(bw__coord *c)
 {
     free(c->q);
+    free(c->key);
     free(c);
 }
 
-/*
- * Run one store operation for c, with its mutex held on entry and on return.
- * Returns 0 when c was orphaned meanwhile and has been freed.
- */
-static int run_op(bw__coord *c, const qop *o)
+/* Drop one reference of c (mu held); the last frees it. */
+static void unref(bw__coord *c)
 {
-    pthread_mutex_t *mu = mu_of(c);
-    c->phase = TOUCH;
-    pthread_mutex_unlock(mu);
-    int gate = bw__link_gate(c->link);
-    pthread_mutex_lock(mu);
-    if (!gate) { /* degraded and not yet time to retry: writes are dropped, polls skipped */
-        c->phase = IDLE;
-        pthread_cond_broadcast(idle_of(c));
-        return 1;
-    }
-    c->phase = CALL;
-    pthread_mutex_unlock(mu);
-    bw__shared_op op;
-    memset(&op, 0, sizeof op);
-    op.op = o->op;
-    op.gen = o->gen;
-    op.outcome = o->outcome;
-    op.slow = o->slow;
-    op.cfg = &c->scfg;
-    op.ttl = c->ttl;
-    bw_error err;
-    err.message[0] = '\0';
-    int rc = bw__store_update(c->store, c->key, bw__shared_apply, &op, &err);
-    pthread_mutex_lock(mu);
-    if (c->orphan) {
+    if (--c->refs == 0)
         coord_destroy(c);
+}
+
+/* ---- the owner's callbacks, bracketed by `touching` ---- */
+
+/* Begin an owner callback of c: 0 when the owner is gone. mu held. */
+static int touch_begin(bw__coord *c)
+{
+    if (c->gone)
         return 0;
-    }
-    c->phase = TOUCH;
-    pthread_mutex_unlock(mu);
-    c->result(c->owner, rc, &op, &err);
-    pthread_mutex_lock(mu);
-    c->phase = IDLE;
-    pthread_cond_broadcast(idle_of(c));
+    c->touching = 1;
     return 1;
 }
 
-/* Run c's queued writes, then a poll if one is due. Mutex held. Returns 0 if c is gone. */
-static int service(bw__coord *c, int64_t now)
+static void touch_end(lane *ln, bw__coord *c)
 {
-    while (c->count > 0) {
+    c->touching = 0;
+    pthread_cond_broadcast(&ln->idle);
+}
+
+/* May the store be tried for c (its link's health gate)? mu held on entry and return. */
+static int gate(lane *ln, bw__coord *c)
+{
+    if (!touch_begin(c))
+        return 0;
+    pthread_mutex_unlock(&ln->mu);
+    int open = bw__link_gate(c->link);
+    pthread_mutex_lock(&ln->mu);
+    touch_end(ln, c);
+    return open;
+}
+
+/* Hand the owner the result of op (unless it is gone). mu held on entry and return. */
+static void deliver(lane *ln, bw__coord *c, int rc, const bw__shared_op *op, const bw_error *err)
+{
+    if (!touch_begin(c))
+        return;
+    pthread_mutex_unlock(&ln->mu);
+    c->result(c->owner, rc, op, err);
+    pthread_mutex_lock(&ln->mu);
+    touch_end(ln, c);
+}
+
+/* ---- writes and polls ---- */
+
+static bw__shared_op op_of(const bw__coord *c, int kind)
+{
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = kind;
+    op.cfg = &c->scfg;
+    op.ttl = c->ttl;
+    return op;
+}
+
+/* One update of c's circuit and its result (mu held on entry and return, released for the call). */
+static void update(lane *ln, bw__coord *c, bw__shared_op *op)
+{
+    bw_error err;
+    err.message[0] = '\0';
+    pthread_mutex_unlock(&ln->mu);
+    int rc = bw__store_update(c->store, c->key, bw__shared_apply, op, &err);
+    pthread_mutex_lock(&ln->mu);
+    c->last.valid = 0; /* what the owner knows is whatever this result says */
+    deliver(ln, c, rc, op, &err);
+}
+
+/* Run c's queued writes in FIFO order. mu held. */
+static void run_writes(lane *ln, bw__coord *c)
+{
+    while (c->count > 0 && !c->gone) {
         qop o = c->q[c->head];
         c->head = (c->head + 1) % c->cap;
         c->count--;
-        if (!run_op(c, &o))
-            return 0;
+        if (!gate(ln, c))
+            continue; /* degraded, and not yet time to retry: the write is dropped */
+        bw__shared_op op = op_of(c, o.op);
+        op.gen = o.gen;
+        op.outcome = o.outcome;
+        op.slow = o.slow;
+        update(ln, c, &op);
     }
-    if (!c->detaching && now >= c->poll_next) {
-        c->poll_next = now + c->poll;
-        qop poll = {BW__OP_ADVANCE, 0, 0, 0};
-        if (!run_op(c, &poll))
-            return 0;
-    }
-    return 1;
 }
 
-/* ---- the lane thread (system and custom clocks) ---- */
-
-static void *lane_main(void *arg)
+/* Whether a poll that read this tells the owner nothing new. */
+static int same(const bw__coord *c, const bw__shared_op *op)
 {
-    lane *ln = arg;
-    pthread_mutex_lock(&ln->mu);
-    while (!ln->stop) {
-        int64_t wake = INT64_MAX;
-        int did = 0;
-        for (bw__coord *c = ln->list; c; c = c->next) {
-            if (c->phase != IDLE)
-                continue;
-            int64_t now = bw_clock_now(c->clock);
-            if (c->count > 0 || (!c->detaching && now >= c->poll_next)) {
-                service(c, now);
-                did = 1;
-                break; /* the list may have changed: scan again */
-            }
-            if (!c->detaching) {
-                int64_t left = c->poll_next - now;
-                wake = left < wake ? left : wake;
-            }
-        }
-        if (did)
-            continue;
-        if (wake == INT64_MAX) {
-            pthread_cond_wait(&ln->work, &ln->mu);
-        } else {
-            struct timespec ts =
-                bw__timespec_of(bw__mono_now() + (wake < BW_NS_PER_S * 3600 ? wake : BW_NS_PER_S * 3600));
-            pthread_cond_timedwait(&ln->work, &ln->mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&ln->mu);
-    return NULL;
+    const seen *s = &c->last;
+    return s->valid && s->found == op->found && s->after == op->after &&
+           (!op->found || (s->gen == op->out_gen && s->open_until == op->open_until && s->open_wait == op->open_wait &&
+                           s->failed == op->failed_rounds));
 }
 
-static pthread_mutex_t lanes_mu = PTHREAD_MUTEX_INITIALIZER;
-static lane *lanes; /* every running lane, under lanes_mu */
+/* The result of a poll answered by a read: to the owner only when it says something new. mu held. */
+static void poll_answered(lane *ln, bw__coord *c, bw__shared_op *op)
+{
+    if (same(c, op) && !bw__link_degraded(c->link))
+        return;
+    deliver(ln, c, BW_OK, op, NULL);
+    seen s = {1, op->found, op->after, op->out_gen, op->open_until, op->open_wait, op->failed_rounds};
+    c->last = s;
+}
 
-/* The store is closing: stop and join its lane (it waits out a store call that hangs). */
+/* Poll c from a read entry (found or not), or by an update when the read cannot decide. mu held. */
+static void poll_one(lane *ln, bw__coord *c, int64_t now, const bw_store_entry *e)
+{
+    bw__shared_op op = op_of(c, BW__OP_ADVANCE);
+    if (bw__shared_poll_read(&op, now, e))
+        poll_answered(ln, c, &op);
+    else
+        update(ln, c, &op);
+}
+
+/* Poll c alone: its store's lock-free read, else an update. mu held. */
+static void poll_alone(lane *ln, bw__coord *c)
+{
+    bw_store_entry e;
+    int found = 0;
+    int64_t now;
+    pthread_mutex_unlock(&ln->mu);
+    int rc = bw__store_try_read(c->store, c->key, &now, &e, &found);
+    pthread_mutex_lock(&ln->mu);
+    if (c->gone)
+        return;
+    if (rc == BW_OK) {
+        poll_one(ln, c, now, found ? &e : NULL);
+        return;
+    }
+    bw__shared_op op = op_of(c, BW__OP_ADVANCE);
+    update(ln, c, &op);
+}
+
+/*
+ * Poll cs[0..n) (each already through its gate): by read_many in chunks where
+ * the store has it, else one by one. mu held on entry and return.
+ */
+static void poll_batch(lane *ln, bw__coord **cs, size_t n)
+{
+    if (n && !ln->ents && !(ln->ents = malloc(READ_CHUNK * sizeof *ln->ents))) {
+        for (size_t i = 0; i < n; i++)
+            if (!cs[i]->gone)
+                poll_alone(ln, cs[i]); /* out of memory: one by one */
+        return;
+    }
+    bw_store_entry *ents = ln->ents;
+    const char *keys[READ_CHUNK];
+    int found[READ_CHUNK];
+    for (size_t at = 0; at < n; at += READ_CHUNK) {
+        size_t k = n - at < READ_CHUNK ? n - at : READ_CHUNK;
+        for (size_t i = 0; i < k; i++)
+            keys[i] = cs[at + i]->key; /* copies: valid while the batch holds its references */
+        int64_t now;
+        pthread_mutex_unlock(&ln->mu);
+        int rc = bw__store_read_many(ln->store, k, keys, &now, ents, found);
+        pthread_mutex_lock(&ln->mu);
+        for (size_t i = 0; i < k; i++) {
+            bw__coord *c = cs[at + i];
+            if (c->gone)
+                continue;
+            if (rc == BW_OK)
+                poll_one(ln, c, now, found[i] ? &ents[i] : NULL);
+            else
+                poll_alone(ln, c);
+        }
+    }
+}
+
+/* ---- the lane's scheduler entry ---- */
+
+static lane *lane_of_entry(bw__sched_entry *e)
+{
+    return (lane *)((char *)e - offsetof(lane, entry));
+}
+
+/* The earliest due coordinator's instant (the scheduler's mutex is held). */
+static int64_t lane_deadline(bw__sched_entry *e)
+{
+    lane *ln = lane_of_entry(e);
+    pthread_mutex_lock(&ln->mu);
+    int64_t d = ln->n ? ln->heap[0]->due : INT64_MAX;
+    pthread_mutex_unlock(&ln->mu);
+    return d;
+}
+
+/* Run everything due at `now`: each due coordinator's writes, then one batch of polls. */
+static void lane_fire(bw__sched_entry *e, int64_t now)
+{
+    lane *ln = lane_of_entry(e);
+    pthread_mutex_lock(&ln->mu);
+    size_t n = 0, npoll = 0;
+    if (ln->batch_cap < 2 * ln->n) { /* room for everything queued, twice: the batch and its polls */
+        bw__coord **b = realloc(ln->batch, 2 * ln->n * sizeof *b);
+        if (!b) {
+            pthread_mutex_unlock(&ln->mu);
+            return; /* out of memory: the next kick or tick tries again */
+        }
+        ln->batch = b;
+        ln->batch_cap = 2 * ln->n;
+    }
+    bw__coord **batch = ln->batch, **polls = ln->batch + ln->n;
+    while (ln->n && ln->heap[0]->due <= now) {
+        bw__coord *c = ln->heap[0];
+        hremove(ln, c);
+        c->refs++;
+        c->busy = 1;
+        batch[n++] = c;
+    }
+    /* Writes first, in each circuit's order; then the due polls, through their gates. */
+    for (size_t i = 0; i < n; i++) {
+        bw__coord *c = batch[i];
+        run_writes(ln, c);
+        if (!c->gone && now >= c->next_poll) {
+            c->next_poll = next_tick(ln, now, c->poll);
+            if (gate(ln, c))
+                polls[npoll++] = c;
+        }
+    }
+    poll_batch(ln, polls, npoll);
+    for (size_t i = 0; i < n; i++) {
+        bw__coord *c = batch[i];
+        c->busy = 0;
+        if (!c->gone)
+            hqueue(ln, c);
+        unref(c);
+    }
+    pthread_cond_broadcast(&ln->idle);
+    pthread_mutex_unlock(&ln->mu);
+}
+
+/* ---- lanes: one per store and clock ---- */
+
+static void lane_free(lane *ln)
+{
+    bw__sched_free(ln->sched); /* joins its thread: waits out a store call that hangs */
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->idle);
+    free(ln->heap);
+    free(ln->batch);
+    free(ln->ents);
+    free(ln);
+}
+
+/* Take ln off the list (lanes_mu held). */
+static void unlist(lane *ln)
+{
+    for (lane **p = &lanes; *p; p = &(*p)->next)
+        if (*p == ln) {
+            *p = ln->next;
+            return;
+        }
+}
+
+/* The store is closing: stop its lanes' work (every coordinator detached already). */
 static void lane_stop(bw__store_hook *h)
 {
     lane *ln = (lane *)((char *)h - offsetof(lane, hook));
     pthread_mutex_lock(&lanes_mu);
-    for (lane **p = &lanes; *p; p = &(*p)->next)
-        if (*p == ln) {
-            *p = ln->next;
-            break;
-        }
+    unlist(ln);
     pthread_mutex_unlock(&lanes_mu);
-    pthread_mutex_lock(&ln->mu);
-    ln->stop = 1;
-    pthread_cond_broadcast(&ln->work);
-    pthread_mutex_unlock(&ln->mu);
-    pthread_join(ln->thread, NULL);
-    pthread_mutex_destroy(&ln->mu);
-    pthread_cond_destroy(&ln->work);
-    pthread_cond_destroy(&ln->idle);
-    free(ln);
+    lane_free(ln);
 }
 
-/* The store's lane, started on first use. */
-static lane *lane_of(bw_store *s)
+static lane *lane_new(bw_store *s, bw_clock *clock)
+{
+    lane *ln = calloc(1, sizeof *ln);
+    if (!ln)
+        return NULL;
+    if (pthread_mutex_init(&ln->mu, NULL) != 0) {
+        free(ln);
+        return NULL;
+    }
+    if (pthread_cond_init(&ln->idle, NULL) != 0 || bw__sched_new(clock, &ln->sched) != BW_OK) {
+        pthread_cond_destroy(&ln->idle);
+        pthread_mutex_destroy(&ln->mu);
+        free(ln);
+        return NULL;
+    }
+    ln->store = s;
+    ln->clock = clock;
+    if (bw__clock_kind(clock) != BW__CLOCK_MANUAL) {
+        uint64_t seed = bw__hash_seed(ln);
+        ln->offset = (int64_t)(bw__splitmix(&seed) % (uint64_t)(3600 * BW_NS_PER_S));
+    }
+    ln->entry.deadline = lane_deadline;
+    ln->entry.fire = lane_fire;
+    ln->hook.fn = lane_stop;
+    return ln;
+}
+
+/* The lane of (s, clock), made on first use; one more user. NULL when it cannot be made. */
+static lane *lane_get(bw_store *s, bw_clock *clock)
 {
     pthread_mutex_lock(&lanes_mu);
     lane *ln = lanes;
-    while (ln && ln->store != s)
+    while (ln && !(ln->store == s && ln->clock == clock))
         ln = ln->next;
-    if (!ln) {
-        ln = calloc(1, sizeof *ln);
-        if (ln) {
-            pthread_mutex_init(&ln->mu, NULL);
-            bw__cond_init_mono(&ln->work);
-            bw__cond_init_mono(&ln->idle);
-            if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
-                pthread_mutex_destroy(&ln->mu);
-                pthread_cond_destroy(&ln->work);
-                pthread_cond_destroy(&ln->idle);
-                free(ln);
-                ln = NULL;
-            } else {
-                ln->store = s;
-                ln->hook.fn = lane_stop;
-                bw__store_on_close(s, &ln->hook);
-                ln->next = lanes;
-                lanes = ln;
-            }
-        }
+    if (!ln && (ln = lane_new(s, clock)) != NULL) {
+        bw__store_on_close(s, &ln->hook);
+        ln->next = lanes;
+        lanes = ln;
     }
+    if (ln)
+        ln->users++;
     pthread_mutex_unlock(&lanes_mu);
     return ln;
 }
 
-/* ---- manual clocks: the advancing thread runs the writes and polls ---- */
-
-static void manual_fire(void *ctx, int64_t now)
+/*
+ * One user fewer. A lane on a manual clock goes with its last user (it must not
+ * outlive its clock, and it has no thread that could be inside a store call);
+ * a threaded lane stays, idle, until its store closes.
+ */
+static void lane_put(lane *ln)
 {
-    bw__coord *c = ctx;
-    pthread_mutex_lock(&manual_mu);
-    service(c, now);
-    pthread_mutex_unlock(&manual_mu);
+    pthread_mutex_lock(&lanes_mu);
+    int last = --ln->users == 0 && bw__clock_kind(ln->clock) == BW__CLOCK_MANUAL;
+    if (last) {
+        unlist(ln);
+        bw__store_off_close(ln->store, &ln->hook);
+    }
+    pthread_mutex_unlock(&lanes_mu);
+    if (last)
+        lane_free(ln);
 }
 
-/* ---- the breaker's side ---- */
+/* ---- the owner's side ---- */
 
 int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn result, void *owner, bw__coord **out)
 {
     bw__coord *c = calloc(1, sizeof *c);
-    qop *q = calloc(cfg->queue, sizeof *q);
-    if (!c || !q) {
+    char *key = c ? strdup(l->key) : NULL;
+    if (!key) {
         free(c);
-        free(q);
         return BW_ENOMEM;
     }
     c->link = l;
     c->result = result;
     c->owner = owner;
     c->store = l->c.store;
-    c->q = q;
+    c->scfg = l->c.scfg;
+    c->ttl = l->c.ttl;
+    c->key = key;
     c->cap = cfg->queue;
     c->poll = cfg->poll;
     c->close_timeout = cfg->close_timeout;
-    memcpy(c->key, l->key, sizeof c->key);
-    c->scfg = l->c.scfg;
-    c->ttl = l->c.ttl;
-    c->clock = cfg->clock;
-    c->poll_next = bw_clock_now(c->clock); /* poll at once: learn the shared state */
-    if (bw__clock_kind(c->clock) == BW__CLOCK_MANUAL) {
-        c->watch.fire = manual_fire;
-        c->watch.ctx = c;
-        bw__clock_watch(c->clock, &c->watch);
-    } else {
-        lane *ln = lane_of(c->store);
-        if (!ln) {
-            coord_destroy(c);
-            return BW_ESYS;
-        }
-        c->ln = ln;
-        pthread_mutex_lock(&ln->mu);
-        c->next = ln->list;
-        ln->list = c;
-        pthread_cond_signal(&ln->work);
-        pthread_mutex_unlock(&ln->mu);
+    c->refs = 1;
+    lane *ln = lane_get(c->store, cfg->clock);
+    if (!ln) {
+        coord_destroy(c);
+        return BW_ESYS;
     }
+    c->ln = ln;
+    pthread_mutex_lock(&ln->mu);
+    c->next_poll = bw_clock_now(cfg->clock); /* poll at once: learn the shared state */
+    int queued = hqueue(ln, c);
+    pthread_mutex_unlock(&ln->mu);
+    if (!queued) {
+        lane_put(ln);
+        coord_destroy(c);
+        return BW_ENOMEM;
+    }
+    bw__sched_kick(ln->sched, &ln->entry);
     *out = c;
     return BW_OK;
 }
 
 int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow)
 {
-    pthread_mutex_t *mu = mu_of(c);
-    pthread_mutex_lock(mu);
-    int rc = 0;
-    if (c->detaching) {
-        rc = 0; /* closing: later writes are dropped silently */
-    } else if (c->count >= c->cap) {
-        rc = -1; /* full: the arriving write is dropped, FIFO order kept */
-    } else {
+    lane *ln = c->ln;
+    pthread_mutex_lock(&ln->mu);
+    if (!c->q)
+        c->q = calloc(c->cap, sizeof *c->q); /* most circuits never write: their queue is made on demand */
+    int rc = -1;                             /* full, or no memory: the arriving write is dropped, FIFO order kept */
+    if (c->q && c->count < c->cap) {
         qop *o = &c->q[(c->head + c->count) % c->cap];
         o->op = op;
         o->gen = gen;
         o->outcome = outcome;
         o->slow = slow;
         c->count++;
-        if (c->ln)
-            pthread_cond_signal(&c->ln->work);
+        if (!c->busy)
+            hqueue(ln, c); /* due now; a coordinator in the batch is requeued by it */
+        rc = 0;
     }
-    pthread_mutex_unlock(mu);
+    pthread_mutex_unlock(&ln->mu);
+    if (rc == 0)
+        bw__sched_kick(ln->sched, &ln->entry);
     return rc;
 }
 
-static void unlink_coord(bw__coord *c)
+/* Run c's queued writes on this thread (a manual clock's lane has no other). mu held. */
+static void drain_here(lane *ln, bw__coord *c)
 {
-    for (bw__coord **pp = &c->ln->list; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            return;
-        }
+    while (c->busy) /* the advancing thread is working on it: let it finish */
+        pthread_cond_wait(&ln->idle, &ln->mu);
+    c->refs++;
+    c->busy = 1;
+    run_writes(ln, c);
+    c->busy = 0;
+    c->refs--;
 }
 
 void bw__coord_free(bw__coord *c, int wait)
 {
-    if (!c->ln) { /* manual clock: stop the watch, then run what is queued here */
-        bw__clock_unwatch(c->clock, &c->watch);
-        pthread_mutex_lock(&manual_mu);
-        c->detaching = 1;
-        service(c, INT64_MIN);
-        pthread_mutex_unlock(&manual_mu);
-        coord_destroy(c);
-        return;
-    }
     lane *ln = c->ln;
+    int manual = bw__clock_kind(ln->clock) == BW__CLOCK_MANUAL;
     pthread_mutex_lock(&ln->mu);
-    c->detaching = 1;
-    pthread_cond_signal(&ln->work);
-    int64_t at = bw__mono_now() + (wait ? c->close_timeout : 0);
-    struct timespec ts = bw__timespec_of(at);
-    while ((c->count > 0 || c->phase != IDLE) && bw__mono_now() < at)
-        pthread_cond_timedwait(&ln->idle, &ln->mu, &ts);
-    while (c->phase == TOUCH)
-        pthread_cond_wait(&ln->idle, &ln->mu);
-    unlink_coord(c);
-    if (c->phase == CALL) { /* a store call hangs: abandon it; the lane frees c when it returns */
-        c->orphan = 1;
-        c->count = 0;
+    if (wait && manual) {
+        drain_here(ln, c);
+    } else if (wait && c->count > 0) {
+        int64_t at = bw__mono_now() + c->close_timeout;
+        struct timespec ts = bw__timespec_of(at);
         pthread_mutex_unlock(&ln->mu);
-        return;
+        bw__sched_kick(ln->sched, &ln->entry);
+        pthread_mutex_lock(&ln->mu);
+        while ((c->count > 0 || c->busy) && bw__mono_now() < at)
+            pthread_cond_timedwait(&ln->idle, &ln->mu, &ts);
     }
+    while (c->touching) /* an owner callback is running: short, and it must end before the owner goes */
+        pthread_cond_wait(&ln->idle, &ln->mu);
+    c->gone = 1; /* from here on nothing of the owner is touched; a store call running is abandoned */
+    c->count = 0;
+    hremove(ln, c);
+    unref(c);
     pthread_mutex_unlock(&ln->mu);
-    coord_destroy(c);
+    lane_put(ln);
 }

@@ -3,6 +3,7 @@
  */
 #include "share/link.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/compiler.h"
@@ -10,15 +11,27 @@
 #include "base/sat.h"
 #include "store/front.h"
 
-void bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial)
+int bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial)
 {
     memset(l, 0, sizeof *l);
+    char buf[BW__STORE_KEY_MAX + 1];
+    size_t n = bw__store_key(buf, name, key);
+    l->key = malloc(n + 1);
+    if (!l->key)
+        return BW_ENOMEM;
+    memcpy(l->key, buf, n + 1);
     l->c = *cfg;
-    bw__store_key(l->key, name, key);
     atomic_init(&l->lock.v, 0);
     atomic_init(&l->degraded, 0);
     atomic_init(&l->stored_state, initial);
     l->rng = bw__hash_seed(l);
+    return BW_OK;
+}
+
+void bw__link_fini(bw__link *l)
+{
+    free(l->key);
+    l->key = NULL;
 }
 
 /* The delay before a failing store is tried again: base * multiplier^k, capped, plus jitter. Lock held. */

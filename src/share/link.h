@@ -45,7 +45,7 @@ typedef struct bw__link_cfg {
 
 typedef struct bw__link {
     bw__link_cfg c;
-    char key[BW__STORE_KEY_MAX + 1]; /* the store key (base/name.h) */
+    char *key; /* the store key (base/name.h), owned */
     bw__spin lock;
     _Atomic int degraded;
     int64_t retry_at; /* the owner's clock: the store is not tried before */
@@ -60,9 +60,11 @@ enum { BW__LINK_SAME = 0, BW__LINK_DEGRADED = 1, BW__LINK_RECOVERED = 2 };
 /*
  * Make a link for the circuit of `name` (key NULL) or of its keyed circuit
  * `key`, both checked names. In stored mode the machine must fit an entry
- * (bw__shared_fits). The stored state starts as `initial`.
+ * (bw__shared_fits). The stored state starts as `initial`. Returns BW_OK or
+ * BW_ENOMEM; bw__link_fini releases what it holds.
  */
-void bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial);
+int bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial);
+void bw__link_fini(bw__link *l);
 
 /*
  * Whether the store may be tried now: not degraded (no lock, no clock), or its

@@ -26,6 +26,13 @@ int bw__store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *
  */
 int bw__store_try_read(bw_store *s, const char *key, int64_t *now, bw_store_entry *out, int *found);
 
+/*
+ * Read n entries in one call, through the store's optional read_many: BW_OK
+ * with out[i], found[i] and *now; BW_ESTATE when the store has none; another
+ * error from the store.
+ */
+int bw__store_read_many(bw_store *s, size_t n, const char *const *keys, int64_t *now, bw_store_entry *out, int *found);
+
 /* A hook bw_store_close runs first, before anything of the store is released. */
 typedef struct bw__store_hook {
     struct bw__store_hook *next;

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE /* CLOCK_MONOTONIC_COARSE */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +134,9 @@ int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error
         ops->close(ctx);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
-    s->ops = *ops; /* the version 1 members: a later table only appends, so its prefix is one */
+    /* The members its version has (a table only grows at its end); later members stay NULL. */
+    size_t size = ops->version >= 2 ? sizeof s->ops : offsetof(bw_store_ops, read_many);
+    memcpy(&s->ops, ops, size);
     s->ctx = ctx;
     *out = s;
     return BW_OK;
@@ -265,6 +268,13 @@ int bw__store_try_read(bw_store *s, const char *key, int64_t *now, bw_store_entr
     if (!s->ops.read)
         return BW_ESTATE;
     return s->ops.read(s->ctx, key, now, out, found, NULL);
+}
+
+int bw__store_read_many(bw_store *s, size_t n, const char *const *keys, int64_t *now, bw_store_entry *out, int *found)
+{
+    if (!s->ops.read_many)
+        return BW_ESTATE;
+    return s->ops.read_many(s->ctx, n, keys, now, out, found, NULL);
 }
 
 int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)

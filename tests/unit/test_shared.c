@@ -75,7 +75,12 @@ static void flaky_close(void *ctx)
     (void)ctx; /* the test owns the inner store */
 }
 
-static const bw_store_ops flaky_ops = {BW_STORE_OPS_VERSION, "flaky", flaky_update, flaky_sweep, flaky_close, NULL};
+static const bw_store_ops flaky_ops = {.version = BW_STORE_OPS_VERSION,
+                                       .scheme = "flaky",
+                                       .update = flaky_update,
+                                       .sweep = flaky_sweep,
+                                       .close = flaky_close,
+                                       .read = NULL};
 
 /* ---- helpers ---- */
 
@@ -862,7 +867,12 @@ static int ro_readfn(void *ctx, const char *name, int64_t *now, bw_store_entry *
     return bw_store_update(r->inner, name, ro_copy, &rr, err);
 }
 
-static const bw_store_ops ro_ops = {BW_STORE_OPS_VERSION, "readonly", ro_update, flaky_sweep, flaky_close, ro_readfn};
+static const bw_store_ops ro_ops = {.version = BW_STORE_OPS_VERSION,
+                                    .scheme = "readonly",
+                                    .update = ro_update,
+                                    .sweep = flaky_sweep,
+                                    .close = flaky_close,
+                                    .read = ro_readfn};
 
 /*
  * Reads succeed, writes fail: the breaker degrades once and stays degraded (no
@@ -1043,7 +1053,12 @@ static int liar_read(void *ctx, const char *name, int64_t *now, bw_store_entry *
     return BW_OK;
 }
 
-static const bw_store_ops liar_ops = {BW_STORE_OPS_VERSION, "liar", liar_update, none_swept, flaky_close, liar_read};
+static const bw_store_ops liar_ops = {.version = BW_STORE_OPS_VERSION,
+                                      .scheme = "liar",
+                                      .update = liar_update,
+                                      .sweep = none_swept,
+                                      .close = flaky_close,
+                                      .read = liar_read};
 
 /* An entry whose length says more than BW_STORE_DATA_MAX is corrupt, never read past its end. */
 static void test_stored_entry_too_long(void)
@@ -1155,6 +1170,127 @@ static void test_coordinated_trip_propagates(void)
     bw_breaker_free(a);
     bw_breaker_free(b);
     bw_store_close(s);
+}
+
+/* A store that counts the updates and batched reads reaching the real one. */
+typedef struct counting {
+    bw_store *inner; /* first: flaky_sweep reads it */
+    atomic_int updates, reads;
+} counting;
+
+static int counting_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    counting *c = ctx;
+    atomic_fetch_add(&c->updates, 1);
+    return bw_store_update(c->inner, name, fn, arg, err);
+}
+
+static int counting_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out,
+                              int *found, bw_error *err)
+{
+    (void)err;
+    counting *c = ctx;
+    atomic_fetch_add(&c->reads, 1);
+    int rc = bw__store_read_many(c->inner, n, names, now, out, found);
+    for (size_t i = 0; rc == BW_ESTATE && i < n; i++) /* a store with no batched read: one at a time */
+        rc = bw__store_try_read(c->inner, names[i], now, &out[i], &found[i]);
+    return rc;
+}
+
+static const bw_store_ops counting_ops = {.version = BW_STORE_OPS_VERSION,
+                                          .scheme = "counting",
+                                          .update = counting_update,
+                                          .sweep = flaky_sweep,
+                                          .close = flaky_close,
+                                          .read_many = counting_read_many};
+
+/* A breaker named `name` with store_poll `poll`, otherwise make()'s. */
+static bw_breaker *make_polled(const char *name, bw_store *s, int64_t poll)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 4, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    CHECK_OK(bw_config_set_wait(c, 10 * S, &e));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 5 * S, &e));
+    CHECK_OK(bw_config_set_store_poll(c, poll, &e));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new(name, c, &b, &e));
+    bw_config_free(c);
+    return b;
+}
+
+/*
+ * Many circuits on one lane: the polls of an idle fleet read and never write,
+ * in one batched read per tick; writes queued by some circuits run in the same
+ * tick as the others' polls; each circuit polls on its own interval's grid.
+ */
+static void test_coordinated_lane_batches(void)
+{
+    enum { N = 40 };
+    bw_store *real = open_store();
+    counting cs = {real, 0, 0};
+    bw_store *s = custom_store(&counting_ops, &cs);
+    CHECK_OK(bw_store_set_clock(s, clk));
+    bw_breaker *b[N];
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "lane-%d", i % (N / 2)); /* two breakers per circuit */
+        b[i] = make_polled(name, s, i < N / 2 ? 1 * S : 3 * S);
+    }
+    pump(0); /* everyone's first poll: one tick */
+    CHECK_INT(atomic_load(&cs.updates), 0);
+    CHECK_INT(atomic_load(&cs.reads), 1);
+    for (int t = 0; t < 6; t++)
+        pump(1 * S); /* six ticks of the 1 s grid, two of them the 3 s grid's too */
+    CHECK_INT(atomic_load(&cs.updates), 0);
+    CHECK_INT(atomic_load(&cs.reads), 7);
+    /* Circuits 0 and 1 trip in breaker 0 and 1; breakers 20 and 21 (same circuits, 3 s polls) learn it at the
+       next 3 s tick; every other circuit stays closed, and still nothing but the two trips is written. */
+    CHECK_OK(call(b[0], BW_FAILURE));
+    CHECK_OK(call(b[0], BW_FAILURE));
+    CHECK_OK(call(b[1], BW_FAILURE));
+    CHECK_OK(call(b[1], BW_FAILURE));
+    pump(0);
+    CHECK_INT(atomic_load(&cs.updates), 2);
+    CHECK_INT(bw_breaker_state(b[20]), BW_STATE_CLOSED);
+    CHECK_INT(bw_breaker_state(b[21]), BW_STATE_CLOSED);
+    int64_t to_grid = 3 * S - bw_clock_now(clk) % (3 * S);
+    pump(to_grid - 1);
+    CHECK_INT(bw_breaker_state(b[20]), BW_STATE_CLOSED);
+    pump(1);
+    CHECK_INT(bw_breaker_state(b[20]), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b[21]), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b[22]), BW_STATE_CLOSED);
+    CHECK_INT(bw_breaker_state(b[2]), BW_STATE_CLOSED);
+    CHECK_INT(atomic_load(&cs.updates), 2);
+    /* The shared wait ends: the poll after it advances each circuit to HALF_OPEN. Both breakers of a circuit poll
+       in that one tick, from one batched read: each runs the update, the second finds it done. */
+    pump(10 * S);
+    CHECK_INT(atomic_load(&cs.updates), 2 + 2 * 2);
+    CHECK_INT(shared_snapshot(real, "lane-0").state, BW_STATE_HALF_OPEN);
+    /* A write queued by a circuit whose own poll is not due runs in the tick of the others' polls, and they read
+       it: b[22] (3 s grid) trips circuit lane-2 just before a 1 s tick that is no 3 s tick; b[2] sees it there. */
+    int64_t to_tick = S - bw_clock_now(clk) % S;
+    if ((bw_clock_now(clk) + to_tick) % (3 * S) == 0) {
+        pump(to_tick);
+        to_tick = S;
+    }
+    CHECK_OK(call(b[22], BW_FAILURE));
+    CHECK_OK(call(b[22], BW_FAILURE));
+    CHECK_INT(bw_breaker_state(b[2]), BW_STATE_CLOSED);
+    pump(to_tick);
+    CHECK_INT(bw_breaker_state(b[2]), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b[3]), BW_STATE_CLOSED);
+    pump(3 * S); /* everyone polled again since: every circuit still on the lane */
+    CHECK_INT(bw_breaker_state(b[22]), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(b[23]), BW_STATE_CLOSED);
+    for (int i = 0; i < N; i++)
+        bw_breaker_free(b[i]);
+    bw_store_close(s);
+    bw_store_close(real);
 }
 
 static void test_coordinated_late_probe_and_expired_lease(void)
@@ -1286,7 +1422,12 @@ static void stuck_close(void *ctx)
 
 static void test_coordinated_close_bounded_when_store_hangs(void)
 {
-    static const bw_store_ops ops = {BW_STORE_OPS_VERSION, "stuck", stuck_update, none_swept, stuck_close, NULL};
+    static const bw_store_ops ops = {.version = BW_STORE_OPS_VERSION,
+                                     .scheme = "stuck",
+                                     .update = stuck_update,
+                                     .sweep = none_swept,
+                                     .close = stuck_close,
+                                     .read = NULL};
     stuck st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     bw_store *s;
     CHECK_OK(bw_store_custom(&ops, &st, &s, NULL));
@@ -1294,8 +1435,11 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     bw_error e;
     CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e)); /* system clock: a real lane */
     CHECK_OK(bw_config_set_store_close_timeout(c, 100 * MS, &e));
-    bw_breaker *b = NULL;
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 2, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    bw_breaker *b = NULL, *idle = NULL;
     CHECK_OK(bw_breaker_new("svc-stuck", c, &b, &e));
+    CHECK_OK(bw_breaker_new("svc-idle", c, &idle, &e));
     bw_config_free(c);
     int64_t t0 = mono_ms();
     int in = 0;
@@ -1307,11 +1451,21 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     }
     CHECK(in);
     CHECK_OK(call(b, BW_SUCCESS)); /* calls do not wait for the store */
+    /* Nothing queued: freeing waits for nothing, the hung poll is abandoned. */
     int64_t t1 = mono_ms();
-    bw_breaker_free(b);
+    bw_breaker_free(idle);
     int64_t took = mono_ms() - t1;
+    if (took > 50)
+        H_FAIL("bw_breaker_free took %lld ms with nothing queued; want no wait", (long long)took);
+    /* A local trip queues its write, which the hung lane cannot run: freeing waits the close timeout, no more. */
+    CHECK_RC(call(b, BW_FAILURE), BW_OK); /* with the success above: 1 of 2 failed, the rate trips */
+    CHECK_STATE(b, BW_STATE_OPEN);
+    t1 = mono_ms();
+    bw_breaker_free(b);
+    took = mono_ms() - t1;
     if (took < 90 || took > 3000)
-        H_FAIL("bw_breaker_free took %lld ms with a hung store call; want about the 100 ms close timeout",
+        H_FAIL("bw_breaker_free took %lld ms with a queued write and a hung store call; want about the 100 ms "
+               "close timeout",
                (long long)took);
     pthread_mutex_lock(&st.mu);
     st.release = 1; /* the abandoned call returns: the lane frees what it held, touching no breaker */
@@ -1406,6 +1560,7 @@ int main(int argc, char **argv)
     RUN(test_stored_hold_recovers);
     RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
+    RUN(test_coordinated_lane_batches);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);
     RUN(test_coordinated_queue_full);

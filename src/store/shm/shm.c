@@ -476,6 +476,18 @@ NO_TSAN static int shm_read(void *ctx, const char *name, int64_t *now, bw_store_
     return BW_ESTATE; /* writers kept it busy: the caller updates instead */
 }
 
+/* Many entries, each by the lock-free read (one instant each; writers never wait for it). */
+static int shm_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                         bw_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = shm_read(ctx, names[i], now, &out[i], &found[i], err);
+        if (rc != BW_OK)
+            return rc;
+    }
+    return BW_OK;
+}
+
 static int shm_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     shm *m = ctx;
@@ -683,7 +695,8 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
     m->hdr = m->base;
     m->meta = (shm_meta *)((char *)m->base + meta_at());
     m->body = (shm_body *)((char *)m->base + body_at(m->cap));
-    static const bw_store_ops shm_ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read};
+    static const bw_store_ops shm_ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read,
+                                         shm_read_many};
     *ops = shm_ops;
     *ctx = m;
     return BW_OK;

@@ -64,10 +64,11 @@
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
 #define SWEEP_FIRST (30 * (int64_t)BW_NS_PER_S) /* the first pass at most this long after the first update */
 
-enum { ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_COUNT };
+enum { ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_COUNT };
 
 static const char *const sql_text[ST_COUNT] = {
     "BEGIN IMMEDIATE",
+    "BEGIN",
     "COMMIT",
     "ROLLBACK",
     "SELECT expires_at, data FROM bw_circuits WHERE name = ?1",
@@ -215,6 +216,28 @@ static int sq_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
         return BW_ESTATE; /* another thread is in an update: the read must not wait for it */
     *now = bw__store_clock_now(c->clock);
     int rc = get_row(c, name, *now, out, found, err);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/*
+ * Many entries in one read transaction (BEGIN ... COMMIT, deferred): one WAL
+ * snapshot and one lock of the connection for all of them. It waits for the
+ * connection as an update does, never for another process's writer.
+ */
+static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                        bw_error *err)
+{
+    sq *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    int rc = run(c, ST_BEGIN_READ, "begin a read", err);
+    *now = bw__store_clock_now(c->clock);
+    for (size_t i = 0; rc == BW_OK && i < n; i++)
+        rc = get_row(c, names[i], *now, &out[i], &found[i], err);
+    if (rc == BW_OK)
+        rc = run(c, ST_COMMIT, "end a read", err);
+    if (rc != BW_OK)
+        rollback(c);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -436,7 +459,8 @@ static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
             memcpy(err->field, "path", 5); /* the file could not be opened as a store */
         return rc;
     }
-    static const bw_store_ops sq_ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read};
+    static const bw_store_ops sq_ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read,
+                                        sq_read_many};
     *ops = sq_ops;
     *ctx = c;
     return BW_OK;
