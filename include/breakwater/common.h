@@ -51,6 +51,22 @@ BW_API const char *bw_version_string(void);
 BW_API unsigned bw_components(void);
 
 /*
+ * bw_fini — end what breakwater keeps for the whole process, optionally (for
+ * leak checkers, and before unloading the library with dlclose). It stops and
+ * joins the system clock's timer thread (the one thread that runs the
+ * auto_transition timers of every breaker on the system clock, started by the
+ * first such breaker) and frees its scheduler. Nothing else is process-wide:
+ * a custom or manual clock's timer thread ends with bw_clock_free, a store's
+ * lane threads with bw_store_close, a time limiter's workers with
+ * bw_limiter_free. Call it with no other breakwater call running, after every
+ * breaker with auto_transition on the system clock is freed; breakwater may be
+ * used again afterwards (the thread starts again when needed). Calling it when
+ * nothing was started, or twice, is harmless.
+ * Thread safety: must not race any other breakwater call.
+ */
+BW_API void bw_fini(void);
+
+/*
  * Status codes. BW_OK is success; BW_REJECTED is a decision (the breaker said
  * no), not an error; every negative value is an error. The list is only ever
  * appended to: a value never changes meaning.

@@ -1,7 +1,12 @@
 /*
  * test_api.c — the library's identity: version macros agree with bw_version(),
- * every status has a distinct message, state and outcome names, components.
+ * every status has a distinct message, state and outcome names, components;
+ * and its lifecycle: bw_fini ends the system clock's timer thread.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <time.h>
+
 #include "harness.h"
 
 static void test_version(void)
@@ -69,11 +74,72 @@ static void test_stable_values(void)
     CHECK_INT(BW_EVENT_FALLBACK, 6);
 }
 
+/* The threads of this process. */
+static int threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* An auto_transition breaker on the system clock that trips on its first failure and times its wait out. */
+static bw_breaker *timed_breaker(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_parse(c, "policy=consecutive error_threshold=1 wait=1ms auto_transition=true", &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("fini", c, &b, &e));
+    bw_config_free(c);
+    return b;
+}
+
+/* Wait (real time, at most 5 s) until b is in `state`: the timer thread moved it. */
+static int reaches(bw_breaker *b, int state)
+{
+    for (int i = 0; i < 5000 && bw_breaker_state(b) != state; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return bw_breaker_state(b) == state;
+}
+
+static void test_fini(void)
+{
+    bw_fini(); /* nothing started yet: harmless */
+    int before = threads();
+    bw_breaker *b = timed_breaker();
+    bw_permit p;
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+    CHECK(reaches(b, BW_STATE_HALF_OPEN)); /* the timer thread ran */
+    CHECK_INT(threads(), before + 1);
+    bw_breaker_free(b);
+    CHECK_INT(threads(), before + 1); /* the thread outlives its breakers... */
+    bw_fini();
+    CHECK_INT(threads(), before); /* ...until bw_fini */
+    bw_fini();
+    /* Usable again: the thread comes back with the next timer. */
+    b = timed_breaker();
+    CHECK_OK(bw_acquire(b, &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+    CHECK(reaches(b, BW_STATE_HALF_OPEN));
+    bw_breaker_free(b);
+    bw_fini();
+    CHECK_INT(threads(), before);
+}
+
 int main(void)
 {
     RUN(test_version);
     RUN(test_strerror);
     RUN(test_names);
     RUN(test_stable_values);
+    RUN(test_fini);
     return TEST_SUMMARY();
 }

@@ -1172,6 +1172,89 @@ static void test_coordinated_trip_propagates(void)
     bw_store_close(s);
 }
 
+/* ---- keyed circuits through a store ---- */
+
+/*
+ * Keyed circuits of a stored breaker live in the store under "NAME KEY": two
+ * breakers of one name (two processes) share each key's circuit, keys stay
+ * apart, and neither touches the breaker's own circuit nor another breaker's.
+ */
+static void test_keyed_stored(void)
+{
+    bw_store *s = open_store();
+    bw_breaker *a = make("svc-k", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *b = make("svc-k", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_breaker *other = make("svc-k2", s, BW_STORE_STORED, 1, NULL, 0);
+    bw_permit p;
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(bw_keyed_acquire(a, "tenant-1", &p, NULL));
+        CHECK_OK(bw_settle(a, &p, BW_FAILURE));
+    }
+    CHECK(peek_at(s, "svc-k tenant-1").found);
+    CHECK(!peek_at(s, "svc-k").found);
+    bw_rejection why;
+    CHECK_RC(bw_keyed_acquire(b, "tenant-1", &p, &why), BW_REJECTED); /* b's circuit of the key: the same one */
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 10 * S);
+    CHECK_OK(bw_keyed_acquire(b, "tenant-2", &p, NULL)); /* another key: its own circuit */
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(call(a, BW_SUCCESS)); /* the breaker's own circuit */
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(bw_keyed_acquire(other, "tenant-1", &p, NULL)); /* another breaker's key */
+    CHECK_OK(bw_settle(other, &p, BW_SUCCESS));
+    bw_breaker *c = bw_keyed_find(b, "tenant-1");
+    CHECK(c != NULL);
+    if (c) {
+        CHECK_INT(bw_breaker_state(c), BW_STATE_OPEN);
+        CHECK_STR(bw_breaker_key(c), "tenant-1");
+        bw_keyed_release(c);
+    }
+    /* An operator verb on one process's keyed circuit goes to the fleet's circuit of that key. */
+    CHECK_OK(bw_keyed_get(a, "tenant-2", &c, NULL));
+    CHECK_OK(bw_breaker_force_open(c));
+    bw_keyed_release(c);
+    CHECK_RC(bw_keyed_acquire(b, "tenant-2", &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(peek_at(s, "svc-k tenant-2").expires_at, BW_STORE_NEVER);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_breaker_free(other);
+    bw_store_close(s);
+}
+
+/* Keyed circuits of coordinated breakers: a key's trip reaches the other process's circuit of that key only. */
+static void test_keyed_coordinated(void)
+{
+    bw_store *s = open_store();
+    evlog lb = {0};
+    bw_breaker *a = make("svc-kc", s, BW_STORE_COORDINATED, 1, NULL, 0);
+    bw_breaker *b = make("svc-kc", s, BW_STORE_COORDINATED, 1, &lb, 0);
+    bw_permit p;
+    CHECK_OK(bw_keyed_acquire(b, "host-1", &p, NULL)); /* b's circuits exist before the trip */
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(bw_keyed_acquire(b, "host-2", &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    pump(0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(bw_keyed_acquire(a, "host-1", &p, NULL));
+        CHECK_OK(bw_settle(a, &p, BW_FAILURE));
+    }
+    pump(0); /* the trip is written under "svc-kc host-1" */
+    CHECK_INT(shared_snapshot(s, "svc-kc host-1").state, BW_STATE_OPEN);
+    CHECK_INT(shared_snapshot(s, "svc-kc").state, BW_STATE_CLOSED);
+    pump(1 * S); /* b's circuits poll */
+    bw_rejection why;
+    CHECK_RC(bw_keyed_acquire(b, "host-1", &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_OK(bw_keyed_acquire(b, "host-2", &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_INT(logged(&lb, "closed->open"), 1); /* host-1's circuit, and nothing else */
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
 /* A store that counts the updates and batched reads reaching the real one. */
 typedef struct counting {
     bw_store *inner; /* first: flaky_sweep reads it */
@@ -1561,6 +1644,8 @@ int main(int argc, char **argv)
     RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
     RUN(test_coordinated_lane_batches);
+    RUN(test_keyed_stored);
+    RUN(test_keyed_coordinated);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);
     RUN(test_coordinated_queue_full);
