@@ -1,12 +1,12 @@
 # The two commands the README starts with:
 #   make demo   build and run the demo (examples/lifecycle.c)
-#   make check  install what is missing, check formatting, build with -Werror,
+#   make check  install what is missing, check formatting and the layering, build with -Werror,
 #               run the whole ctest suite, then again under ASan+UBSan and TSan,
 #               and once more built without the optional components (no SQLite)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo check build test asan tsan nosqlite bench format format-check deps clean
+.PHONY: demo check build test asan tsan nosqlite layers bench format format-check deps clean
 
 demo: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -16,7 +16,7 @@ demo: deps
 deps:
 	@sh scripts/deps.sh
 
-check: deps-all format-check test asan tsan nosqlite
+check: deps-all format-check layers test asan tsan nosqlite
 	@echo "check: all suites passed (plain, asan+ubsan, tsan, without sqlite)"
 
 deps-all:
@@ -52,6 +52,10 @@ bench: deps
 	./build-bench/registry_bench
 	./build-bench/pipeline_bench
 	./build-bench/store_bench
+
+# The layers of src/ only point down (docs/architecture.md).
+layers:
+	sh scripts/check_layers.sh
 
 format:
 	sh scripts/format.sh --fix
