@@ -106,7 +106,9 @@ BW_API int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **o
  * No other call on the breaker or its circuits may run concurrently or later;
  * permits still outstanding must not be settled afterwards, and no circuit
  * handle may still be held. A coordinated breaker first lets its store's lane
- * run its queued writes, waiting at most store_close_timeout.
+ * run its queued writes (trips, probe outcomes), waiting at most
+ * store_close_timeout; with none queued it waits for nothing, abandoning a
+ * store call of its that may be running.
  * Thread safety: must not race any other call on this breaker (including a
  * listener still running for it, and its own timer's listener).
  */
@@ -268,9 +270,11 @@ typedef enum bw_verb {
 BW_API int bw_breaker_apply(bw_breaker *b, bw_verb v);
 
 /*
- * bw_breaker_bytes — the memory the breaker holds (struct, window, name, timer;
- * for a keyed circuit also its key and map entry; not its keyed circuits, see
- * bw_keyed_bytes), for capacity planning. 0 for NULL. Thread safety: any thread.
+ * bw_breaker_bytes — the memory the breaker holds (struct, window, name, the copy
+ * of its configuration that its keyed circuits are made from, timer, store link;
+ * for a keyed circuit its key and map entry instead of a configuration; not its
+ * keyed circuits, see bw_keyed_bytes), for capacity planning. 0 for NULL.
+ * Thread safety: any thread.
  */
 BW_API size_t bw_breaker_bytes(const bw_breaker *b);
 

@@ -18,8 +18,17 @@
  * Listener events of a circuit carry the breaker's name in `name` and the key in
  * `key` (NULL for the breaker's own circuit).
  *
- * Keys are 1 to 255 printable ASCII bytes without spaces (a key later becomes
- * part of a store key).
+ * Keys are 1 to 255 printable ASCII bytes without spaces.
+ *
+ * WITH A STORE. The circuits of a breaker with a store (bw_config_set_store)
+ * are shared through it too, in the breaker's mode, each under the store key
+ * "NAME KEY" (the breaker's name, one space, the key; docs/stores.md): the
+ * circuit of one key is one circuit for every process using that breaker name,
+ * and distinct from every other key's and from every breaker's own circuit
+ * (names and keys hold no space, so no two of them make the same store key).
+ * In coordinated mode each circuit is polled by the store's lane like a breaker
+ * (in one batch per poll tick); evicting a circuit forgets only its local
+ * counters, and never waits for its store.
  *
  * BOUNDED MEMORY. The breaker keeps at most keyed_maxsize circuits resident
  * (config.h; default 1024, 0 = unbounded) and never more than keyed_limit

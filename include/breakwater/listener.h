@@ -13,7 +13,7 @@
  * Which thread runs the listener: the thread whose call produced the event
  * (acquire, settle, an operator verb), the clock's timer thread (one per clock,
  * shared by its breakers) for auto-transitions on the system clock or a custom
- * clock, a store's lane thread (one per store) for what a coordinated breaker
+ * clock, a store's lane thread (one per store and clock) for what a coordinated breaker
  * learns from its store (a shared OPEN, HALF_OPEN or recovery, degraded and
  * recovered events; store.h), or the thread that
  * advanced a manual clock. In that last case the manual clock's own mutex is

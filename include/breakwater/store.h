@@ -157,7 +157,7 @@ BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
  * (owned by the store from now on: ops->close(ctx) runs at bw_store_close, also
  * when this call fails after validating the table). ops->scheme is borrowed:
  * it must outlive the store. The operations are called from any thread that
- * uses a breaker on the store and from the store's lane thread, at once:
+ * uses a breaker on the store and from the store's lane threads, at once:
  * they must be thread-safe. Returns BW_OK; BW_EINVAL for a NULL or incomplete
  * table, a version below 1, or a NULL out; BW_ENOMEM.
  * Thread safety: any thread.
@@ -166,8 +166,9 @@ BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, b
 
 /*
  * bw_store_close — close the store; NULL is ignored. Joins the store's lane
- * thread (coordinated breakers), so it waits for a store call still running
- * there. Every breaker on the store must have been freed.
+ * threads (coordinated breakers: one per clock they use), so it waits for a
+ * store call still running there (one abandoned by a freed breaker). Every
+ * breaker on the store must have been freed.
  * Thread safety: must not race any other use of the store.
  */
 BW_API void bw_store_close(bw_store *s);
