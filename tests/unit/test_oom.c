@@ -3,8 +3,8 @@
  * ... allocation of a scenario in turn and check that each call either works or
  * reports BW_ENOMEM / NULL (or BW_ESYS for a timer that cannot be made), never
  * crashes, and leaves the objects made before it usable. It needs
- * tests/alloc_hook.h, so it is built only without sanitizers (their allocator
- * cannot be replaced).
+ * tests/support/alloc_hook.h, so it is built only without sanitizers (their
+ * allocator cannot be replaced).
  */
 #include "alloc_hook.h"
 #include "harness.h"

@@ -1,5 +1,6 @@
 /*
- * harness.h — the tiny test harness every test executable uses.
+ * harness.h — the tiny test harness every test executable uses (one of the
+ * shared test helpers in tests/support/).
  *
  * A test is a function; RUN() calls it and counts it as failed if any CHECK in it
  * failed. Failed checks print both sides (and bw_strerror of a status), with the

@@ -1,7 +1,8 @@
 /*
- * timeutil.h — real time for the few tests that need real threads to wait
- * (every timing rule itself is tested on a manual clock). Include it after
- * defining _POSIX_C_SOURCE.
+ * timeutil.h — real time for the few tests that need real threads or
+ * processes to wait (every timing rule itself is tested on a manual clock);
+ * a shared test helper of tests/support/. Include it after defining
+ * _POSIX_C_SOURCE.
  */
 #ifndef BW_TEST_TIMEUTIL_H
 #define BW_TEST_TIMEUTIL_H

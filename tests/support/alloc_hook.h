@@ -3,8 +3,9 @@
  * replacing malloc and friends in the program that includes it (once) and
  * forwarding to glibc's __libc_* entry points. The library's own calls land here
  * too, since the program's definitions interpose on the shared C library's.
- * Used by bench/breaker_bench (allocations per call) and tests/unit/test_oom.c
- * (every allocation failure path).
+ * A shared helper of tests/support/, used by the benchmarks (allocations per
+ * call), tests/unit/test_oom.c (every allocation failure path) and
+ * tests/unit/test_pipeline.c (no allocation when executing).
  *
  * Sanitizer builds bring their own allocator, so there the hook is compiled out
  * and ALLOC_HOOK is 0; a user must then skip what needs it.
