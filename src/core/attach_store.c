@@ -22,13 +22,6 @@
 #include "base/error.h"
 #include "core/engine.h"
 
-int bw__following(const bw_breaker *b)
-{
-    const bw__link *l = link_of(b);
-    return l && l->c.mode == BW_STORE_COORDINATED && !bw__link_degraded(l) &&
-           bw__view_governs(&b->extra->view, b->m.state);
-}
-
 /*
  * The result of a store operation, inline or the lane's: the link's health
  * (degraded, recovered), the view it reports (coordinated), the state the store
@@ -141,7 +134,7 @@ void bw__store_detach(bw_breaker *b, int wait)
     bw__link_fini(&b->extra->link);
 }
 
-void bw__coord_trip(bw_breaker *b)
+BW_NOINLINE void bw__coord_trip(bw_breaker *b)
 {
     bw__coord *coord = b->extra ? b->extra->coord : NULL;
     if (coord && bw__coord_enqueue(coord, BW__OP_TRIP, 0, 0, 0) != 0)
@@ -173,7 +166,7 @@ BW_NOINLINE int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *wh
     if (leased) {
         /* Only a shared OPEN whose wait ended, or a shared HALF_OPEN, needs the store. */
         bw__spin_lock(&b->lock);
-        int follow = bw__following(b);
+        int follow = following(b);
         bw__spin_unlock(&b->lock);
         if (!follow)
             return bw__acquire_locked(b, p, why, stamp);

@@ -62,7 +62,7 @@ void bw__timer_detach(bw_breaker *b)
     b->extra->has_timer = 0;
 }
 
-void bw__timer_kick(bw_breaker *b)
+BW_NOINLINE void bw__timer_kick(bw_breaker *b)
 {
     bw_timer *t = timer_of(b);
     if (t)

@@ -69,14 +69,14 @@ static inline uint64_t word_of(const bw__machine *m)
 /* The state callers see: the machine's, unless a coordinated breaker follows the fleet. Lock held. */
 static int effective(const bw_breaker *b)
 {
-    return bw__following(b) ? b->extra->view.state : b->m.state;
+    return following(b) ? b->extra->view.state : b->m.state;
 }
 
 /* Mirror the machine (or the view it follows) into the lock-free fields. Call with lock_all held. */
 static void publish(bw_breaker *b)
 {
     atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
-    int follow = b->extra && bw__following(b);
+    int follow = b->extra && following(b);
     int st = follow ? b->extra->view.state : b->m.state;
     if (st == BW_STATE_OPEN) {
         int64_t until = follow ? b->extra->view.until : bw__machine_deadline(&b->m);
@@ -99,7 +99,15 @@ static inline change change_begin(bw_breaker *b)
     return c;
 }
 
-/* Publish, release every lock, kick the timer, and return the state callers see after the change. */
+/* The end of a change that moved a breaker with a timer or a store: publish, unlock, the timer's new deadline. */
+static BW_NOINLINE void change_end_moved(bw_breaker *b)
+{
+    publish(b);
+    unlock_all(b);
+    bw__timer_kick(b);
+}
+
+/* Publish, release every lock, and return the state callers see after the change. */
 static inline int change_end(bw_breaker *b, change *c)
 {
     int after = b->m.state;
@@ -107,13 +115,14 @@ static inline int change_end(bw_breaker *b, change *c)
     if (BW_UNLIKELY(b->extra != NULL)) {
         after = effective(b);
         c->trip = c->mbefore == BW_STATE_CLOSED && b->m.state == BW_STATE_OPEN;
-        moved |= after != c->before || c->force; /* a store's view moves without the generation */
-    }
-    if (moved)
+        if (moved || after != c->before || c->force) { /* a store's view moves without the generation */
+            change_end_moved(b);
+            return after;
+        }
+    } else if (moved) {
         publish(b);
+    }
     unlock_all(b);
-    if (BW_UNLIKELY(b->extra != NULL) && moved)
-        bw__timer_kick(b); /* the machine's next deadline may have moved */
     return after;
 }
 
@@ -723,7 +732,7 @@ int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
     bw__now now = {0, 0, bw__lazy_read, &lc};
     lock_all(b);
     bw__machine_snapshot(&b->m, &now, out);
-    if (b->extra && bw__following(b)) { /* the fleet's circuit governs: report it */
+    if (b->extra && following(b)) { /* the fleet's circuit governs: report it */
         const bw__view *v = &b->extra->view;
         out->state = (bw_state)v->state;
         out->shared = 1;

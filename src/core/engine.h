@@ -153,6 +153,14 @@ static inline bw_timer *timer_of(const bw_breaker *b)
     return b->extra && b->extra->has_timer ? &b->extra->timer : NULL;
 }
 
+/* Whether a coordinated breaker now follows the fleet's circuit (its view governs). Lock held. */
+static inline int following(const bw_breaker *b)
+{
+    const bw__link *l = link_of(b);
+    return l && l->c.mode == BW_STORE_COORDINATED && !bw__link_degraded(l) &&
+           bw__view_governs(&b->extra->view, b->m.state);
+}
+
 static inline int64_t stamp_of(const bw_breaker *b)
 {
     return BW_LIKELY(b->clock_sys) ? bw__sys_stamp() : bw_clock_now(b->clock);
@@ -218,8 +226,6 @@ void bw__timer_kick(bw_breaker *b);
 int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err);
 /* Unbind: the lane stops calling back; `wait` lets queued writes run for up to store_close_timeout. */
 void bw__store_detach(bw_breaker *b, int wait);
-/* Whether a coordinated breaker now follows the fleet's circuit. Lock held. */
-int bw__following(const bw_breaker *b);
 /* A local CLOSED -> OPEN trip of a coordinated breaker: queue its write to the store. */
 void bw__coord_trip(bw_breaker *b);
 /* Admission, settlement, snapshot and verbs of a breaker with a store. */

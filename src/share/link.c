@@ -24,6 +24,7 @@ int bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const 
     atomic_init(&l->lock.v, 0);
     atomic_init(&l->degraded, 0);
     atomic_init(&l->stored_state, initial);
+    atomic_init(&l->failures, 0);
     l->rng = bw__hash_seed(l);
     return BW_OK;
 }
@@ -38,7 +39,8 @@ void bw__link_fini(bw__link *l)
 static int64_t retry_delay(bw__link *l)
 {
     double cap = l->c.retry_max > 0 ? (double)l->c.retry_max : 1e18;
-    double d = bw__grow((double)l->c.retry, l->c.retry_mult, l->failures, cap);
+    double d =
+        bw__grow((double)l->c.retry, l->c.retry_mult, atomic_load_explicit(&l->failures, memory_order_relaxed), cap);
     d += d * l->c.retry_jitter * bw__unit(bw__splitmix(&l->rng));
     return d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
 }
@@ -90,30 +92,26 @@ int bw__link_peek(bw__link *l, bw__shared_op *op)
     return rc;
 }
 
-int bw__link_health(bw__link *l, int rc, const bw__shared_op *op)
+int bw__link_health_slow(bw__link *l, int rc, const bw__shared_op *op)
 {
-    int stored = l->c.mode == BW_STORE_STORED;
-    if (rc == BW_OK && stored && bw__link_stored_state(l) != op->after)
-        atomic_store_explicit(&l->stored_state, op->after, memory_order_relaxed);
-    if (rc == BW_OK && !op->wrote && !bw__link_degraded(l))
-        return BW__LINK_SAME; /* healthy, and no write to reset the backoff: no lock */
     int64_t now = rc == BW_OK ? 0 : bw_clock_now(l->c.clock);
     int what = BW__LINK_SAME;
     bw__spin_lock(&l->lock);
     if (rc == BW_OK) {
-        if (l->degraded && (op->wrote || !stored)) {
+        if (l->degraded && (op->wrote || l->c.mode != BW_STORE_STORED)) {
             atomic_store_explicit(&l->degraded, 0, memory_order_relaxed);
             what = BW__LINK_RECOVERED;
         }
         if (op->wrote)
-            l->failures = 0;
+            atomic_store_explicit(&l->failures, 0, memory_order_relaxed);
     } else {
         if (!l->degraded)
             what = BW__LINK_DEGRADED;
         atomic_store_explicit(&l->degraded, 1, memory_order_relaxed);
         l->retry_at = bw__sat_add(now, retry_delay(l));
-        if (l->failures < UINT32_MAX)
-            l->failures++;
+        uint32_t f = atomic_load_explicit(&l->failures, memory_order_relaxed);
+        if (f < UINT32_MAX)
+            atomic_store_explicit(&l->failures, f + 1, memory_order_relaxed);
     }
     bw__spin_unlock(&l->lock);
     return what;

@@ -48,8 +48,8 @@ typedef struct bw__link {
     char *key; /* the store key (base/name.h), owned */
     bw__spin lock;
     _Atomic int degraded;
-    int64_t retry_at; /* the owner's clock: the store is not tried before */
-    uint32_t failures;
+    int64_t retry_at;          /* the owner's clock: the store is not tried before */
+    _Atomic uint32_t failures; /* consecutive failed operations (the backoff's exponent) */
     uint64_t rng;
     _Atomic int stored_state; /* stored mode: the state the store last reported */
 } bw__link;
@@ -94,14 +94,6 @@ int bw__link_admit_read(bw__link *l, bw__shared_op *op);
  */
 int bw__link_peek(bw__link *l, bw__shared_op *op);
 
-/*
- * Account for the result of an operation (rc, and op when BW_OK): degrade,
- * push the retry time on, recover, reset the backoff, note the stored state.
- * Returns BW__LINK_DEGRADED when this result degraded the link,
- * BW__LINK_RECOVERED when it recovered it, else BW__LINK_SAME.
- */
-int bw__link_health(bw__link *l, int rc, const bw__shared_op *op);
-
 static inline int bw__link_degraded(const bw__link *l)
 {
     return atomic_load_explicit(&((bw__link *)l)->degraded, memory_order_relaxed);
@@ -110,6 +102,26 @@ static inline int bw__link_degraded(const bw__link *l)
 static inline int bw__link_stored_state(const bw__link *l)
 {
     return atomic_load_explicit(&((bw__link *)l)->stored_state, memory_order_relaxed);
+}
+
+/* bw__link_health's locked part (link.c). */
+int bw__link_health_slow(bw__link *l, int rc, const bw__shared_op *op);
+
+/*
+ * Account for the result of an operation (rc, and op when BW_OK): degrade,
+ * push the retry time on, recover, reset the backoff, note the stored state.
+ * Returns BW__LINK_DEGRADED when this result degraded the link,
+ * BW__LINK_RECOVERED when it recovered it, else BW__LINK_SAME. A healthy link
+ * with nothing to reset takes no lock.
+ */
+static inline int bw__link_health(bw__link *l, int rc, const bw__shared_op *op)
+{
+    if (rc == BW_OK && l->c.mode == BW_STORE_STORED && bw__link_stored_state(l) != op->after)
+        atomic_store_explicit(&l->stored_state, op->after, memory_order_relaxed);
+    if (rc == BW_OK && !bw__link_degraded(l) &&
+        (!op->wrote || !atomic_load_explicit(&l->failures, memory_order_relaxed)))
+        return BW__LINK_SAME;
+    return bw__link_health_slow(l, rc, op);
 }
 
 #endif
