@@ -10,102 +10,29 @@
 #include <time.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
 
-/* ---- a recording listener ---- */
-
-#define REC_MAX 128
-
-typedef struct rec {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n;
-    char log[REC_MAX][64];
-    bw_event ev[REC_MAX];
-    bw_breaker *reenter; /* when set, the listener calls back into this breaker */
-} rec;
-
-static void rec_init(rec *r)
+/* The listener that calls back into a breaker (test_listener_may_reenter), through the recorder's hook. */
+static void reenter(const bw_event *e, void *arg)
 {
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-}
-
-static void rec_fini(rec *r)
-{
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-}
-
-static void on_event(const bw_event *e, void *user)
-{
-    rec *r = user;
-    if (r->reenter && e->type == BW_EVENT_STATE_CHANGE) {
+    bw_breaker *b = arg;
+    if (e->type == BW_EVENT_STATE_CHANGE) {
         bw_snapshot s;
         bw_permit p;
-        bw_breaker_snapshot(r->reenter, &s); /* must not deadlock */
-        if (bw_acquire(r->reenter, &p, NULL) == BW_OK)
-            bw_settle(r->reenter, &p, BW_IGNORED);
+        bw_breaker_snapshot(b, &s); /* must not deadlock */
+        if (bw_acquire(b, &p, NULL) == BW_OK)
+            bw_settle(b, &p, BW_IGNORED);
     }
-    pthread_mutex_lock(&r->mu);
-    if (r->n < REC_MAX) {
-        char *l = r->log[r->n];
-        switch (e->type) {
-        case BW_EVENT_STATE_CHANGE:
-            snprintf(l, 64, "state %s->%s", bw_state_name(e->from), bw_state_name(e->to));
-            break;
-        case BW_EVENT_CALL:
-            snprintf(l, 64, "call %s%s%s", bw_outcome_name(e->outcome), e->slow ? " slow" : "",
-                     e->stale ? " stale" : "");
-            break;
-        case BW_EVENT_REJECTED:
-            snprintf(l, 64, "rejected %s", bw_state_name(e->to));
-            break;
-        case BW_EVENT_RESET:
-            snprintf(l, 64, "reset");
-            break;
-        default:
-            snprintf(l, 64, "other %d", (int)e->type);
-            break;
-        }
-        r->ev[r->n] = *e;
-        r->n++;
-    }
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* The events recorded since `from`, joined with ", ". */
-static const char *rec_since(rec *r, int from)
-{
-    static char buf[2048];
-    buf[0] = 0;
-    pthread_mutex_lock(&r->mu);
-    for (int i = from; i < r->n; i++) {
-        if (i > from)
-            strcat(buf, ", ");
-        strcat(buf, r->log[i]);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return buf;
-}
-
-static int rec_count(rec *r)
-{
-    pthread_mutex_lock(&r->mu);
-    int n = r->n;
-    pthread_mutex_unlock(&r->mu);
-    return n;
 }
 
 /* ---- fixtures ---- */
 
 static bw_clock *clk;
 
-static bw_breaker *make(const char *text, rec *r)
+static bw_breaker *make(const char *text, recorder *r)
 {
     bw_config *c = bw_config_new();
     bw_error err = {0};
@@ -116,7 +43,7 @@ static bw_breaker *make(const char *text, rec *r)
         fprintf(stderr, "config: %s\n", err.message);
     bw_config_set_clock(c, clk);
     if (r)
-        bw_config_set_listener(c, BW_EVENTS_ALL, on_event, r);
+        bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, r);
     CHECK_OK(bw_breaker_new("svc", c, &b, &err));
     bw_config_free(c);
     return b;
@@ -142,33 +69,32 @@ static void setup(void)
 static void test_event_order(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=2 failure_rate=0.5 wait=10s permitted_probes=1", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=2 failure_rate=0.5 wait=10s permitted_probes=1", r);
     call(b, BW_FAILURE);
     call(b, BW_FAILURE);
-    CHECK_STR(rec_since(&r, 0), "call failure, call failure, state closed->open");
-    int mark = rec_count(&r);
+    CHECK_STR(rec_since(r, 0), "call failure, call failure, state closed->open");
+    int mark = rec_count(r);
     bw_permit p;
     bw_rejection why;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
-    CHECK_STR(rec_since(&r, mark), "rejected open");
-    mark = rec_count(&r);
+    CHECK_STR(rec_since(r, mark), "rejected open");
+    mark = rec_count(r);
     bw_clock_manual_advance(clk, 10 * S);
     call(b, BW_SUCCESS);
-    CHECK_STR(rec_since(&r, mark), "state open->half_open, call success, state half_open->closed");
-    mark = rec_count(&r);
+    CHECK_STR(rec_since(r, mark), "state open->half_open, call success, state half_open->closed");
+    mark = rec_count(r);
     bw_breaker_reset(b);
-    CHECK_STR(rec_since(&r, mark), "reset");
-    mark = rec_count(&r);
+    CHECK_STR(rec_since(r, mark), "reset");
+    mark = rec_count(r);
     bw_breaker_force_open(b);
     bw_breaker_force_open(b);
-    CHECK_STR(rec_since(&r, mark), "state closed->forced_open");
-    mark = rec_count(&r);
+    CHECK_STR(rec_since(r, mark), "state closed->forced_open");
+    mark = rec_count(r);
     bw_breaker_reset(b);
-    CHECK_STR(rec_since(&r, mark), "state forced_open->closed, reset");
+    CHECK_STR(rec_since(r, mark), "state forced_open->closed, reset");
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_rejection_details(void)
@@ -257,9 +183,8 @@ static void test_permit_misuse(void)
 static void test_slow_call_boundary(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("slow_call_duration=1s min_calls=100", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("slow_call_duration=1s min_calls=100", r);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     bw_clock_manual_advance(clk, S - 1);
@@ -270,10 +195,10 @@ static void test_slow_call_boundary(void)
     CHECK_OK(bw_acquire(b, &p, NULL));
     bw_clock_manual_advance(clk, S + 1);
     CHECK_OK(bw_settle(b, &p, BW_FAILURE));
-    CHECK_STR(rec_since(&r, 0), "call success, call success slow, call failure slow");
-    CHECK_INT(r.ev[0].duration_ns, S - 1);
-    CHECK_INT(r.ev[1].duration_ns, S);
-    CHECK_INT(r.ev[2].duration_ns, S + 1);
+    CHECK_STR(rec_since(r, 0), "call success, call success slow, call failure slow");
+    CHECK_INT(rec_nth(r, 0)->duration_ns, S - 1);
+    CHECK_INT(rec_nth(r, 1)->duration_ns, S);
+    CHECK_INT(rec_nth(r, 2)->duration_ns, S + 1);
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.total_calls, 3);
@@ -281,7 +206,7 @@ static void test_slow_call_boundary(void)
     CHECK_INT(s.failed_calls, 1);
     CHECK_DBL(s.slow_call_rate, 2.0 / 3.0);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 /* Slowness alone trips with the default slow_call_rate of 1.0 (interlock §11 item 1). */
@@ -302,23 +227,22 @@ static void test_all_slow_trips(void)
 static void test_stale_outcome_after_trip(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1", r);
     bw_permit early, late;
     CHECK_OK(bw_acquire(b, &early, NULL));
     CHECK_OK(bw_acquire(b, &late, NULL));
     CHECK_OK(bw_settle(b, &early, BW_FAILURE));
     CHECK_STATE(b, BW_STATE_OPEN);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     CHECK_OK(bw_settle(b, &late, BW_SUCCESS));
-    CHECK_STR(rec_since(&r, mark), "call success stale");
+    CHECK_STR(rec_since(r, mark), "call success stale");
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.total_calls, 1);
     CHECK_INT(s.failed_calls, 1);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 /* unreachable_counts=false: UNREACHABLE is not recorded in CLOSED; in HALF_OPEN it is no verdict, as by default. */
@@ -367,9 +291,8 @@ static void test_unreachable_counts_off(void)
 static void test_disabled_and_metrics_only(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=2 failure_rate=0.5", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=2 failure_rate=0.5", r);
     call(b, BW_FAILURE);
     call(b, BW_FAILURE);
     CHECK_STATE(b, BW_STATE_OPEN);
@@ -384,11 +307,11 @@ static void test_disabled_and_metrics_only(void)
         call(b, BW_FAILURE);
     CHECK_STATE(b, BW_STATE_METRICS_ONLY); /* never trips */
     bw_breaker_disable(b);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     CHECK_OK(bw_settle_ex(b, &p, BW_FAILURE, 77));
-    CHECK_STR(rec_since(&r, mark), "call failure"); /* the event still fires */
+    CHECK_STR(rec_since(r, mark), "call failure"); /* the event still fires */
     bw_snapshot s2;
     bw_breaker_snapshot(b, &s2);
     CHECK_INT(s2.total_calls, 13); /* nothing recorded while disabled */
@@ -396,7 +319,7 @@ static void test_disabled_and_metrics_only(void)
     CHECK_OK(bw_breaker_last_failure(b, &code));
     CHECK_INT(code, 77); /* but the last failure is */
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_initial_states(void)
@@ -407,17 +330,16 @@ static void test_initial_states(void)
     bw_permit p;
     CHECK_RC(bw_acquire(b, &p, NULL), BW_REJECTED);
     bw_breaker_free(b);
-    rec r;
-    rec_init(&r);
-    b = make("initial_state=metrics_only min_calls=1", &r);
-    CHECK_INT(rec_count(&r), 0); /* construction emits nothing */
+    recorder *r = rec_new();
+    b = make("initial_state=metrics_only min_calls=1", r);
+    CHECK_INT(rec_count(r), 0); /* construction emits nothing */
     call(b, BW_FAILURE);
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.total_calls, 1);
     CHECK_STATE(b, BW_STATE_METRICS_ONLY);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
     b = make("initial_state=disabled", NULL);
     CHECK_STATE(b, BW_STATE_DISABLED);
     bw_breaker_free(b);
@@ -484,77 +406,73 @@ static void test_call_helper(void)
 static void test_auto_transition_manual_clock(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", r);
     call(b, BW_FAILURE);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     bw_clock_manual_advance(clk, 30 * S - 1);
     CHECK_STATE(b, BW_STATE_OPEN);
-    CHECK_STR(rec_since(&r, mark), "");
+    CHECK_STR(rec_since(r, mark), "");
     bw_clock_manual_advance(clk, 1);
     CHECK_STATE(b, BW_STATE_HALF_OPEN);
-    CHECK_STR(rec_since(&r, mark), "state open->half_open");
+    CHECK_STR(rec_since(r, mark), "state open->half_open");
     bw_clock_manual_advance(clk, S);
-    CHECK_STR(rec_since(&r, mark), "state open->half_open"); /* exactly once */
+    CHECK_STR(rec_since(r, mark), "state open->half_open"); /* exactly once */
     /* The timer admitted nobody: the first call is still probe 1. */
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.probes_admitted, 0);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 /* The timer moves first; the next call is then probe 1 of that round, and no second event fires. */
 static void test_auto_transition_then_call(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true permitted_probes=1", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true permitted_probes=1", r);
     call(b, BW_FAILURE);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     bw_clock_manual_advance(clk, 30 * S);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
-    CHECK_STR(rec_since(&r, mark), "state open->half_open, call success, state half_open->closed");
+    CHECK_STR(rec_since(r, mark), "state open->half_open, call success, state half_open->closed");
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_auto_transition_cancelled_by_reset(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", r);
     call(b, BW_FAILURE);
     bw_breaker_reset(b);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     bw_clock_manual_advance(clk, 60 * S);
-    CHECK_STR(rec_since(&r, mark), "");
+    CHECK_STR(rec_since(r, mark), "");
     CHECK_STATE(b, BW_STATE_CLOSED);
     call(b, BW_FAILURE);
     bw_breaker_force_open(b);
-    mark = rec_count(&r);
+    mark = rec_count(r);
     bw_clock_manual_advance(clk, 60 * S);
-    CHECK_STR(rec_since(&r, mark), "");
+    CHECK_STR(rec_since(r, mark), "");
     CHECK_STATE(b, BW_STATE_FORCED_OPEN);
     bw_breaker_free(b);
     /* A freed breaker is no longer driven by the clock (ASan would catch a use after free). */
     bw_clock_manual_advance(clk, 60 * S);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_half_open_deadline(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
+    recorder *r = rec_new();
     bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s permitted_probes=2 max_wait_in_half_open=5s "
                          "wait_multiplier=2",
-                         &r);
+                         r);
     call(b, BW_FAILURE);
     bw_clock_manual_advance(clk, 10 * S);
     bw_permit hung;
@@ -565,50 +483,49 @@ static void test_half_open_deadline(void)
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_HALF_OPEN);
     bw_clock_manual_advance(clk, 1);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_OPEN);
     CHECK_INT(why.retry_after_ns, 20 * S); /* a failed round doubles the wait */
-    CHECK_STR(rec_since(&r, mark), "state half_open->open, rejected open");
+    CHECK_STR(rec_since(r, mark), "state half_open->open, rejected open");
     CHECK_OK(bw_settle(b, &hung, BW_SUCCESS)); /* late: stale */
     CHECK_STATE(b, BW_STATE_OPEN);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_half_open_deadline_by_timer(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s max_wait_in_half_open=5s auto_transition=true", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s max_wait_in_half_open=5s auto_transition=true", r);
     call(b, BW_FAILURE);
     bw_clock_manual_advance(clk, 10 * S);
-    int mark = rec_count(&r);
+    int mark = rec_count(r);
     bw_permit hung;
     CHECK_OK(bw_acquire(b, &hung, NULL));
     bw_clock_manual_advance(clk, 5 * S);
-    CHECK_STR(rec_since(&r, mark), "state half_open->open");
+    CHECK_STR(rec_since(r, mark), "state half_open->open");
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_listener_may_reenter(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=1s", &r);
-    r.reenter = b;
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=1 failure_rate=1 wait=1s", r);
+    r->hook = reenter;
+    r->hook_arg = b;
     call(b, BW_FAILURE); /* the state-change listener snapshots and acquires */
     CHECK_STATE(b, BW_STATE_OPEN);
     bw_clock_manual_advance(clk, S);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
-    CHECK(rec_count(&r) >= 3);
+    CHECK(rec_count(r) >= 3);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void test_time_window_engine(void)
@@ -635,9 +552,8 @@ static void test_time_window_engine(void)
 static void test_consecutive_engine(void)
 {
     setup();
-    rec r;
-    rec_init(&r);
-    bw_breaker *b = make("policy=consecutive error_threshold=3 success_threshold=2", &r);
+    recorder *r = rec_new();
+    bw_breaker *b = make("policy=consecutive error_threshold=3 success_threshold=2", r);
     call(b, BW_FAILURE);
     call(b, BW_FAILURE);
     call(b, BW_SUCCESS);
@@ -656,7 +572,7 @@ static void test_consecutive_engine(void)
     call(b, BW_SUCCESS);
     CHECK_STATE(b, BW_STATE_CLOSED);
     bw_breaker_free(b);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 /* ---- the timer thread, on a custom clock the test controls ---- */
@@ -667,19 +583,6 @@ static int64_t custom_clock(void *user)
 {
     (void)user;
     return atomic_load(&custom_now);
-}
-
-static int wait_events(rec *r, int n)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 10;
-    pthread_mutex_lock(&r->mu);
-    while (r->n < n && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0) {
-    }
-    int got = r->n;
-    pthread_mutex_unlock(&r->mu);
-    return got;
 }
 
 static void *noop_thread(void *arg)
@@ -711,12 +614,11 @@ static void test_timer_service(void)
     bw_clock *cc;
     CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
     atomic_store(&custom_now, 0);
-    rec r;
-    rec_init(&r);
+    recorder *r = rec_new();
     bw_config *c = bw_config_new();
     CHECK_OK(bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1ms auto_transition=true", NULL));
     bw_config_set_clock(c, cc);
-    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &r);
+    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), rec_listen, r);
     bw_breaker *b[N];
     /* A first thread makes a sanitizer start its own helper thread now, not below. */
     pthread_t dummy;
@@ -730,24 +632,21 @@ static void test_timer_service(void)
         call(b[i], BW_FAILURE);
     }
     bw_config_free(c);
-    CHECK_INT(wait_events(&r, N), N);
+    CHECK_INT(rec_wait(r, N), N);
     if (threads_before > 0)
         CHECK_INT(thread_count() - threads_before, 1); /* one service thread for all */
     /* Time has not moved on the breakers' clock, so no timer can have fired. */
     for (int i = 0; i < N; i++)
         CHECK_STATE(b[i], BW_STATE_OPEN);
     atomic_store(&custom_now, BW_NS_PER_MS);
-    CHECK_INT(wait_events(&r, 2 * N), 2 * N);
+    CHECK_INT(rec_wait(r, 2 * N), 2 * N);
     for (int i = 0; i < N; i++)
         CHECK_STATE(b[i], BW_STATE_HALF_OPEN);
-    int changes = 0;
-    for (int i = 0; i < r.n; i++)
-        changes += r.ev[i].from == BW_STATE_OPEN && r.ev[i].to == BW_STATE_HALF_OPEN;
-    CHECK_INT(changes, N); /* exactly one each */
+    CHECK_INT(rec_changes(r, "open->half_open"), N); /* exactly one each */
     for (int i = 0; i < N; i++)
         bw_breaker_free(b[i]); /* cancels; no fire runs afterwards */
     bw_clock_free(cc);         /* joins the service thread */
-    rec_fini(&r);
+    rec_free(r);
 }
 
 /* The service also ends a hung half-open round on time, after moving to HALF_OPEN. */
@@ -756,25 +655,24 @@ static void test_timer_service_half_open_deadline(void)
     bw_clock *cc;
     CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
     atomic_store(&custom_now, 0);
-    rec r;
-    rec_init(&r);
+    recorder *r = rec_new();
     bw_config *c = bw_config_new();
     CHECK_OK(
         bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1ms max_wait_in_half_open=2ms auto_transition=true", NULL));
     bw_config_set_clock(c, cc);
-    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &r);
+    bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), rec_listen, r);
     bw_breaker *b;
     CHECK_OK(bw_breaker_new("ho-deadline", c, &b, NULL));
     bw_config_free(c);
     call(b, BW_FAILURE);
     atomic_store(&custom_now, BW_NS_PER_MS); /* the wait ends: HALF_OPEN, no probe */
-    CHECK_INT(wait_events(&r, 2), 2);
+    CHECK_INT(rec_wait(r, 2), 2);
     atomic_store(&custom_now, 3 * BW_NS_PER_MS); /* the round outlived its 2 ms */
-    CHECK_INT(wait_events(&r, 3), 3);
-    CHECK_STR(rec_since(&r, 0), "state closed->open, state open->half_open, state half_open->open");
+    CHECK_INT(rec_wait(r, 3), 3);
+    CHECK_STR(rec_since(r, 0), "state closed->open, state open->half_open, state half_open->open");
     bw_breaker_free(b);
     bw_clock_free(cc);
-    rec_fini(&r);
+    rec_free(r);
 }
 
 static void count_opens(const bw_event *e, void *user)

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 #define THREADS 4
 
@@ -136,19 +137,9 @@ typedef struct trip_ctx {
     bw_breaker *b;
     int calls;      /* per worker */
     int fail_every; /* every n-th call of a worker fails (the first one too) */
-    _Atomic int closed_to_open;
-    _Atomic int open_to_half;
+    recorder *rec;  /* the breaker's state changes */
     _Atomic int go;
 } trip_ctx;
-
-static void count_events(const bw_event *e, void *user)
-{
-    trip_ctx *c = user;
-    if (e->from == BW_STATE_CLOSED && e->to == BW_STATE_OPEN)
-        atomic_fetch_add(&c->closed_to_open, 1);
-    if (e->from == BW_STATE_OPEN && e->to == BW_STATE_HALF_OPEN)
-        atomic_fetch_add(&c->open_to_half, 1);
-}
 
 static void *worker(void *arg)
 {
@@ -167,7 +158,8 @@ static void concurrent_trip(const char *config)
 {
     static trip_ctx c;
     memset(&c, 0, sizeof c);
-    c.b = make(config, NULL, count_events, &c);
+    c.rec = rec_new();
+    c.b = make(config, NULL, rec_listen, c.rec);
     c.calls = 2000;
     c.fail_every = 1;
     for (int round = 0; round < 20; round++) {
@@ -179,7 +171,7 @@ static void concurrent_trip(const char *config)
         for (int i = 0; i < 8; i++)
             pthread_join(t[i], NULL);
         CHECK_STATE(c.b, BW_STATE_OPEN);
-        CHECK_INT(atomic_load(&c.closed_to_open), round + 1);
+        CHECK_INT(rec_changes(c.rec, "closed->open"), round + 1);
         bw_snapshot s;
         bw_breaker_snapshot(c.b, &s);
         CHECK(s.total_calls >= 50); /* it tripped no earlier than min_calls */
@@ -187,6 +179,7 @@ static void concurrent_trip(const char *config)
         bw_breaker_reset(c.b);
     }
     bw_breaker_free(c.b);
+    rec_free(c.rec);
 }
 
 static void test_concurrent_trip_one_event(void)
@@ -205,8 +198,9 @@ static void test_striped_rates(void)
 {
     static trip_ctx c;
     memset(&c, 0, sizeof c);
+    c.rec = rec_new();
     /* 25% failures stay under 30%: never trips; the totals add up across stripes. */
-    c.b = make("min_calls=100 failure_rate=0.3 window=time:3600s", NULL, count_events, &c);
+    c.b = make("min_calls=100 failure_rate=0.3 window=time:3600s", NULL, rec_listen, c.rec);
     c.calls = 20000;
     c.fail_every = 4;
     pthread_t t[4];
@@ -220,10 +214,13 @@ static void test_striped_rates(void)
     CHECK_STATE(c.b, BW_STATE_CLOSED);
     CHECK_INT(s.total_calls, 80000);
     CHECK_INT(s.failed_calls, 20000);
+    CHECK_INT(rec_count(c.rec), 0);
     bw_breaker_free(c.b);
+    rec_free(c.rec);
     /* At 20% the threshold is reached: it trips, once. */
     memset(&c, 0, sizeof c);
-    c.b = make("min_calls=100 failure_rate=0.2 window=time:3600s wait=1h", NULL, count_events, &c);
+    c.rec = rec_new();
+    c.b = make("min_calls=100 failure_rate=0.2 window=time:3600s wait=1h", NULL, rec_listen, c.rec);
     c.calls = 20000;
     c.fail_every = 4;
     for (int i = 0; i < 4; i++)
@@ -232,8 +229,9 @@ static void test_striped_rates(void)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     CHECK_STATE(c.b, BW_STATE_OPEN);
-    CHECK_INT(atomic_load(&c.closed_to_open), 1);
+    CHECK_INT(rec_changes(c.rec, "closed->open"), 1);
     bw_breaker_free(c.b);
+    rec_free(c.rec);
 }
 
 typedef struct race_ctx {
@@ -266,11 +264,10 @@ static void *racer_clock(void *arg)
 static void test_timer_races_call(void)
 {
     for (int round = 0; round < 200; round++) {
-        static trip_ctx t;
-        memset(&t, 0, sizeof t);
+        recorder *rec = rec_new();
         race_ctx c = {0};
         CHECK_OK(bw_clock_manual_new(0, &c.clk));
-        c.b = make("min_calls=1 failure_rate=1 wait=1s auto_transition=true", c.clk, count_events, &t);
+        c.b = make("min_calls=1 failure_rate=1 wait=1s auto_transition=true", c.clk, rec_listen, rec);
         bw_permit p;
         CHECK_OK(bw_acquire(c.b, &p, NULL));
         CHECK_OK(bw_settle(c.b, &p, BW_FAILURE));
@@ -280,10 +277,11 @@ static void test_timer_races_call(void)
         atomic_store(&c.go, 1);
         pthread_join(a, NULL);
         pthread_join(b, NULL);
-        CHECK_INT(atomic_load(&t.open_to_half), 1);
+        CHECK_INT(rec_changes(rec, "open->half_open"), 1);
         CHECK_STATE(c.b, BW_STATE_HALF_OPEN);
         bw_breaker_free(c.b);
         bw_clock_free(c.clk);
+        rec_free(rec);
     }
 }
 

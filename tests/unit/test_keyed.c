@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 #define S BW_NS_PER_S
 
@@ -85,31 +86,25 @@ static void trip(bw_breaker *b, const char *key)
     CHECK_INT(key_state(b, key), BW_STATE_OPEN);
 }
 
-/* ---- a listener that keeps (name, key, type) of each event ---- */
-
-typedef struct keyrec {
-    int n;
-    char line[32][96];
-} keyrec;
-
-static void on_event(const bw_event *e, void *user)
+/* The recorder's i-th event as "name/key what" (key "-" for the breaker's own circuit). */
+static const char *keyed_line(recorder *r, int i)
 {
-    keyrec *r = user;
-    if (r->n >= 32)
-        return;
+    static char buf[600];
+    const bw_event *e = rec_nth(r, i);
     const char *what = e->type == BW_EVENT_STATE_CHANGE ? bw_state_name(e->to)
                        : e->type == BW_EVENT_CALL       ? bw_outcome_name(e->outcome)
                        : e->type == BW_EVENT_REJECTED   ? "rejected"
                                                         : "reset";
-    snprintf(r->line[r->n++], 96, "%s/%s %s", e->name, e->key ? e->key : "-", what);
+    snprintf(buf, sizeof buf, "%s/%s %s", e->name ? e->name : "(null)", e->key ? e->key : "-", what);
+    return buf;
 }
 
 /* ---- independence, identity, events ---- */
 
 static void test_independent_circuits(void)
 {
-    keyrec r = {0};
-    opts o = {.maxsize = 16, .listener = on_event, .user = &r};
+    recorder *r = rec_new();
+    opts o = {.maxsize = 16, .listener = rec_listen, .user = r};
     bw_breaker *b = make(&o);
     trip(b, "a");
     CHECK_INT(key_state(b, "b"), -100);
@@ -154,10 +149,11 @@ static void test_independent_circuits(void)
                           "upstream/b success", "upstream/a rejected", "upstream/- failure",
                           "upstream/- failure", "upstream/- open",     "upstream/b success"};
     int n = (int)(sizeof want / sizeof want[0]);
-    CHECK_INT(r.n, n);
-    for (int i = 0; i < n && i < r.n; i++)
-        CHECK_STR(r.line[i], want[i]);
+    CHECK_INT(rec_count(r), n);
+    for (int i = 0; i < n && i < rec_count(r); i++)
+        CHECK_STR(keyed_line(r, i), want[i]);
     bw_breaker_free(b);
+    rec_free(r);
 }
 
 static void test_handle_has_full_surface(void)

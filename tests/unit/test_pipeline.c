@@ -15,6 +15,7 @@
 
 #include "alloc_hook.h"
 #include "harness.h"
+#include "recorder.h"
 
 #define MS BW_NS_PER_MS
 #define S BW_NS_PER_S
@@ -35,25 +36,13 @@ static void fake_sleep(int64_t ns, void *user)
     bw_clock_manual_advance(clk, ns);
 }
 
-#define MAX_EVENTS 32
-static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
-static bw_event events[MAX_EVENTS];
-static int nevents;
-
-static void record(const bw_event *e, void *user)
-{
-    (void)user;
-    pthread_mutex_lock(&ev_mu);
-    if (nevents < MAX_EVENTS)
-        events[nevents] = *e;
-    nevents++;
-    pthread_mutex_unlock(&ev_mu);
-}
+/* What the pipelines of pipeline() emit. */
+static recorder *events;
 
 static void reset_logs(void)
 {
     nslept = 0;
-    nevents = 0;
+    rec_clear(events);
 }
 
 /* ---- builders ---- */
@@ -89,7 +78,7 @@ static bw_pipeline *pipeline(void)
     bw_pipeline *p = NULL;
     CHECK_OK(bw_pipeline_new("orders", &p, NULL));
     CHECK_OK(bw_pipeline_set_clock(p, clk));
-    CHECK_OK(bw_pipeline_set_listener(p, BW_EVENTS_ALL, record, NULL));
+    CHECK_OK(bw_pipeline_set_listener(p, BW_EVENTS_ALL, rec_listen, events));
     return p;
 }
 
@@ -157,15 +146,15 @@ static void test_retry_stops_at_open_circuit(void)
     CHECK_INT(rep.fallback, 0);
     CHECK_STATE(b, BW_STATE_OPEN);
     CHECK_INT(nslept, 2);
-    CHECK_INT(nevents, 2);
+    CHECK_INT(rec_count(events), 2);
     for (int i = 0; i < 2; i++) {
-        CHECK_INT(events[i].type, BW_EVENT_RETRY);
-        CHECK_STR(events[i].name, "orders");
-        CHECK(events[i].breaker == NULL);
-        CHECK_INT(events[i].attempt, i + 1);
-        CHECK_INT(events[i].delay_ns, 500 * MS);
-        CHECK_INT(events[i].status, BW_OK);
-        CHECK_INT(events[i].rc, 1);
+        CHECK_INT(rec_nth(events, i)->type, BW_EVENT_RETRY);
+        CHECK_STR(rec_nth(events, i)->name, "orders");
+        CHECK(rec_nth(events, i)->breaker == NULL);
+        CHECK_INT(rec_nth(events, i)->attempt, i + 1);
+        CHECK_INT(rec_nth(events, i)->delay_ns, 500 * MS);
+        CHECK_INT(rec_nth(events, i)->status, BW_OK);
+        CHECK_INT(rec_nth(events, i)->rc, 1);
     }
     /* The callee saw attempts 1 and 2. */
     CHECK_INT(d.attempt[0], 1);
@@ -199,8 +188,8 @@ static void test_patient_retry_waits_for_the_probe(void)
     CHECK_INT(slept[0], 0);
     CHECK_INT(slept[1], 0);
     CHECK_INT(slept[2], 10 * S);
-    CHECK_INT(events[2].status, BW_REJECTED);
-    CHECK_INT(events[2].delay_ns, 10 * S);
+    CHECK_INT(rec_nth(events, 2)->status, BW_REJECTED);
+    CHECK_INT(rec_nth(events, 2)->delay_ns, 10 * S);
     CHECK_STATE(b, BW_STATE_CLOSED);
     bw_pipeline_free(p);
     bw_retry_free(r);
@@ -240,10 +229,10 @@ static void test_fallback_on_rejection(void)
     CHECK_INT(why.attempts, 1); /* a rejection is not retried */
     CHECK_INT(why.rejection.state, BW_STATE_FORCED_OPEN);
     CHECK_INT(why.rejection.retry_after_ns, BW_NO_TIME);
-    CHECK_INT(nevents, 1);
-    CHECK_INT(events[0].type, BW_EVENT_FALLBACK);
-    CHECK_INT(events[0].fallback_reason, BW_FALLBACK_ON_REJECTED);
-    CHECK_INT(events[0].status, BW_REJECTED);
+    CHECK_INT(rec_count(events), 1);
+    CHECK_INT(rec_nth(events, 0)->type, BW_EVENT_FALLBACK);
+    CHECK_INT(rec_nth(events, 0)->fallback_reason, BW_FALLBACK_ON_REJECTED);
+    CHECK_INT(rec_nth(events, 0)->status, BW_REJECTED);
 
     /* A failure is not in the mask: it passes unchanged, after the retries. */
     CHECK_OK(bw_breaker_reset(b));
@@ -330,11 +319,11 @@ static void test_bulkhead_full_is_not_an_outcome(void)
         CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
     CHECK_INT(d.calls, 0);
     CHECK_INT(seen, BW_IGNORED);
-    CHECK_INT(nevents, 20);
-    CHECK_INT(events[0].type, BW_EVENT_BULKHEAD_REJECTED);
-    CHECK_INT(events[0].status, BW_EFULL);
-    CHECK_INT(events[1].type, BW_EVENT_SHED);
-    CHECK_INT(events[1].status, BW_EFULL);
+    CHECK_INT(rec_count(events), 20);
+    CHECK_INT(rec_nth(events, 0)->type, BW_EVENT_BULKHEAD_REJECTED);
+    CHECK_INT(rec_nth(events, 0)->status, BW_EFULL);
+    CHECK_INT(rec_nth(events, 1)->type, BW_EVENT_SHED);
+    CHECK_INT(rec_nth(events, 1)->status, BW_EFULL);
     bw_snapshot s;
     CHECK_OK(bw_breaker_snapshot(b, &s));
     CHECK_INT(s.total_calls, 0);
@@ -383,9 +372,9 @@ static void test_inner_rejection_is_not_an_outcome(void)
     CHECK_OK(bw_breaker_snapshot(outer, &s));
     CHECK_INT(s.total_calls, 0);
     CHECK_STATE(outer, BW_STATE_CLOSED);
-    CHECK_INT(nevents, 1);
-    CHECK_INT(events[0].type, BW_EVENT_SHED);
-    CHECK_INT(events[0].status, BW_REJECTED);
+    CHECK_INT(rec_count(events), 1);
+    CHECK_INT(rec_nth(events, 0)->type, BW_EVENT_SHED);
+    CHECK_INT(rec_nth(events, 0)->status, BW_REJECTED);
     bw_pipeline_free(p);
     bw_breaker_free(outer);
     bw_breaker_free(inner);
@@ -1119,6 +1108,7 @@ int main(void)
 {
     if (bw_clock_manual_new(0, &clk) != BW_OK)
         return 1;
+    events = rec_new();
     RUN(test_retry_stops_at_open_circuit);
     RUN(test_patient_retry_waits_for_the_probe);
     RUN(test_fallback_on_rejection);
@@ -1143,5 +1133,6 @@ int main(void)
     RUN(test_bad_arguments);
     RUN(test_ctx_rejects_negative_delay);
     bw_clock_free(clk);
+    rec_free(events);
     return TEST_SUMMARY();
 }

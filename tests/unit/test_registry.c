@@ -10,57 +10,9 @@
 #include <stdatomic.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 #define S BW_NS_PER_S
-
-/* ---- a recording listener ---- */
-
-#define REC_MAX 64
-
-typedef struct rec {
-    pthread_mutex_t mu;
-    int n;
-    bw_event_type type[REC_MAX];
-    bw_state from[REC_MAX], to[REC_MAX];
-    char name[REC_MAX][260];
-    char key[REC_MAX][260]; /* "" for a NULL key */
-    bw_breaker *breaker[REC_MAX];
-} rec;
-
-static void rec_init(rec *r)
-{
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
-}
-
-static void rec_fini(rec *r)
-{
-    pthread_mutex_destroy(&r->mu);
-}
-
-static void on_event(const bw_event *e, void *user)
-{
-    rec *r = user;
-    pthread_mutex_lock(&r->mu);
-    if (r->n < REC_MAX) {
-        int i = r->n++;
-        r->type[i] = e->type;
-        r->from[i] = e->from;
-        r->to[i] = e->to;
-        snprintf(r->name[i], sizeof r->name[i], "%s", e->name ? e->name : "(null)");
-        snprintf(r->key[i], sizeof r->key[i], "%s", e->key ? e->key : "");
-        r->breaker[i] = e->breaker;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static int rec_count(rec *r)
-{
-    pthread_mutex_lock(&r->mu);
-    int n = r->n;
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
 
 /* ---- fixtures ---- */
 
@@ -234,12 +186,11 @@ static void test_override_applies_at_creation_only(void)
 {
     bw_clock *clk = NULL;
     CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
-    rec ev;
-    rec_init(&ev);
+    recorder *ev = rec_new();
     /* Defaults: min_calls 10 and wait 60 s, a manual clock, a listener, a classifier. */
     bw_config *d = config(NULL);
     bw_config_set_clock(d, clk);
-    bw_config_set_listener(d, BW_EVENTS_ALL, on_event, &ev);
+    bw_config_set_listener(d, BW_EVENTS_ALL, rec_listen, ev);
     bw_config_set_classifier(d, zero_fails, NULL);
     bw_registry *r = registry(d);
     bw_config_free(d); /* the registry keeps a copy */
@@ -249,7 +200,7 @@ static void test_override_applies_at_creation_only(void)
     bw_breaker *ov = get(r, "ov", o);
     bw_breaker *plain = get(r, "plain", NULL);
     CHECK_INT(bw_registry_count(r), 2);
-    CHECK_INT(rec_count(&ev), 0); /* construction emits nothing */
+    CHECK_INT(rec_count(ev), 0); /* construction emits nothing */
 
     call(ov, BW_FAILURE);
     CHECK_STATE(ov, BW_STATE_CLOSED);
@@ -276,20 +227,19 @@ static void test_override_applies_at_creation_only(void)
 
     /* The listener from the defaults saw the overridden breaker's events, by name. */
     int closed_to_open = 0, rejected = 0;
-    pthread_mutex_lock(&ev.mu);
-    for (int i = 0; i < ev.n; i++) {
-        if (ev.type[i] == BW_EVENT_STATE_CHANGE && ev.from[i] == BW_STATE_CLOSED && ev.to[i] == BW_STATE_OPEN) {
+    for (int i = 0; i < rec_count(ev); i++) {
+        const bw_event *e = rec_nth(ev, i);
+        if (e->type == BW_EVENT_STATE_CHANGE && e->from == BW_STATE_CLOSED && e->to == BW_STATE_OPEN) {
             closed_to_open++;
-            CHECK_STR(ev.name[i], "ov");
-            CHECK(ev.breaker[i] == ov);
-            CHECK_STR(ev.key[i], "");
+            CHECK_STR(e->name, "ov");
+            CHECK(e->breaker == ov);
+            CHECK(e->key == NULL);
         }
-        if (ev.type[i] == BW_EVENT_REJECTED) {
+        if (e->type == BW_EVENT_REJECTED) {
             rejected++;
-            CHECK_STR(ev.name[i], "ov");
+            CHECK_STR(e->name, "ov");
         }
     }
-    pthread_mutex_unlock(&ev.mu);
     CHECK_INT(closed_to_open, 1);
     CHECK_INT(rejected, 2);
 
@@ -323,13 +273,12 @@ static void test_override_applies_at_creation_only(void)
     /* An override with its own clock and listener keeps them. */
     bw_clock *clk2 = NULL;
     CHECK_OK(bw_clock_manual_new(0, &clk2));
-    rec own;
-    rec_init(&own);
+    recorder *own = rec_new();
     bw_config *o2 = config("min_calls=1 failure_rate=0.5 wait=5s");
     bw_config_set_clock(o2, clk2);
-    bw_config_set_listener(o2, BW_EVENTS_ALL, on_event, &own);
+    bw_config_set_listener(o2, BW_EVENTS_ALL, rec_listen, own);
     bw_breaker *mine = get(r, "own-clock", o2);
-    int before = rec_count(&ev);
+    int before = rec_count(ev);
     call(mine, BW_FAILURE);
     CHECK_STATE(mine, BW_STATE_OPEN);
     CHECK_OK(bw_clock_manual_advance(clk, 100 * S)); /* the registry's clock: no effect on it */
@@ -338,9 +287,9 @@ static void test_override_applies_at_creation_only(void)
     CHECK_OK(bw_clock_manual_advance(clk2, 2 * S));
     CHECK_RC(bw_acquire(mine, &p, &why), BW_REJECTED);
     CHECK_INT(why.retry_after_ns, 3 * S);
-    CHECK_INT(rec_count(&ev), before); /* the defaults' listener heard nothing of it */
-    CHECK_INT(rec_count(&own), 4);     /* call, state change, two rejections */
-    CHECK_STR(own.name[0], "own-clock");
+    CHECK_INT(rec_count(ev), before); /* the defaults' listener heard nothing of it */
+    CHECK_INT(rec_count(own), 4);     /* call, state change, two rejections */
+    CHECK_STR(rec_nth(own, 0)->name, "own-clock");
 
     bw_config_free(o);
     bw_config_free(o2);
@@ -349,43 +298,42 @@ static void test_override_applies_at_creation_only(void)
     bw_registry_free(r);
     bw_clock_free(clk);
     bw_clock_free(clk2);
-    rec_fini(&ev);
-    rec_fini(&own);
+    rec_free(ev);
+    rec_free(own);
 }
 
 static void test_defaults_initial_state_and_listener(void)
 {
-    rec ev;
-    rec_init(&ev);
+    recorder *ev = rec_new();
     bw_config *d = config("initial_state=forced_open");
-    bw_config_set_listener(d, BW_EVENTS_ALL, on_event, &ev);
+    bw_config_set_listener(d, BW_EVENTS_ALL, rec_listen, ev);
     bw_registry *r = registry(d);
     bw_config_free(d);
     bw_breaker *b = get(r, "db-primary", NULL);
     CHECK_STATE(b, BW_STATE_FORCED_OPEN);
-    CHECK_INT(rec_count(&ev), 0);
+    CHECK_INT(rec_count(ev), 0);
     bw_permit p;
     bw_rejection why;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
     CHECK_INT(why.retry_after_ns, BW_NO_TIME);
-    CHECK_INT(rec_count(&ev), 1);
-    CHECK_INT(ev.type[0], BW_EVENT_REJECTED);
-    CHECK_INT(ev.to[0], BW_STATE_FORCED_OPEN);
-    CHECK_STR(ev.name[0], "db-primary");
-    CHECK(ev.breaker[0] == b);
-    CHECK_STR(ev.key[0], "");
+    CHECK_INT(rec_count(ev), 1);
+    CHECK_INT(rec_nth(ev, 0)->type, BW_EVENT_REJECTED);
+    CHECK_INT(rec_nth(ev, 0)->to, BW_STATE_FORCED_OPEN);
+    CHECK_STR(rec_nth(ev, 0)->name, "db-primary");
+    CHECK(rec_nth(ev, 0)->breaker == b);
+    CHECK(rec_nth(ev, 0)->key == NULL);
     bw_breaker *c = get(r, "db-replica", NULL);
     CHECK_STATE(c, BW_STATE_FORCED_OPEN);
     CHECK_OK(bw_breaker_reset(c));
     CHECK_STATE(c, BW_STATE_CLOSED);
     call(c, BW_SUCCESS);
-    CHECK_INT(rec_count(&ev), 4); /* state change, reset, call */
-    CHECK_STR(ev.name[1], "db-replica");
-    CHECK_STR(ev.name[3], "db-replica");
-    CHECK_INT(ev.type[3], BW_EVENT_CALL);
+    CHECK_INT(rec_count(ev), 4); /* state change, reset, call */
+    CHECK_STR(rec_nth(ev, 1)->name, "db-replica");
+    CHECK_STR(rec_nth(ev, 3)->name, "db-replica");
+    CHECK_INT(rec_nth(ev, 3)->type, BW_EVENT_CALL);
     bw_registry_free(r);
-    rec_fini(&ev);
+    rec_free(ev);
 }
 
 static void test_get_existing(void)
@@ -541,26 +489,14 @@ static void test_breaker_free_ignored(void)
 
 /* ---- operator verbs ---- */
 
-static int count_changes(rec *ev, int from, bw_state to)
-{
-    int n = 0;
-    pthread_mutex_lock(&ev->mu);
-    for (int i = from; i < ev->n; i++)
-        if (ev->type[i] == BW_EVENT_STATE_CHANGE && ev->to[i] == to)
-            n++;
-    pthread_mutex_unlock(&ev->mu);
-    return n;
-}
-
 static void test_apply(void)
 {
     bw_clock *clk = NULL;
     CHECK_OK(bw_clock_manual_new(0, &clk));
-    rec ev;
-    rec_init(&ev);
+    recorder *ev = rec_new();
     bw_config *d = config("min_calls=2 failure_rate=0.5 wait=10s");
     bw_config_set_clock(d, clk);
-    bw_config_set_listener(d, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &ev);
+    bw_config_set_listener(d, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), rec_listen, ev);
     bw_registry *r = registry(d);
     bw_config_free(d);
     bw_breaker *a = get(r, "a", NULL);
@@ -570,14 +506,14 @@ static void test_apply(void)
     CHECK_STATE(b, BW_STATE_OPEN);
 
     /* METRICS_ONLY: every existing breaker, and the ones made afterwards. */
-    int mark = rec_count(&ev);
+    int mark = rec_count(ev);
     CHECK_OK(bw_registry_apply(r, BW_VERB_METRICS_ONLY));
     CHECK_STATE(a, BW_STATE_METRICS_ONLY);
     CHECK_STATE(b, BW_STATE_METRICS_ONLY);
-    CHECK_INT(count_changes(&ev, mark, BW_STATE_METRICS_ONLY), 2);
+    CHECK_INT(rec_changes_to(ev, mark, BW_STATE_METRICS_ONLY), 2);
     bw_breaker *c = get(r, "c", NULL);
     CHECK_STATE(c, BW_STATE_METRICS_ONLY);
-    CHECK_INT(rec_count(&ev), mark + 2); /* made in that state: no event */
+    CHECK_INT(rec_count(ev), mark + 2); /* made in that state: no event */
     for (int i = 0; i < 5; i++)
         call(c, BW_FAILURE);
     CHECK_STATE(c, BW_STATE_METRICS_ONLY); /* records, never trips */
@@ -586,12 +522,12 @@ static void test_apply(void)
     CHECK_INT(s.failed_calls, 5);
 
     /* RESET: everything CLOSED, and new breakers start CLOSED again. */
-    mark = rec_count(&ev);
+    mark = rec_count(ev);
     CHECK_OK(bw_registry_apply(r, BW_VERB_RESET));
     CHECK_STATE(a, BW_STATE_CLOSED);
     CHECK_STATE(b, BW_STATE_CLOSED);
     CHECK_STATE(c, BW_STATE_CLOSED);
-    CHECK_INT(count_changes(&ev, mark, BW_STATE_CLOSED), 3);
+    CHECK_INT(rec_changes_to(ev, mark, BW_STATE_CLOSED), 3);
     CHECK_OK(bw_breaker_snapshot(c, &s));
     CHECK_INT(s.total_calls, 0); /* a fresh window */
     bw_breaker *e = get(r, "e", NULL);
@@ -644,15 +580,14 @@ static void test_apply(void)
     CHECK_STATE(get(r, "z", NULL), BW_STATE_FORCED_OPEN);
     bw_registry_free(r);
     bw_clock_free(clk);
-    rec_fini(&ev);
+    rec_free(ev);
 }
 
 static void test_apply_reaches_keyed_circuits(void)
 {
-    rec ev;
-    rec_init(&ev);
+    recorder *ev = rec_new();
     bw_config *d = config(NULL);
-    bw_config_set_listener(d, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), on_event, &ev);
+    bw_config_set_listener(d, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), rec_listen, ev);
     bw_registry *r = registry(d);
     bw_config_free(d);
     bw_breaker *b = get(r, "tenants", NULL);
@@ -675,13 +610,13 @@ static void test_apply_reaches_keyed_circuits(void)
     CHECK_INT(bw_keyed_count(b), 2);
     /* The circuit's state change was announced with the breaker's name and the key. */
     int keyed_events = 0;
-    pthread_mutex_lock(&ev.mu);
-    for (int i = 0; i < ev.n; i++)
-        if (ev.to[i] == BW_STATE_FORCED_OPEN && strcmp(ev.key[i], "k") == 0) {
+    for (int i = 0; i < rec_count(ev); i++) {
+        const bw_event *e = rec_nth(ev, i);
+        if (e->to == BW_STATE_FORCED_OPEN && e->key && strcmp(e->key, "k") == 0) {
             keyed_events++;
-            CHECK_STR(ev.name[i], "tenants");
+            CHECK_STR(e->name, "tenants");
         }
-    pthread_mutex_unlock(&ev.mu);
+    }
     CHECK_INT(keyed_events, 1);
     /* A breaker made after the verb starts in it, and so do its keys. */
     bw_breaker *late = get(r, "late", NULL);
@@ -699,7 +634,7 @@ static void test_apply_reaches_keyed_circuits(void)
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
     bw_keyed_release(c);
     bw_registry_free(r); /* frees the breaker's circuits with it (ASan: no leak) */
-    rec_fini(&ev);
+    rec_free(ev);
 }
 
 /* ---- growth ---- */

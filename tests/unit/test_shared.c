@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "timeutil.h"
+#include "recorder.h"
 #include "share/circuit.h"
 #include "base/systime.h"
 #include "store/backend.h"
@@ -107,51 +108,11 @@ static bw_store *custom_store(const bw_store_ops *ops, void *ctx)
     return s;
 }
 
-/* Events of interest, as a compact log. */
-typedef struct evlog {
-    int n;
-    char line[64][48];
-} evlog;
-
-static void on_event(const bw_event *e, void *user)
-{
-    evlog *l = user;
-    if (l->n >= 64)
-        return;
-    switch (e->type) {
-    case BW_EVENT_STATE_CHANGE:
-        snprintf(l->line[l->n++], 48, "%s->%s", bw_state_name(e->from), bw_state_name(e->to));
-        break;
-    case BW_EVENT_STORE_DEGRADED:
-        snprintf(l->line[l->n++], 48, "degraded");
-        break;
-    case BW_EVENT_STORE_RECOVERED:
-        snprintf(l->line[l->n++], 48, "recovered");
-        break;
-    case BW_EVENT_STORE_WRITE_DROPPED:
-        snprintf(l->line[l->n++], 48, "dropped");
-        break;
-    case BW_EVENT_STORE_CORRUPT:
-        snprintf(l->line[l->n++], 48, "corrupt");
-        break;
-    default:
-        break;
-    }
-}
-
-static int logged(const evlog *l, const char *what)
-{
-    int n = 0;
-    for (int i = 0; i < l->n; i++)
-        n += strcmp(l->line[i], what) == 0;
-    return n;
-}
-
 /*
  * A breaker named `name` on store s: trips on 2 failures of the last 4 calls,
  * waits 10 s, `probes` probes a round (all at once), a round expires after 5 s.
  */
-static bw_breaker *make(const char *name, bw_store *s, bw_store_mode mode, int probes, evlog *log, int queue)
+static bw_breaker *make(const char *name, bw_store *s, bw_store_mode mode, int probes, recorder *log, int queue)
 {
     bw_config *c = bw_config_new();
     bw_error e;
@@ -169,7 +130,7 @@ static bw_breaker *make(const char *name, bw_store *s, bw_store_mode mode, int p
     if (queue)
         CHECK_OK(bw_config_set_store_queue(c, queue, &e));
     if (log)
-        CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, on_event, log));
+        CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, log));
     CHECK_OK(bw_config_set_store(c, s, mode, &e));
     bw_breaker *b = NULL;
     int rc = bw_breaker_new(name, c, &b, &e);
@@ -760,13 +721,13 @@ static bw_store_verdict poke_fn(void *arg, int64_t now, const bw_store_entry *cu
 static void test_stored_corrupt_entry(void)
 {
     bw_store *s = open_store();
-    evlog log = {0};
+    recorder *log = rec_new();
     bw_config *c = bw_config_new();
     bw_error e;
     CHECK_OK(bw_config_set_clock(c, clk));
     CHECK_OK(bw_config_set_window(c, BW_WINDOW_TIME, 10, &e));
     CHECK_OK(bw_config_set_min_calls(c, 2, &e));
-    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, on_event, &log));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, log));
     CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
     bw_breaker *b = NULL;
     CHECK_OK(bw_breaker_new("svc-corrupt", c, &b, &e));
@@ -787,8 +748,8 @@ static void test_stored_corrupt_entry(void)
         int64_t t0 = bw__mono_now();
         CHECK_OK(call(b, BW_FAILURE)); /* admitted by the intact state; its outcome finds the entry corrupt */
         CHECK(bw__mono_now() - t0 < 2 * S);
-        CHECK_INT(logged(&log, "corrupt"), (int)i + 1);
-        CHECK_INT(logged(&log, "degraded"), 0);
+        CHECK_INT(rec_count_line(log, 0, "corrupt"), (int)i + 1);
+        CHECK_INT(rec_count_line(log, 0, "degraded"), 0);
         CHECK(!peek_at(s, "svc-corrupt").found); /* replaced by a fresh circuit: nothing to keep */
         bw_snapshot snap;
         CHECK_OK(bw_breaker_snapshot(b, &snap));
@@ -796,12 +757,13 @@ static void test_stored_corrupt_entry(void)
         CHECK_OK(call(b, BW_FAILURE));
         CHECK_OK(bw_breaker_snapshot(b, &snap));
         CHECK_INT(snap.total_calls, 1);
-        CHECK_INT(logged(&log, "corrupt"), (int)i + 1); /* once */
-        pump(20 * S);                                   /* the window empties */
+        CHECK_INT(rec_count_line(log, 0, "corrupt"), (int)i + 1); /* once */
+        pump(20 * S);                                             /* the window empties */
         CHECK_OK(call(b, BW_SUCCESS));
     }
     bw_breaker_free(b);
     bw_store_close(s);
+    rec_free(log);
 }
 
 /* ---- a store that reads but cannot write (a read-only file system, a full disk) ---- */
@@ -885,8 +847,8 @@ static void test_stored_reads_without_writes(void)
     bw_store *inner = open_store();
     rostore r = {inner, 0, 0};
     bw_store *s = custom_store(&ro_ops, &r);
-    evlog log = {0};
-    bw_breaker *b = make("svc-readonly", s, BW_STORE_STORED, 1, &log, 0);
+    recorder *log = rec_new();
+    bw_breaker *b = make("svc-readonly", s, BW_STORE_STORED, 1, log, 0);
     CHECK_OK(call(b, BW_SUCCESS)); /* an entry, CLOSED: admissions are answered by a read */
     atomic_store(&r.readonly, 1);
     int refused_at[8], n = 0;
@@ -897,8 +859,8 @@ static void test_stored_reads_without_writes(void)
             refused_at[n++] = t;
         pump(100 * MS);
     }
-    CHECK_INT(logged(&log, "degraded"), 1);
-    CHECK_INT(logged(&log, "recovered"), 0);
+    CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
+    CHECK_INT(rec_count_line(log, 0, "recovered"), 0);
     CHECK_INT(n, 5); /* at 0, 2, 6, 14 and 30 s */
     if (n == 5) {
         CHECK_INT(refused_at[1] - refused_at[0], 20);
@@ -911,11 +873,12 @@ static void test_stored_reads_without_writes(void)
         CHECK_OK(call(b, BW_SUCCESS));
         pump(100 * MS);
     }
-    CHECK_INT(logged(&log, "recovered"), 1);
-    CHECK_INT(logged(&log, "degraded"), 1);
+    CHECK_INT(rec_count_line(log, 0, "recovered"), 1);
+    CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
     bw_breaker_free(b);
     bw_store_close(s);
     bw_store_close(inner);
+    rec_free(log);
 }
 
 /*
@@ -985,8 +948,8 @@ static void test_stored_hold_recovers(void)
         bw_store *inner = open_store();
         flaky f = {inner, 0, 0};
         bw_store *s = custom_store(&flaky_ops, &f);
-        evlog log = {0};
-        bw_breaker *b = make("svc-hold", s, BW_STORE_STORED, 1, &log, 0);
+        recorder *log = rec_new();
+        bw_breaker *b = make("svc-hold", s, BW_STORE_STORED, 1, log, 0);
         if (holds[h] == BW_STATE_DISABLED)
             CHECK_OK(bw_breaker_disable(b));
         else
@@ -995,19 +958,20 @@ static void test_stored_hold_recovers(void)
         CHECK_INT(expires, BW_STORE_NEVER);
         atomic_store(&f.fail, 1);
         call(b, BW_SUCCESS); /* degrades */
-        CHECK_INT(logged(&log, "degraded"), 1);
+        CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
         atomic_store(&f.fail, 0);
         for (int t = 0; t < 40; t++) { /* 4 s: past the 2 s retry */
             call(b, BW_SUCCESS);
             pump(100 * MS);
         }
-        CHECK_INT(logged(&log, "recovered"), 1);
-        CHECK_INT(logged(&log, "degraded"), 1);
+        CHECK_INT(rec_count_line(log, 0, "recovered"), 1);
+        CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
         CHECK_INT(peek_at(inner, "svc-hold").expires_at, expires);
         CHECK_INT(bw_breaker_state(b), holds[h]);
         bw_breaker_free(b);
         bw_store_close(s);
         bw_store_close(inner);
+        rec_free(log);
     }
 }
 
@@ -1067,18 +1031,19 @@ static void test_stored_entry_too_long(void)
     for (int i = 0; i < 2; i++) {
         liar l = {malloc(sizeof(bw_store_entry)), 0, claims[i]};
         bw_store *s = custom_store(&liar_ops, &l);
-        evlog log = {0};
-        bw_breaker *b = make("svc-liar", s, BW_STORE_STORED, 1, &log, 0);
+        recorder *log = rec_new();
+        bw_breaker *b = make("svc-liar", s, BW_STORE_STORED, 1, log, 0);
         CHECK_OK(call(b, BW_FAILURE)); /* the first write: an entry (whose length the store then lies about) */
         CHECK(l.have);
         CHECK_OK(call(b, BW_FAILURE));
-        CHECK(logged(&log, "corrupt") >= 1);
+        CHECK(rec_count_line(log, 0, "corrupt") >= 1);
         bw_snapshot snap;
         CHECK_OK(bw_breaker_snapshot(b, &snap));
         CHECK_INT(snap.total_calls, 0); /* read as corrupt: a fresh circuit */
         bw_breaker_free(b);
         bw_store_close(s);
         free(l.cur);
+        rec_free(log);
     }
 }
 
@@ -1088,25 +1053,26 @@ static void test_stored_store_failure_falls_back(void)
     flaky f = {inner, 0, 0};
     bw_store *s;
     CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
-    evlog log = {0};
-    bw_breaker *a = make("svc-flaky", s, BW_STORE_STORED, 1, &log, 0);
+    recorder *log = rec_new();
+    bw_breaker *a = make("svc-flaky", s, BW_STORE_STORED, 1, log, 0);
     CHECK_OK(call(a, BW_SUCCESS));
     bw_permit inflight;
     CHECK_OK(bw_acquire(a, &inflight, NULL)); /* admitted by the store, settled during the outage */
     atomic_store(&f.fail, 1);
     int before = atomic_load(&f.calls);
     CHECK_OK(call(a, BW_FAILURE)); /* the store fails: the local circuit admits */
-    CHECK_INT(logged(&log, "degraded"), 1);
+    CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
     CHECK_OK(bw_settle(a, &inflight, BW_FAILURE)); /* counts locally: 2 of 2 failed, trips */
     CHECK_INT(atomic_load(&f.calls) - before, 1);  /* not retried before store_retry (2 s) */
     CHECK_RC(call(a, BW_SUCCESS), BW_REJECTED);    /* the local circuit tripped on its own */
     pump(2 * S);
     atomic_store(&f.fail, 0);
     CHECK_OK(call(a, BW_SUCCESS)); /* the store again: its circuit was never tripped */
-    CHECK_INT(logged(&log, "recovered"), 1);
+    CHECK_INT(rec_count_line(log, 0, "recovered"), 1);
     bw_breaker_free(a);
     bw_store_close(s);
     bw_store_close(inner);
+    rec_free(log);
 }
 
 /* ---- coordinated mode ---- */
@@ -1114,9 +1080,9 @@ static void test_stored_store_failure_falls_back(void)
 static void test_coordinated_trip_propagates(void)
 {
     bw_store *s = open_store();
-    evlog la = {0}, lb = {0};
-    bw_breaker *a = make("svc-coord", s, BW_STORE_COORDINATED, 2, &la, 0);
-    bw_breaker *b = make("svc-coord", s, BW_STORE_COORDINATED, 2, &lb, 0);
+    recorder *la = rec_new(), *lb = rec_new();
+    bw_breaker *a = make("svc-coord", s, BW_STORE_COORDINATED, 2, la, 0);
+    bw_breaker *b = make("svc-coord", s, BW_STORE_COORDINATED, 2, lb, 0);
     pump(0); /* first polls: nothing shared yet */
     CHECK_OK(call(a, BW_FAILURE));
     CHECK_OK(call(a, BW_FAILURE)); /* a trips locally: the trip is queued */
@@ -1128,7 +1094,7 @@ static void test_coordinated_trip_propagates(void)
     CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED); /* b learns it at its next poll */
     pump(1 * S);
     CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
-    CHECK_INT(logged(&lb, "closed->open"), 1);
+    CHECK_INT(rec_changes(lb, "closed->open"), 1);
     bw_rejection why;
     bw_permit p;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
@@ -1170,6 +1136,8 @@ static void test_coordinated_trip_propagates(void)
     bw_breaker_free(a);
     bw_breaker_free(b);
     bw_store_close(s);
+    rec_free(la);
+    rec_free(lb);
 }
 
 /* ---- keyed circuits through a store ---- */
@@ -1226,9 +1194,9 @@ static void test_keyed_stored(void)
 static void test_keyed_coordinated(void)
 {
     bw_store *s = open_store();
-    evlog lb = {0};
+    recorder *lb = rec_new();
     bw_breaker *a = make("svc-kc", s, BW_STORE_COORDINATED, 1, NULL, 0);
-    bw_breaker *b = make("svc-kc", s, BW_STORE_COORDINATED, 1, &lb, 0);
+    bw_breaker *b = make("svc-kc", s, BW_STORE_COORDINATED, 1, lb, 0);
     bw_permit p;
     CHECK_OK(bw_keyed_acquire(b, "host-1", &p, NULL)); /* b's circuits exist before the trip */
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
@@ -1249,10 +1217,11 @@ static void test_keyed_coordinated(void)
     CHECK_OK(bw_keyed_acquire(b, "host-2", &p, NULL));
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
     CHECK_OK(call(b, BW_SUCCESS));
-    CHECK_INT(logged(&lb, "closed->open"), 1); /* host-1's circuit, and nothing else */
+    CHECK_INT(rec_changes(lb, "closed->open"), 1); /* host-1's circuit, and nothing else */
     bw_breaker_free(a);
     bw_breaker_free(b);
     bw_store_close(s);
+    rec_free(lb);
 }
 
 /* A store that counts the updates and batched reads reaching the real one. */
@@ -1420,13 +1389,13 @@ static void test_coordinated_degrade_and_recover(void)
     flaky f = {inner, 0, 0};
     bw_store *s;
     CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
-    evlog la = {0};
-    bw_breaker *a = make("svc-degrade", s, BW_STORE_COORDINATED, 1, &la, 0);
+    recorder *la = rec_new();
+    bw_breaker *a = make("svc-degrade", s, BW_STORE_COORDINATED, 1, la, 0);
     bw_breaker *other = make("svc-degrade", inner, BW_STORE_COORDINATED, 1, NULL, 0);
     pump(0);
     atomic_store(&f.fail, 1);
     pump(1 * S); /* a's poll fails */
-    CHECK_INT(logged(&la, "degraded"), 1);
+    CHECK_INT(rec_count_line(la, 0, "degraded"), 1);
     /* While a is cut off, the other one trips the shared circuit. */
     CHECK_OK(call(other, BW_FAILURE));
     CHECK_OK(call(other, BW_FAILURE));
@@ -1437,7 +1406,7 @@ static void test_coordinated_degrade_and_recover(void)
     CHECK_OK(call(a, BW_SUCCESS)); /* local rules */
     atomic_store(&f.fail, 0);
     pump(1 * S); /* retry time: the poll succeeds, a adopts the shared OPEN */
-    CHECK_INT(logged(&la, "recovered"), 1);
+    CHECK_INT(rec_count_line(la, 0, "recovered"), 1);
     CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
     bw_rejection why;
     bw_permit p;
@@ -1447,13 +1416,14 @@ static void test_coordinated_degrade_and_recover(void)
     bw_breaker_free(other);
     bw_store_close(s);
     bw_store_close(inner);
+    rec_free(la);
 }
 
 static void test_coordinated_queue_full(void)
 {
     bw_store *s = open_store();
-    evlog la = {0};
-    bw_breaker *a = make("svc-queue", s, BW_STORE_COORDINATED, 3, &la, 2);
+    recorder *la = rec_new();
+    bw_breaker *a = make("svc-queue", s, BW_STORE_COORDINATED, 3, la, 2);
     pump(0);
     CHECK_OK(call(a, BW_FAILURE));
     CHECK_OK(call(a, BW_FAILURE));
@@ -1464,13 +1434,14 @@ static void test_coordinated_queue_full(void)
         CHECK_OK(bw_acquire(a, &p[i], NULL));
     for (int i = 0; i < 3; i++) /* three writes, room for two: the third is dropped */
         CHECK_OK(bw_settle(a, &p[i], BW_SUCCESS));
-    CHECK_INT(logged(&la, "dropped"), 1);
+    CHECK_INT(rec_count_line(la, 0, "dropped"), 1);
     pump(0);
     bw_snapshot sh = shared_snapshot(s, "svc-queue");
     CHECK_INT(sh.state, BW_STATE_HALF_OPEN);
     CHECK_INT(sh.probes_completed, 2);
     bw_breaker_free(a);
     bw_store_close(s);
+    rec_free(la);
 }
 
 /* A store whose updates block until released: bw_breaker_free must still return on time. */

@@ -38,6 +38,7 @@
 
 #include "harness.h"
 #include "timeutil.h"
+#include "recorder.h"
 
 #define MS BW_NS_PER_MS
 #define S BW_NS_PER_S
@@ -294,14 +295,8 @@ typedef struct knobs {
     int64_t wait, poll;
     int probes;
     int window, min_calls;
-    atomic_int *degraded; /* counts BW_EVENT_STORE_DEGRADED when not NULL */
+    recorder *degraded; /* hears BW_EVENT_STORE_DEGRADED when not NULL */
 } knobs;
-
-static void on_event(const bw_event *e, void *user)
-{
-    if (e->type == BW_EVENT_STORE_DEGRADED)
-        atomic_fetch_add((atomic_int *)user, 1);
-}
 
 /*
  * A breaker on store s: rate policy, failure rate 0.5 over the last `window`
@@ -335,7 +330,7 @@ static int make(const char *name, bw_store *s, const knobs *k, bw_breaker **out)
     if (rc == BW_OK)
         rc = bw_config_set_store_close_timeout(c, 2 * S, &e);
     if (rc == BW_OK && k->degraded)
-        rc = bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED), on_event, k->degraded);
+        rc = bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED), rec_listen, k->degraded);
     if (rc == BW_OK)
         rc = bw_config_set_store(c, s, k->mode, &e);
     if (rc == BW_OK)
@@ -655,9 +650,9 @@ static void test_killed_mid_loop(void)
     l.k.mode = BW_STORE_STORED;
     l.k.window = WINDOW;
     l.k.min_calls = WINDOW;
-    atomic_int degraded = 0;
+    recorder *degraded = rec_new();
     knobs pk = l.k;
-    pk.degraded = &degraded;
+    pk.degraded = degraded;
     /*
      * On shm the parent keeps one store and breaker across every kill (the
      * children never touch its mapping). A SQLite connection must not be open
@@ -690,7 +685,7 @@ static void test_killed_mid_loop(void)
             break;
         CHECK_OK(call(b, BW_SUCCESS, NULL));
         CHECK(mono_ns() - t0 < 1 * S);
-        CHECK_INT(degraded, 0);
+        CHECK_INT(rec_count(degraded), 0);
         bw_snapshot snap;
         CHECK_OK(bw_breaker_snapshot(b, &snap));
         CHECK_INT(snap.state, BW_STATE_CLOSED);
@@ -715,11 +710,12 @@ static void test_killed_mid_loop(void)
     CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.state, BW_STATE_CLOSED);
     CHECK_INT(snap.total_calls, WINDOW);
-    CHECK_INT(degraded, 0);
+    CHECK_INT(rec_count(degraded), 0);
 out:
     end_test();
     bw_breaker_free(b);
     bw_store_close(s);
+    rec_free(degraded);
 }
 
 int main(int argc, char **argv)

@@ -24,6 +24,7 @@
 #endif
 
 #include "harness.h"
+#include "recorder.h"
 #include "base/systime.h"
 #include "store/shm/shm.h"
 
@@ -683,18 +684,6 @@ static void fault_stop(int point)
         raise(SIGSTOP);
 }
 
-static int stop_degraded_status;
-static char stop_degraded_message[128];
-
-static void on_stop_event(const bw_event *ev, void *user)
-{
-    (void)user;
-    if (ev->type == BW_EVENT_STORE_DEGRADED) {
-        stop_degraded_status = ev->status;
-        snprintf(stop_degraded_message, sizeof stop_degraded_message, "%s", ev->message ? ev->message : "(null)");
-    }
-}
-
 /*
  * A process stopped while it holds the lock delays the others by at most
  * lock_timeout: an update fails with BW_ETIMEDOUT, and a stored breaker on the
@@ -735,9 +724,10 @@ static void test_stopped_holder(void)
     CHECK(took >= 150 * BW_NS_PER_MS && took < 2 * BW_NS_PER_S);
     CHECK_STR(e.field, "lock_timeout");
 
+    recorder *rec = rec_new();
     bw_config *c = bw_config_new();
     CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
-    CHECK_OK(bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED), on_stop_event, NULL));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED), rec_listen, rec));
     bw_breaker *b = NULL;
     CHECK_OK(bw_breaker_new("svc-stopped", c, &b, &e));
     bw_config_free(c);
@@ -749,11 +739,14 @@ static void test_stopped_holder(void)
         took = bw__mono_now() - t0;
         CHECK(took < 2 * BW_NS_PER_S); /* the first waits out lock_timeout once; then it is degraded */
     }
-    CHECK_INT(stop_degraded_status, BW_ETIMEDOUT);
-    CHECK(strstr(stop_degraded_message, "lock_timeout") != NULL);
+    CHECK(rec_count(rec) >= 1);
+    const bw_event *ev = rec_nth(rec, rec_count(rec) - 1);
+    CHECK_INT(ev->status, BW_ETIMEDOUT);
+    CHECK(ev->message && strstr(ev->message, "lock_timeout") != NULL);
     bw_snapshot snap;
     CHECK_OK(bw_breaker_snapshot(b, &snap));
     bw_breaker_free(b);
+    rec_free(rec);
 
     kill(pid, SIGCONT); /* it finishes its commit */
     CHECK_INT(reap(pid), 7);
