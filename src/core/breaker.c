@@ -256,7 +256,7 @@ static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t kl
 int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const bw__owner *owner, size_t tail,
                      bw_breaker **out, void **tail_out, bw_error *err)
 {
-    int rc = bw_config_validate(cfg, err);
+    int rc = borrow ? BW_OK : bw_config_validate(cfg, err); /* a borrowed one was validated by its owner */
     if (rc != BW_OK)
         return rc;
     bw__mcfg mc = cfg->m;

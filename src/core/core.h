@@ -35,9 +35,10 @@ typedef struct bw__owner {
 } bw__owner;
 
 /*
- * Make a breaker that `owner` owns (as bw_breaker_new checks and builds one).
- * cfg is borrowed for the breaker's whole life when `borrow` (the owner keeps
- * it alive: a registry's defaults, a parent's configuration), else copied. A
+ * Make a breaker that `owner` owns (as bw_breaker_new builds one; the name is
+ * the caller's to check). cfg is borrowed for the breaker's whole life when
+ * `borrow` (the owner keeps it alive, and validated it: a registry's defaults,
+ * a parent's configuration), else validated and copied. A
  * breaker with a parent is never striped: many circuits spread the load
  * already. `tail` more bytes come in the same block for the owner, 8-aligned,
  * at *tail_out (may be NULL when tail is 0). Returns as bw_breaker_new.
