@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "clockfix.h"
 #include "recorder.h"
 
 #define S BW_NS_PER_S
@@ -29,8 +30,6 @@ static void reenter(const bw_event *e, void *arg)
 }
 
 /* ---- fixtures ---- */
-
-static bw_clock *clk;
 
 static bw_breaker *make(const char *text, recorder *r)
 {
@@ -56,11 +55,10 @@ static void call(bw_breaker *b, bw_outcome o)
     CHECK_OK(bw_settle(b, &p, o));
 }
 
+/* Each test starts on a fresh manual clock. */
 static void setup(void)
 {
-    bw_clock_free(clk);
-    clk = NULL;
-    CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
+    clock_fresh(CLOCKFIX_START);
 }
 
 /* ---- tests ---- */
@@ -80,7 +78,7 @@ static void test_event_order(void)
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_STR(rec_since(r, mark), "rejected open");
     mark = rec_count(r);
-    bw_clock_manual_advance(clk, 10 * S);
+    pump(10 * S);
     call(b, BW_SUCCESS);
     CHECK_STR(rec_since(r, mark), "state open->half_open, call success, state half_open->closed");
     mark = rec_count(r);
@@ -111,7 +109,7 @@ static void test_rejection_details(void)
     CHECK_INT(why.retry_after_ns, 5 * S);
     CHECK_INT(why.has_last_failure, 1);
     CHECK_INT(why.last_failure, 503);
-    bw_clock_manual_advance(clk, 5 * S - 1);
+    pump(5 * S - 1);
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.retry_after_ns, 1);
     CHECK_RC(bw_acquire(b, &p, NULL), BW_REJECTED); /* why may be NULL */
@@ -133,7 +131,7 @@ static void test_half_open_caps_reject_without_retry_after(void)
     setup();
     bw_breaker *b = make("min_calls=1 failure_rate=1 wait=1s permitted_probes=2 max_concurrent_probes=1", NULL);
     call(b, BW_FAILURE);
-    bw_clock_manual_advance(clk, S);
+    pump(S);
     bw_permit p1, p2;
     bw_rejection why;
     CHECK_OK(bw_acquire(b, &p1, NULL));
@@ -187,13 +185,13 @@ static void test_slow_call_boundary(void)
     bw_breaker *b = make("slow_call_duration=1s min_calls=100", r);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
-    bw_clock_manual_advance(clk, S - 1);
+    pump(S - 1);
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
     CHECK_OK(bw_acquire(b, &p, NULL));
-    bw_clock_manual_advance(clk, S);
+    pump(S);
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
     CHECK_OK(bw_acquire(b, &p, NULL));
-    bw_clock_manual_advance(clk, S + 1);
+    pump(S + 1);
     CHECK_OK(bw_settle(b, &p, BW_FAILURE));
     CHECK_STR(rec_since(r, 0), "call success, call success slow, call failure slow");
     CHECK_INT(rec_nth(r, 0)->duration_ns, S - 1);
@@ -217,7 +215,7 @@ static void test_all_slow_trips(void)
     for (int i = 0; i < 3; i++) {
         bw_permit p;
         CHECK_OK(bw_acquire(b, &p, NULL));
-        bw_clock_manual_advance(clk, 100 * MS);
+        pump(100 * MS);
         CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
         CHECK_STATE(b, i < 2 ? BW_STATE_CLOSED : BW_STATE_OPEN);
     }
@@ -249,8 +247,7 @@ static void test_stale_outcome_after_trip(void)
 static void test_unreachable_counts_off(void)
 {
     for (int counts = 0; counts < 2; counts++) {
-        bw_clock *clk = NULL;
-        CHECK_OK(bw_clock_manual_new(0, &clk));
+        clock_fresh(0);
         bw_config *cfg = bw_config_new();
         bw_error err;
         CHECK_OK(bw_config_parse(cfg, "min_calls=2 window=count:4 wait=1s permitted_probes=1", &err));
@@ -276,7 +273,7 @@ static void test_unreachable_counts_off(void)
             h_calls(b, 2, BW_FAILURE);
         }
         CHECK_STATE(b, BW_STATE_OPEN);
-        CHECK_OK(bw_clock_manual_advance(clk, 1 * BW_NS_PER_S));
+        pump(1 * BW_NS_PER_S);
         bw_permit p;
         CHECK_OK(bw_acquire(b, &p, NULL)); /* the probe */
         CHECK_OK(bw_settle(b, &p, BW_UNREACHABLE));
@@ -284,7 +281,6 @@ static void test_unreachable_counts_off(void)
         CHECK_OK(bw_breaker_snapshot(b, &s));
         CHECK_INT(s.failed_rounds, 0);
         bw_breaker_free(b);
-        bw_clock_free(clk);
     }
 }
 
@@ -410,13 +406,13 @@ static void test_auto_transition_manual_clock(void)
     bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true", r);
     call(b, BW_FAILURE);
     int mark = rec_count(r);
-    bw_clock_manual_advance(clk, 30 * S - 1);
+    pump(30 * S - 1);
     CHECK_STATE(b, BW_STATE_OPEN);
     CHECK_STR(rec_since(r, mark), "");
-    bw_clock_manual_advance(clk, 1);
+    pump(1);
     CHECK_STATE(b, BW_STATE_HALF_OPEN);
     CHECK_STR(rec_since(r, mark), "state open->half_open");
-    bw_clock_manual_advance(clk, S);
+    pump(S);
     CHECK_STR(rec_since(r, mark), "state open->half_open"); /* exactly once */
     /* The timer admitted nobody: the first call is still probe 1. */
     bw_snapshot s;
@@ -434,7 +430,7 @@ static void test_auto_transition_then_call(void)
     bw_breaker *b = make("min_calls=1 failure_rate=1 wait=30s auto_transition=true permitted_probes=1", r);
     call(b, BW_FAILURE);
     int mark = rec_count(r);
-    bw_clock_manual_advance(clk, 30 * S);
+    pump(30 * S);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
@@ -451,18 +447,18 @@ static void test_auto_transition_cancelled_by_reset(void)
     call(b, BW_FAILURE);
     bw_breaker_reset(b);
     int mark = rec_count(r);
-    bw_clock_manual_advance(clk, 60 * S);
+    pump(60 * S);
     CHECK_STR(rec_since(r, mark), "");
     CHECK_STATE(b, BW_STATE_CLOSED);
     call(b, BW_FAILURE);
     bw_breaker_force_open(b);
     mark = rec_count(r);
-    bw_clock_manual_advance(clk, 60 * S);
+    pump(60 * S);
     CHECK_STR(rec_since(r, mark), "");
     CHECK_STATE(b, BW_STATE_FORCED_OPEN);
     bw_breaker_free(b);
     /* A freed breaker is no longer driven by the clock (ASan would catch a use after free). */
-    bw_clock_manual_advance(clk, 60 * S);
+    pump(60 * S);
     rec_free(r);
 }
 
@@ -474,15 +470,15 @@ static void test_half_open_deadline(void)
                          "wait_multiplier=2",
                          r);
     call(b, BW_FAILURE);
-    bw_clock_manual_advance(clk, 10 * S);
+    pump(10 * S);
     bw_permit hung;
     CHECK_OK(bw_acquire(b, &hung, NULL)); /* a probe that never comes back */
-    bw_clock_manual_advance(clk, 5 * S - 1);
+    pump(5 * S - 1);
     bw_permit p;
     bw_rejection why;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_HALF_OPEN);
-    bw_clock_manual_advance(clk, 1);
+    pump(1);
     int mark = rec_count(r);
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.state, BW_STATE_OPEN);
@@ -500,11 +496,11 @@ static void test_half_open_deadline_by_timer(void)
     recorder *r = rec_new();
     bw_breaker *b = make("min_calls=1 failure_rate=1 wait=10s max_wait_in_half_open=5s auto_transition=true", r);
     call(b, BW_FAILURE);
-    bw_clock_manual_advance(clk, 10 * S);
+    pump(10 * S);
     int mark = rec_count(r);
     bw_permit hung;
     CHECK_OK(bw_acquire(b, &hung, NULL));
-    bw_clock_manual_advance(clk, 5 * S);
+    pump(5 * S);
     CHECK_STR(rec_since(r, mark), "state half_open->open");
     bw_breaker_free(b);
     rec_free(r);
@@ -519,7 +515,7 @@ static void test_listener_may_reenter(void)
     r->hook_arg = b;
     call(b, BW_FAILURE); /* the state-change listener snapshots and acquires */
     CHECK_STATE(b, BW_STATE_OPEN);
-    bw_clock_manual_advance(clk, S);
+    pump(S);
     bw_permit p;
     CHECK_OK(bw_acquire(b, &p, NULL));
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
@@ -533,12 +529,12 @@ static void test_time_window_engine(void)
     setup();
     bw_breaker *b = make("window=time:3s min_calls=3 failure_rate=0.5", NULL);
     call(b, BW_FAILURE);
-    bw_clock_manual_advance(clk, 2 * S);
+    pump(2 * S);
     call(b, BW_FAILURE);
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.total_calls, 2);
-    bw_clock_manual_advance(clk, S); /* the first failure ages out */
+    pump(S); /* the first failure ages out */
     bw_breaker_snapshot(b, &s);
     CHECK_INT(s.total_calls, 1);
     call(b, BW_SUCCESS);
@@ -566,7 +562,7 @@ static void test_consecutive_engine(void)
     bw_rejection why;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
     CHECK_INT(why.retry_after_ns, 30 * S); /* grelmicro's default reset_timeout */
-    bw_clock_manual_advance(clk, 30 * S);
+    pump(30 * S);
     call(b, BW_SUCCESS);
     CHECK_STATE(b, BW_STATE_HALF_OPEN);
     call(b, BW_SUCCESS);
@@ -812,6 +808,6 @@ int main(void)
     RUN(test_bad_input);
     RUN(test_system_clock_moves);
     RUN(test_snapshot_fields);
-    bw_clock_free(clk);
+    clock_done();
     return TEST_SUMMARY();
 }

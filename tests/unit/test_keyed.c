@@ -10,11 +10,10 @@
 #include <stdatomic.h>
 
 #include "harness.h"
+#include "clockfix.h"
 #include "recorder.h"
 
 #define S BW_NS_PER_S
-
-static bw_clock *clk;
 
 /* Knobs of one test breaker; zero fields keep the defaults below. */
 typedef struct opts {
@@ -211,7 +210,7 @@ static void test_permits(void)
     opts one = {.maxsize = 1};
     b = make(&one);
     CHECK_OK(call(b, "k", BW_SUCCESS));
-    CHECK_OK(bw_clock_manual_advance(clk, 300 * S));
+    pump(300 * S);
     CHECK_OK(call(b, "m", BW_SUCCESS));
     CHECK(!resident(b, "k"));
     CHECK_INT(bw_keyed_count(b), 1);
@@ -228,7 +227,7 @@ static void test_idle_boundary(void)
         opts o = {.maxsize = 1};
         bw_breaker *b = make(&o);
         CHECK_OK(call(b, "old", BW_SUCCESS));
-        CHECK_OK(bw_clock_manual_advance(clk, d[i] * S));
+        pump(d[i] * S);
         CHECK_OK(call(b, "new", BW_SUCCESS));
         int kept = resident(b, "old");
         if (kept != (d[i] < 300))
@@ -240,9 +239,9 @@ static void test_idle_boundary(void)
     opts o = {.maxsize = 1};
     bw_breaker *b = make(&o);
     CHECK_OK(call(b, "old", BW_SUCCESS));
-    CHECK_OK(bw_clock_manual_advance(clk, 200 * S));
+    pump(200 * S);
     CHECK(resident(b, "old"));
-    CHECK_OK(bw_clock_manual_advance(clk, 299 * S));
+    pump(299 * S);
     CHECK_OK(call(b, "new", BW_SUCCESS));
     CHECK(resident(b, "old"));
     bw_breaker_free(b);
@@ -254,12 +253,12 @@ static void test_in_flight_never_evicted(void)
     bw_breaker *b = make(&o);
     bw_permit p;
     CHECK_OK(bw_keyed_acquire(b, "busy", &p, NULL));
-    CHECK_OK(bw_clock_manual_advance(clk, 1000 * S));
+    pump(1000 * S);
     CHECK_OK(call(b, "x", BW_SUCCESS));
     CHECK(resident(b, "busy")); /* a permit in flight pins it */
     CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
     /* The settle was its last use: 299 s later it stays, 300 s later it goes. */
-    CHECK_OK(bw_clock_manual_advance(clk, 299 * S));
+    pump(299 * S);
     CHECK_OK(call(b, "y", BW_SUCCESS));
     CHECK(resident(b, "busy"));
     CHECK(!resident(b, "x")); /* quiet, so it gave way at keyed_limit (2) */
@@ -269,11 +268,11 @@ static void test_in_flight_never_evicted(void)
     b = make(&o);
     bw_breaker *h;
     CHECK_OK(bw_keyed_get(b, "held", &h, NULL));
-    CHECK_OK(bw_clock_manual_advance(clk, 1000 * S));
+    pump(1000 * S);
     CHECK_OK(call(b, "x", BW_SUCCESS));
     CHECK(resident(b, "held"));
     bw_keyed_release(h);
-    CHECK_OK(bw_clock_manual_advance(clk, 300 * S));
+    pump(300 * S);
     CHECK_OK(call(b, "y", BW_SUCCESS));
     CHECK(!resident(b, "held"));
     bw_breaker_free(b);
@@ -286,9 +285,9 @@ static void test_lru_order(void)
     CHECK_OK(call(b, "A", BW_SUCCESS));
     CHECK_OK(call(b, "B", BW_SUCCESS));
     CHECK_OK(call(b, "C", BW_SUCCESS));
-    CHECK_OK(bw_clock_manual_advance(clk, 10 * S));
+    pump(10 * S);
     CHECK(resident(b, "A")); /* A moves to the most recent end */
-    CHECK_OK(bw_clock_manual_advance(clk, 400 * S));
+    pump(400 * S);
     /* All three are idle; B is the least recently used. */
     CHECK_OK(call(b, "D", BW_SUCCESS));
     CHECK(!resident(b, "B"));
@@ -307,7 +306,7 @@ static void test_maxsize_zero_is_unbounded(void)
     for (int i = 0; i < 5000; i++) {
         snprintf(key, sizeof key, "k%d", i);
         CHECK_OK(call(b, key, BW_SUCCESS));
-        CHECK_OK(bw_clock_manual_advance(clk, 3600 * S));
+        pump(3600 * S);
     }
     CHECK_INT(bw_keyed_count(b), 5000);
     CHECK(resident(b, "k0") && resident(b, "k4999"));
@@ -322,12 +321,12 @@ static void test_history_kept_until_history_idle(void)
     trip(b, "open");
     CHECK_OK(call(b, "dirty", BW_FAILURE)); /* CLOSED, one failure in its window */
     CHECK_INT(key_state(b, "dirty"), BW_STATE_CLOSED);
-    CHECK_OK(bw_clock_manual_advance(clk, 3599 * S));
+    pump(3599 * S);
     CHECK_OK(call(b, "x1", BW_SUCCESS));
     CHECK(resident(b, "open") && resident(b, "dirty"));
     CHECK_INT(bw_keyed_count(b), 3);
     /* keyed_history_idle after their last use (the lookups above), both go. */
-    CHECK_OK(bw_clock_manual_advance(clk, 3600 * S));
+    pump(3600 * S);
     CHECK_OK(call(b, "x2", BW_SUCCESS));
     CHECK(!resident(b, "open"));
     CHECK(!resident(b, "dirty"));
@@ -339,10 +338,10 @@ static void test_history_kept_until_history_idle(void)
     opts w = {.maxsize = 1, .idle = 1 * S, .hidle = 10 * S};
     b = make(&w);
     trip(b, "open"); /* wait 60 s */
-    CHECK_OK(bw_clock_manual_advance(clk, 59 * S));
+    pump(59 * S);
     CHECK_OK(call(b, "x", BW_SUCCESS));
     CHECK_INT(bw_keyed_count(b), 2); /* "open" stayed (a lookup would count as use) */
-    CHECK_OK(bw_clock_manual_advance(clk, 1 * S));
+    pump(1 * S);
     CHECK_OK(call(b, "y", BW_SUCCESS));
     CHECK(!resident(b, "open"));
     bw_breaker_free(b);
@@ -359,7 +358,7 @@ static void test_operator_states_never_evicted(void)
         CHECK_OK(bw_breaker_apply(h, (bw_verb)(BW_VERB_FORCE_OPEN + i)));
         bw_keyed_release(h);
     }
-    CHECK_OK(bw_clock_manual_advance(clk, 365 * 86400 * S));
+    pump(365 * 86400 * S);
     bw_error e;
     bw_breaker *h = NULL;
     CHECK_RC(bw_keyed_get(b, "new", &h, &e), BW_ELIMIT);
@@ -394,7 +393,7 @@ static void test_limit(void)
     CHECK_INT(bw_keyed_count(b), 4);
     CHECK_RC(bw_keyed_acquire(b, "f1", &p, NULL), BW_REJECTED);
     /* After their open waits and keyed_history_idle, they expire. */
-    CHECK_OK(bw_clock_manual_advance(clk, 3600 * S));
+    pump(3600 * S);
     CHECK_OK(call(b, "new", BW_SUCCESS));
     CHECK_INT(bw_keyed_count(b), 2); /* evicted down to maxsize - 1 before adding */
     bw_breaker_free(b);
@@ -421,7 +420,7 @@ static void test_flood_against_failing_key(void)
         CHECK_OK(call(b, key, BW_SUCCESS));
         size_t n = bw_keyed_count(b);
         peak = n > peak ? n : peak;
-        CHECK_OK(bw_clock_manual_advance(clk, S / 10));
+        pump(S / 10);
     }
     CHECK(peak <= 16);
     CHECK(bw_keyed_bytes(b) <= 16 * 768 + 4096);
@@ -458,12 +457,12 @@ static void test_eviction_cancels_timer(void)
     opts o = {.maxsize = 1, .idle = 1 * S, .hidle = 1 * S, .auto_transition = 1};
     bw_breaker *b = make(&o);
     trip(b, "t");
-    CHECK_OK(bw_clock_manual_advance(clk, 61 * S)); /* the timer moves it to HALF_OPEN */
+    pump(61 * S); /* the timer moves it to HALF_OPEN */
     CHECK_INT(key_state(b, "t"), BW_STATE_HALF_OPEN);
-    CHECK_OK(bw_clock_manual_advance(clk, 2 * S));
+    pump(2 * S);
     CHECK_OK(call(b, "u", BW_SUCCESS));
     CHECK(!resident(b, "t"));
-    CHECK_OK(bw_clock_manual_advance(clk, 3600 * S)); /* no timer of "t" may fire now */
+    pump(3600 * S); /* no timer of "t" may fire now */
     CHECK_INT(key_state(b, "u"), BW_STATE_CLOSED);
     bw_breaker_free(b);
 }
@@ -740,7 +739,7 @@ static void test_concurrent_lookup_call_evict(void)
 
 int main(void)
 {
-    CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
+    clock_fresh(CLOCKFIX_START);
     RUN(test_independent_circuits);
     RUN(test_handle_has_full_surface);
     RUN(test_permits);
@@ -758,6 +757,6 @@ int main(void)
     RUN(test_checked_handles);
     RUN(test_knobs);
     RUN(test_concurrent_lookup_call_evict);
-    bw_clock_free(clk);
+    clock_done();
     return TEST_SUMMARY();
 }

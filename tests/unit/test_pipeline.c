@@ -15,12 +15,11 @@
 
 #include "alloc_hook.h"
 #include "harness.h"
+#include "clockfix.h"
 #include "recorder.h"
 
 #define MS BW_NS_PER_MS
 #define S BW_NS_PER_S
-
-static bw_clock *clk;
 
 /* ---- the fake sleeper and the event log ---- */
 
@@ -33,7 +32,7 @@ static void fake_sleep(int64_t ns, void *user)
     if (nslept < 16)
         slept[nslept] = ns;
     nslept++;
-    bw_clock_manual_advance(clk, ns);
+    pump(ns);
 }
 
 /* What the pipelines of pipeline() emit. */
@@ -103,7 +102,7 @@ static int call_dep(bw_ctx *ctx, void *arg)
     }
     d->calls++;
     if (d->takes)
-        bw_clock_manual_advance(clk, d->takes);
+        pump(d->takes);
     if (d->calls <= d->fail_first) {
         if (d->ask_delay >= 0)
             bw_ctx_set_retry_after(ctx, d->ask_delay);
@@ -339,7 +338,7 @@ static void test_bulkhead_full_is_not_an_outcome(void)
     CHECK_OK(bw_breaker_reset(b));
     h_calls(b, 2, BW_FAILURE);
     CHECK_STATE(b, BW_STATE_OPEN);
-    CHECK_OK(bw_clock_manual_advance(clk, 10 * S));
+    pump(10 * S);
     CHECK_OK(bw_bulkhead_try_acquire(bh));
     CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
     CHECK_OK(bw_breaker_snapshot(b, &s));
@@ -1106,8 +1105,7 @@ static void test_ctx_rejects_negative_delay(void)
 
 int main(void)
 {
-    if (bw_clock_manual_new(0, &clk) != BW_OK)
-        return 1;
+    clock_fresh(0);
     events = rec_new();
     RUN(test_retry_stops_at_open_circuit);
     RUN(test_patient_retry_waits_for_the_probe);
@@ -1132,7 +1130,7 @@ int main(void)
     RUN(test_threads);
     RUN(test_bad_arguments);
     RUN(test_ctx_rejects_negative_delay);
-    bw_clock_free(clk);
+    clock_done();
     rec_free(events);
     return TEST_SUMMARY();
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "clockfix.h"
 #include "timeutil.h"
 #include "recorder.h"
 #include "share/circuit.h"
@@ -30,7 +31,6 @@
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
 
-static bw_clock *clk;
 static char url[512];
 static char tmpdir[256];
 
@@ -149,12 +149,6 @@ static int call(bw_breaker *b, bw_outcome o)
     return rc;
 }
 
-/* Run queued writes and due polls (a manual clock's lane runs inside advance). */
-static void pump(int64_t dt)
-{
-    CHECK_OK(bw_clock_manual_advance(clk, dt));
-}
-
 /* The stored circuit as the store holds it. */
 typedef struct peek {
     int found;
@@ -237,7 +231,7 @@ static bw_store_verdict script_fn(void *arg, int64_t now, const bw_store_entry *
 
 static script step(bw_store *s, const char *name, bw_store_verdict v, int64_t expires_in, const char *data, int want)
 {
-    script sc = {v, bw_clock_now(clk) + expires_in, data, 0, {0}, 0, 0};
+    script sc = {v, clock_now() + expires_in, data, 0, {0}, 0, 0};
     CHECK_RC(bw_store_update(s, name, script_fn, &sc, NULL), want);
     return sc;
 }
@@ -247,12 +241,12 @@ static void test_contract_primitive(void)
     bw_store *s = open_store();
     script sc = step(s, "c-1", BW_STORE_KEEP, 0, "", BW_OK);
     CHECK(!sc.saw);
-    CHECK_INT(sc.seen_now, bw_clock_now(clk)); /* the store's clock is the injected one */
+    CHECK_INT(sc.seen_now, clock_now()); /* the store's clock is the injected one */
     step(s, "c-1", BW_STORE_PUT, 10 * S, "hello", BW_OK);
     sc = step(s, "c-1", BW_STORE_KEEP, 0, "", BW_OK);
     CHECK(sc.saw);
     CHECK_STR(sc.seen, "hello");
-    CHECK_INT(sc.seen_expires, bw_clock_now(clk) + 10 * S);
+    CHECK_INT(sc.seen_expires, clock_now() + 10 * S);
     step(s, "c-1", BW_STORE_PUT, 10 * S, "hi", BW_OK); /* shorter: no leftover bytes */
     CHECK_STR(step(s, "c-1", BW_STORE_KEEP, 0, "", BW_OK).seen, "hi");
     step(s, "c-1", BW_STORE_DELETE, 0, "", BW_OK);
@@ -386,13 +380,13 @@ static void test_contract_read(void)
     }
     CHECK_OK(rc);
     CHECK_INT(found, 0);
-    CHECK_INT(now, bw_clock_now(clk));
+    CHECK_INT(now, clock_now());
     step(s, "r-1", BW_STORE_PUT, 10 * S, "value", BW_OK);
     CHECK_OK(bw__store_try_read(s, "r-1", &now, &e, &found));
     CHECK_INT(found, 1);
     CHECK_INT(e.len, 5);
     CHECK(memcmp(e.data, "value", 5) == 0);
-    CHECK_INT(e.expires_at, bw_clock_now(clk) + 10 * S);
+    CHECK_INT(e.expires_at, clock_now() + 10 * S);
     pump(10 * S); /* expired: absent */
     CHECK_OK(bw__store_try_read(s, "r-1", &now, &e, &found));
     CHECK_INT(found, 0);
@@ -489,7 +483,7 @@ static void test_stored_one_circuit_for_two(void)
     /* The OPEN entry outlives its wait: it expires a ttl (1 d) after the wait ends. */
     peek pk = peek_at(s, "svc-stored");
     CHECK(pk.found);
-    CHECK_INT(pk.expires_at - bw_clock_now(clk), 10 * S + 86400 * S);
+    CHECK_INT(pk.expires_at - clock_now(), 10 * S + 86400 * S);
     /* The wait ends: one probe for the whole fleet. */
     pump(10 * S);
     bw_permit probe;
@@ -562,7 +556,7 @@ static void test_stored_stale_across_reset(void)
     CHECK_OK(bw_breaker_reset(b));
     peek k = peek_at(s, "svc-fence");
     CHECK(k.found); /* the fence */
-    CHECK_INT(k.expires_at, bw_clock_now(clk) + 86400 * S);
+    CHECK_INT(k.expires_at, clock_now() + 86400 * S);
     CHECK_OK(bw_settle(a, &p, BW_FAILURE)); /* admitted before the reset: stale */
     bw_snapshot snap;
     CHECK_OK(bw_breaker_snapshot(a, &snap));
@@ -893,7 +887,7 @@ static void test_stored_lifetimes(void)
     const int64_t ttl = 86400 * S;
     bw_store *s = open_store();
     bw_breaker *b = make("svc-life", s, BW_STORE_STORED, 1, NULL, 0);
-    int64_t t0 = bw_clock_now(clk);
+    int64_t t0 = clock_now();
     CHECK_OK(call(b, BW_SUCCESS)); /* written at t0 */
     CHECK_INT(peek_at(s, "svc-life").expires_at, t0 + ttl);
     pump(ttl / 2 + 1 * S); /* past half the lifetime: once renewed here */
@@ -905,31 +899,31 @@ static void test_stored_lifetimes(void)
         CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.total_calls, 1);
     CHECK_INT(peek_at(s, "svc-life").expires_at, t0 + ttl); /* nothing renewed it */
-    CHECK_OK(bw_clock_manual_set(clk, t0 + ttl - 1));
+    clock_to(t0 + ttl - 1);
     CHECK(peek_at(s, "svc-life").found);
-    CHECK_OK(bw_clock_manual_set(clk, t0 + ttl));
+    clock_to(t0 + ttl);
     CHECK(!peek_at(s, "svc-life").found); /* expired: a fresh circuit */
     CHECK_OK(bw_breaker_snapshot(b, &snap));
     CHECK_INT(snap.total_calls, 0);
 
     /* A recorded outcome renews. */
-    int64_t t1 = bw_clock_now(clk);
+    int64_t t1 = clock_now();
     CHECK_OK(call(b, BW_SUCCESS));
     pump(10 * S);
     CHECK_OK(call(b, BW_SUCCESS));
     CHECK_INT(peek_at(s, "svc-life").expires_at, t1 + 10 * S + ttl);
 
     /* OPEN: opened_at + wait (10 s) + ttl; a rejection writes nothing. */
-    int64_t t2 = bw_clock_now(clk);
+    int64_t t2 = clock_now();
     CHECK_OK(call(b, BW_FAILURE));
     CHECK_OK(call(b, BW_FAILURE)); /* 2 of 4 failed: OPEN at t2 */
     CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED);
     CHECK_INT(peek_at(s, "svc-life").expires_at, t2 + 10 * S + ttl);
     pump(20 * S); /* the wait is over; nobody asks */
     CHECK_INT(peek_at(s, "svc-life").expires_at, t2 + 10 * S + ttl);
-    CHECK_OK(bw_clock_manual_set(clk, t2 + 10 * S + ttl - 1));
+    clock_to(t2 + 10 * S + ttl - 1);
     CHECK(peek_at(s, "svc-life").found);
-    CHECK_OK(bw_clock_manual_set(clk, t2 + 10 * S + ttl));
+    clock_to(t2 + 10 * S + ttl);
     CHECK(!peek_at(s, "svc-life").found);
     CHECK_OK(call(b, BW_SUCCESS)); /* a fresh CLOSED circuit */
     bw_breaker_free(b);
@@ -1309,7 +1303,7 @@ static void test_coordinated_lane_batches(void)
     CHECK_INT(atomic_load(&cs.updates), 2);
     CHECK_INT(bw_breaker_state(b[20]), BW_STATE_CLOSED);
     CHECK_INT(bw_breaker_state(b[21]), BW_STATE_CLOSED);
-    int64_t to_grid = 3 * S - bw_clock_now(clk) % (3 * S);
+    int64_t to_grid = 3 * S - clock_now() % (3 * S);
     pump(to_grid - 1);
     CHECK_INT(bw_breaker_state(b[20]), BW_STATE_CLOSED);
     pump(1);
@@ -1325,8 +1319,8 @@ static void test_coordinated_lane_batches(void)
     CHECK_INT(shared_snapshot(real, "lane-0").state, BW_STATE_HALF_OPEN);
     /* A write queued by a circuit whose own poll is not due runs in the tick of the others' polls, and they read
        it: b[22] (3 s grid) trips circuit lane-2 just before a 1 s tick that is no 3 s tick; b[2] sees it there. */
-    int64_t to_tick = S - bw_clock_now(clk) % S;
-    if ((bw_clock_now(clk) + to_tick) % (3 * S) == 0) {
+    int64_t to_tick = S - clock_now() % S;
+    if ((clock_now() + to_tick) % (3 * S) == 0) {
         pump(to_tick);
         to_tick = S;
     }
@@ -1596,7 +1590,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_shared memory|shm|sqlite\n");
         return 2;
     }
-    CHECK_OK(bw_clock_manual_new(1000 * S, &clk));
+    clock_fresh(CLOCKFIX_START);
     RUN(test_contract_primitive);
     RUN(test_contract_threads);
     RUN(test_contract_read);
@@ -1624,7 +1618,7 @@ int main(int argc, char **argv)
     RUN(test_config_checks);
     if (strcmp(scheme, "memory") == 0) /* independent of the store under test */
         RUN(test_coordinated_close_bounded_when_store_hangs);
-    bw_clock_free(clk);
+    clock_done();
     if (strcmp(scheme, "shm") == 0) {
         char name[sizeof url + 1];
         snprintf(name, sizeof name, "/%s", url + 4);
