@@ -191,6 +191,16 @@ static inline int rec_count_line(recorder *r, int from, const char *line)
     return c;
 }
 
+/* The index of the first event from index `from` on whose description is `line`, or -1. */
+static inline int rec_find(recorder *r, int from, const char *line)
+{
+    int n = rec_count(r);
+    for (int i = from; i < n; i++)
+        if (strcmp(r->ev[i].line, line) == 0)
+            return i;
+    return -1;
+}
+
 /* Events from index `from` on of one type. */
 static inline int rec_count_type(recorder *r, int from, bw_event_type type)
 {

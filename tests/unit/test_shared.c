@@ -22,6 +22,7 @@
 #include "harness.h"
 #include "clockfix.h"
 #include "timeutil.h"
+#include "failing_store.h"
 #include "recorder.h"
 #include "share/circuit.h"
 #include "base/systime.h"
@@ -33,55 +34,6 @@
 
 static char url[512];
 static char tmpdir[256];
-
-/* ---- a store that fails on command (wraps the real one) ---- */
-
-typedef struct flaky {
-    bw_store *inner; /* first: flaky_sweep reads it */
-    atomic_int fail;
-    atomic_int calls;
-} flaky;
-
-static int flaky_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
-{
-    flaky *f = ctx;
-    atomic_fetch_add(&f->calls, 1);
-    if (atomic_load(&f->fail)) {
-        if (err)
-            snprintf(err->message, sizeof err->message, "down on command");
-        return BW_ESYS;
-    }
-    return bw_store_update(f->inner, name, fn, arg, err);
-}
-
-/* The sweep of a wrapper store: its ctx starts with the wrapped store (flaky, rostore). */
-static int flaky_sweep(void *ctx, int max, int *deleted, bw_error *err)
-{
-    bw_store *inner = *(bw_store **)ctx;
-    return bw_store_sweep(inner, max, deleted, err);
-}
-
-/* The sweep of a test store that keeps nothing worth sweeping (liar, stuck). */
-static int none_swept(void *ctx, int max, int *deleted, bw_error *err)
-{
-    (void)ctx;
-    (void)max;
-    (void)err;
-    *deleted = 0;
-    return BW_OK;
-}
-
-static void flaky_close(void *ctx)
-{
-    (void)ctx; /* the test owns the inner store */
-}
-
-static const bw_store_ops flaky_ops = {.version = BW_STORE_OPS_VERSION,
-                                       .scheme = "flaky",
-                                       .update = flaky_update,
-                                       .sweep = flaky_sweep,
-                                       .close = flaky_close,
-                                       .read = NULL};
 
 /* ---- helpers ---- */
 
@@ -95,16 +47,6 @@ static bw_store *open_store(void)
         exit(1);
     }
     CHECK_OK(bw_store_set_clock(s, clk));
-    return s;
-}
-
-/* A store over a test's own ops table and ctx (a wrapper of a real store, a liar, ...). */
-static bw_store *custom_store(const bw_store_ops *ops, void *ctx)
-{
-    bw_store *s = NULL;
-    bw_error e;
-    if (bw_store_custom(ops, ctx, &s, &e) != BW_OK)
-        H_FAIL("bw_store_custom: %s", e.message);
     return s;
 }
 
@@ -763,7 +705,7 @@ static void test_stored_corrupt_entry(void)
 /* ---- a store that reads but cannot write (a read-only file system, a full disk) ---- */
 
 typedef struct rostore {
-    bw_store *inner; /* first: flaky_sweep reads it */
+    bw_store *inner; /* first: wrapped_sweep reads it */
     atomic_int readonly;
     atomic_int refused; /* writes refused */
 } rostore;
@@ -826,8 +768,8 @@ static int ro_readfn(void *ctx, const char *name, int64_t *now, bw_store_entry *
 static const bw_store_ops ro_ops = {.version = BW_STORE_OPS_VERSION,
                                     .scheme = "readonly",
                                     .update = ro_update,
-                                    .sweep = flaky_sweep,
-                                    .close = flaky_close,
+                                    .sweep = wrapped_sweep,
+                                    .close = wrapped_close,
                                     .read = ro_readfn};
 
 /*
@@ -855,6 +797,11 @@ static void test_stored_reads_without_writes(void)
     }
     CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
     CHECK_INT(rec_count_line(log, 0, "recovered"), 0);
+    int d = rec_find(log, 0, "degraded");
+    if (d >= 0) { /* the store's error, copied with the event */
+        CHECK_INT(rec_nth(log, d)->status, BW_ESYS);
+        CHECK_STR(rec_nth(log, d)->message, "attempt to write a readonly database");
+    }
     CHECK_INT(n, 5); /* at 0, 2, 6, 14 and 30 s */
     if (n == 5) {
         CHECK_INT(refused_at[1] - refused_at[0], 20);
@@ -940,8 +887,8 @@ static void test_stored_hold_recovers(void)
     static const int holds[] = {BW_STATE_DISABLED, BW_STATE_FORCED_OPEN};
     for (int h = 0; h < 2; h++) {
         bw_store *inner = open_store();
-        flaky f = {inner, 0, 0};
-        bw_store *s = custom_store(&flaky_ops, &f);
+        failing_store f;
+        bw_store *s = failing_wrap(&f, inner);
         recorder *log = rec_new();
         bw_breaker *b = make("svc-hold", s, BW_STORE_STORED, 1, log, 0);
         if (holds[h] == BW_STATE_DISABLED)
@@ -950,10 +897,10 @@ static void test_stored_hold_recovers(void)
             CHECK_OK(bw_breaker_force_open(b));
         int64_t expires = peek_at(inner, "svc-hold").expires_at;
         CHECK_INT(expires, BW_STORE_NEVER);
-        atomic_store(&f.fail, 1);
+        failing_set(&f, 1);
         call(b, BW_SUCCESS); /* degrades */
         CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
-        atomic_store(&f.fail, 0);
+        failing_set(&f, 0);
         for (int t = 0; t < 40; t++) { /* 4 s: past the 2 s retry */
             call(b, BW_SUCCESS);
             pump(100 * MS);
@@ -1014,8 +961,8 @@ static int liar_read(void *ctx, const char *name, int64_t *now, bw_store_entry *
 static const bw_store_ops liar_ops = {.version = BW_STORE_OPS_VERSION,
                                       .scheme = "liar",
                                       .update = liar_update,
-                                      .sweep = none_swept,
-                                      .close = flaky_close,
+                                      .sweep = nothing_swept,
+                                      .close = wrapped_close,
                                       .read = liar_read};
 
 /* An entry whose length says more than BW_STORE_DATA_MAX is corrupt, never read past its end. */
@@ -1044,23 +991,25 @@ static void test_stored_entry_too_long(void)
 static void test_stored_store_failure_falls_back(void)
 {
     bw_store *inner = open_store();
-    flaky f = {inner, 0, 0};
-    bw_store *s;
-    CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
     recorder *log = rec_new();
     bw_breaker *a = make("svc-flaky", s, BW_STORE_STORED, 1, log, 0);
     CHECK_OK(call(a, BW_SUCCESS));
     bw_permit inflight;
     CHECK_OK(bw_acquire(a, &inflight, NULL)); /* admitted by the store, settled during the outage */
-    atomic_store(&f.fail, 1);
+    failing_set(&f, 1);
     int before = atomic_load(&f.calls);
     CHECK_OK(call(a, BW_FAILURE)); /* the store fails: the local circuit admits */
     CHECK_INT(rec_count_line(log, 0, "degraded"), 1);
+    int d = rec_find(log, 0, "degraded");
+    if (d >= 0)
+        CHECK_STR(rec_nth(log, d)->message, FAILING_MESSAGE);
     CHECK_OK(bw_settle(a, &inflight, BW_FAILURE)); /* counts locally: 2 of 2 failed, trips */
     CHECK_INT(atomic_load(&f.calls) - before, 1);  /* not retried before store_retry (2 s) */
     CHECK_RC(call(a, BW_SUCCESS), BW_REJECTED);    /* the local circuit tripped on its own */
     pump(2 * S);
-    atomic_store(&f.fail, 0);
+    failing_set(&f, 0);
     CHECK_OK(call(a, BW_SUCCESS)); /* the store again: its circuit was never tripped */
     CHECK_INT(rec_count_line(log, 0, "recovered"), 1);
     bw_breaker_free(a);
@@ -1218,38 +1167,6 @@ static void test_keyed_coordinated(void)
     rec_free(lb);
 }
 
-/* A store that counts the updates and batched reads reaching the real one. */
-typedef struct counting {
-    bw_store *inner; /* first: flaky_sweep reads it */
-    atomic_int updates, reads;
-} counting;
-
-static int counting_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
-{
-    counting *c = ctx;
-    atomic_fetch_add(&c->updates, 1);
-    return bw_store_update(c->inner, name, fn, arg, err);
-}
-
-static int counting_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out,
-                              int *found, bw_error *err)
-{
-    (void)err;
-    counting *c = ctx;
-    atomic_fetch_add(&c->reads, 1);
-    int rc = bw__store_read_many(c->inner, n, names, now, out, found);
-    for (size_t i = 0; rc == BW_ESTATE && i < n; i++) /* a store with no batched read: one at a time */
-        rc = bw__store_try_read(c->inner, names[i], now, &out[i], &found[i]);
-    return rc;
-}
-
-static const bw_store_ops counting_ops = {.version = BW_STORE_OPS_VERSION,
-                                          .scheme = "counting",
-                                          .update = counting_update,
-                                          .sweep = flaky_sweep,
-                                          .close = flaky_close,
-                                          .read_many = counting_read_many};
-
 /* A breaker named `name` with store_poll `poll`, otherwise make()'s. */
 static bw_breaker *make_polled(const char *name, bw_store *s, int64_t poll)
 {
@@ -1277,8 +1194,8 @@ static void test_coordinated_lane_batches(void)
 {
     enum { N = 40 };
     bw_store *real = open_store();
-    counting cs = {real, 0, 0};
-    bw_store *s = custom_store(&counting_ops, &cs);
+    counting_store cs;
+    bw_store *s = counting_wrap(&cs, real);
     CHECK_OK(bw_store_set_clock(s, clk));
     bw_breaker *b[N];
     char name[32];
@@ -1380,14 +1297,13 @@ static void test_coordinated_late_probe_and_expired_lease(void)
 static void test_coordinated_degrade_and_recover(void)
 {
     bw_store *inner = open_store();
-    flaky f = {inner, 0, 0};
-    bw_store *s;
-    CHECK_OK(bw_store_custom(&flaky_ops, &f, &s, NULL));
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
     recorder *la = rec_new();
     bw_breaker *a = make("svc-degrade", s, BW_STORE_COORDINATED, 1, la, 0);
     bw_breaker *other = make("svc-degrade", inner, BW_STORE_COORDINATED, 1, NULL, 0);
     pump(0);
-    atomic_store(&f.fail, 1);
+    failing_set(&f, 1);
     pump(1 * S); /* a's poll fails */
     CHECK_INT(rec_count_line(la, 0, "degraded"), 1);
     /* While a is cut off, the other one trips the shared circuit. */
@@ -1398,7 +1314,7 @@ static void test_coordinated_degrade_and_recover(void)
     pump(1 * S); /* a polls again before its retry time (2 s): no store call */
     CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
     CHECK_OK(call(a, BW_SUCCESS)); /* local rules */
-    atomic_store(&f.fail, 0);
+    failing_set(&f, 0);
     pump(1 * S); /* retry time: the poll succeeds, a adopts the shared OPEN */
     CHECK_INT(rec_count_line(la, 0, "recovered"), 1);
     CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
@@ -1473,7 +1389,7 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     static const bw_store_ops ops = {.version = BW_STORE_OPS_VERSION,
                                      .scheme = "stuck",
                                      .update = stuck_update,
-                                     .sweep = none_swept,
+                                     .sweep = nothing_swept,
                                      .close = stuck_close,
                                      .read = NULL};
     stuck st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
@@ -1526,8 +1442,8 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
 static void test_custom_versions(void)
 {
     bw_store *inner = open_store();
-    flaky f = {inner, 0, 0};
-    bw_store_ops ops = flaky_ops;
+    failing_store f = {inner, 0, 0};
+    bw_store_ops ops = failing_ops;
     bw_store *s = NULL;
     bw_error e;
     ops.version = BW_STORE_OPS_VERSION + 1;
