@@ -10,11 +10,22 @@ set_property(GLOBAL PROPERTY BW_BACKEND_SOURCES "")
 set_property(GLOBAL PROPERTY BW_BACKEND_INCLUDES "")
 set_property(GLOBAL PROPERTY BW_BACKEND_LIBS "")
 set_property(GLOBAL PROPERTY BW_COMPONENT_BITS 0)
+set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
 
-# bw_add_backend(scheme [COMPONENT bit] SOURCES files... [INCLUDES dirs...] [LIBS libs...])
+# bw_add_backend(scheme [COMPONENT bit] SOURCES files... [INCLUDES dirs...] [LIBS libs...]
+#                [TEST_URL url [PROCS keep-across-fork|reopen-after-fork]])
 # The backend's sources define `const bw__backend bw__backend_<scheme>`.
+# TEST_URL: the URL the tests run the store contract on (tests/contract/), with
+# placeholders the test expands so that runs never collide: %p the test's pid,
+# %n a fresh store, %d a temporary directory (tests/support/store_url.h).
+# PROCS: processes share the store (tests/integration/ then run on it), and
+# whether a process may keep its store open across fork() (keep-across-fork)
+# or must open it again in each process (reopen-after-fork).
 function(bw_add_backend scheme)
-  cmake_parse_arguments(B "" "COMPONENT" "SOURCES;INCLUDES;LIBS" ${ARGN})
+  cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS" "SOURCES;INCLUDES;LIBS" ${ARGN})
+  if(B_PROCS AND NOT (B_TEST_URL AND B_PROCS MATCHES "^(keep-across-fork|reopen-after-fork)$"))
+    message(FATAL_ERROR "bw_add_backend(${scheme}): PROCS needs a TEST_URL and is keep-across-fork or reopen-after-fork")
+  endif()
   set_property(GLOBAL APPEND PROPERTY BW_BACKENDS ${scheme})
   list(TRANSFORM B_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
   set_property(GLOBAL APPEND PROPERTY BW_BACKEND_SOURCES ${B_SOURCES})
@@ -24,6 +35,11 @@ function(bw_add_backend scheme)
     get_property(bits GLOBAL PROPERTY BW_COMPONENT_BITS)
     math(EXPR bits "${bits} | ${B_COMPONENT}" OUTPUT_FORMAT HEXADECIMAL)
     set_property(GLOBAL PROPERTY BW_COMPONENT_BITS ${bits})
+  endif()
+  if(B_TEST_URL)
+    set_property(GLOBAL APPEND PROPERTY BW_TEST_BACKENDS ${scheme})
+    set_property(GLOBAL PROPERTY BW_TEST_URL_${scheme} "${B_TEST_URL}")
+    set_property(GLOBAL PROPERTY BW_TEST_PROCS_${scheme} "${B_PROCS}")
   endif()
   set(BW_HAVE_${scheme} ON CACHE INTERNAL "")
 endfunction()
@@ -48,6 +64,16 @@ get_property(BW_BACKEND_SOURCES GLOBAL PROPERTY BW_BACKEND_SOURCES)
 get_property(BW_BACKEND_INCLUDES GLOBAL PROPERTY BW_BACKEND_INCLUDES)
 get_property(BW_BACKEND_LIBS GLOBAL PROPERTY BW_BACKEND_LIBS)
 get_property(BW_COMPONENT_BITS GLOBAL PROPERTY BW_COMPONENT_BITS)
+
+# What the tests run on: BW_TEST_BACKENDS (schemes with a TEST_URL), BW_TEST_URLS
+# (their URLs, in the same order), BW_TEST_URL_<scheme> and BW_TEST_PROCS_<scheme>.
+get_property(BW_TEST_BACKENDS GLOBAL PROPERTY BW_TEST_BACKENDS)
+set(BW_TEST_URLS "")
+foreach(b ${BW_TEST_BACKENDS})
+  get_property(BW_TEST_URL_${b} GLOBAL PROPERTY BW_TEST_URL_${b})
+  get_property(BW_TEST_PROCS_${b} GLOBAL PROPERTY BW_TEST_PROCS_${b})
+  list(APPEND BW_TEST_URLS "${BW_TEST_URL_${b}}")
+endforeach()
 
 set(decls "")
 set(entries "")

@@ -1,17 +1,18 @@
 /*
- * test_sqlite.c — the sqlite:PATH store: the schema it creates (checked with raw
- * SQLite), reopening, URL errors, a foreign schema_version, update semantics
- * compared step by step with the memory: store on a manual clock, expiry, the
- * bounded sweep and the automatic one, names SQL would choke on, a busy
+ * test_sqlite.c — what only the sqlite:PATH store does (the store contract it
+ * shares with every store is tests/contract/): the schema it creates (checked
+ * with raw SQLite), reopening, URL errors, a foreign schema_version, refused
+ * updates leaving no transaction open, the bounded sweep as rows and the
+ * automatic one, names SQL would choke on stored as rows of their own, a busy
  * database, a dropped table, rows breakwater did not write, and atomicity
- * under 4 threads and 4 processes. Every file lives in a fresh mkdtemp
- * directory, removed at the end.
+ * under 4 processes. Every file lives in a fresh mkdtemp directory, removed
+ * at the end.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -303,94 +304,28 @@ static void test_foreign_schema(void)
 }
 
 /*
- * One script of updates run against memory: and sqlite: on manual clocks: what
- * each function sees (absent or the entry, its bytes), and each status, must
- * match step by step.
+ * Updates the store layer refuses (a bad length, an unknown verdict) leave no
+ * transaction open: a raw writer gets in at once. (What each one returns is
+ * the store contract's, tests/contract/.)
  */
-typedef struct step {
-    int64_t advance; /* s, before the update */
-    const char *name;
-    int verdict;
-    int64_t exp; /* s after the start; -1 = BW_STORE_NEVER */
-    uint32_t len;
-    unsigned char fill;
-} step;
-
-static const step script[] = {
-    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* absent */
-    {0, "a", BW_STORE_PUT, 10, 3, 1},         /* create */
-    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* sees it */
-    {1, "a", BW_STORE_PUT, 20, 5, 9},         /* overwrite */
-    {0, "b", BW_STORE_DELETE, 0, 0, 0},       /* delete an absent entry */
-    {0, "b", BW_STORE_PUT, -1, 1024, 3},      /* the longest entry, never expires */
-    {0, "a", BW_STORE_PUT, 30, 0, 0},         /* len 0: EINVAL, nothing changed */
-    {0, "a", BW_STORE_PUT, 30, 1025, 0},      /* len 1025: EINVAL */
-    {0, "a", 7, 0, 0, 0},                     /* unknown verdict: EINVAL */
-    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* still the overwrite */
-    {18, "a", BW_STORE_KEEP, 0, 0, 0},        /* now = 19, expires 20: live */
-    {1, "a", BW_STORE_KEEP, 0, 0, 0},         /* now = 20 = expires_at: absent */
-    {0, "a", BW_STORE_PUT, 25, 2, 5},         /* PUT over the expired entry */
-    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* the new one */
-    {0, "a", BW_STORE_DELETE, 0, 0, 0},       /* delete */
-    {0, "a", BW_STORE_KEEP, 0, 0, 0},         /* absent */
-    {0, "c", BW_STORE_PUT, 21, 4, 4},         /* expires in 1 s */
-    {5, "c", BW_STORE_DELETE, 0, 0, 0},       /* delete an expired entry: sees absent */
-    {0, "c", BW_STORE_KEEP, 0, 0, 0},         /* absent */
-    {1000000, "b", BW_STORE_KEEP, 0, 0, 0},   /* the held entry lives on */
-    {0, "o'b;--\"%", BW_STORE_PUT, -1, 2, 8}, /* an awkward name */
-    {0, "o'b;--\"%", BW_STORE_KEEP, 0, 0, 0},
-};
-
-static void run_script(bw_store *s, bw_clock *clk, char log[][160])
+static void test_refused_updates_leave_no_transaction(void)
 {
-    int64_t start = bw_clock_now(clk);
-    for (size_t i = 0; i < sizeof script / sizeof script[0]; i++) {
-        const step *st = &script[i];
-        bw_clock_manual_advance(clk, st->advance * S);
-        op o = {.verdict = st->verdict, .len = st->len, .fill = st->fill};
-        o.expires_at = st->exp < 0 ? BW_STORE_NEVER : start + st->exp * S;
-        bw_error e = {0};
-        int rc = bw_store_update(s, st->name, do_op, &o, &e);
-        unsigned sum = 0;
-        for (uint32_t k = 0; o.saw && k < o.saw_len; k++)
-            sum = sum * 31 + o.saw_data[k];
-        snprintf(log[i], 160, "rc=%d field=%s now=%lld saw=%d exp=%lld len=%u sum=%u", rc, rc ? e.field : "",
-                 (long long)(o.saw_now - start), o.saw,
-                 o.saw ? (long long)(o.saw_exp == BW_STORE_NEVER ? -1 : o.saw_exp - start) : 0LL, o.saw_len, sum);
-    }
-}
-
-static void test_same_as_memory(void)
-{
-    enum { N = sizeof script / sizeof script[0] };
-    static char want[N][160], got[N][160];
     char p[256];
-    bw_clock *c1, *c2;
-    CHECK_OK(bw_clock_manual_new(1000 * S, &c1));
-    CHECK_OK(bw_clock_manual_new(1000 * S, &c2));
-    bw_store *m = open_url("memory:");
-    bw_store *s = open_url("sqlite:%s?sweep=off", db_path(p, sizeof p));
-    if (!m || !s)
+    bw_store *s = open_url("sqlite:%s?busy_timeout=100ms", db_path(p, sizeof p));
+    if (!s)
         return;
-    CHECK_OK(bw_store_set_clock(m, c1));
-    CHECK_OK(bw_store_set_clock(s, c2));
-    run_script(m, c1, want);
-    run_script(s, c2, got);
-    for (int i = 0; i < N; i++)
-        if (strcmp(want[i], got[i]) != 0)
-            H_FAIL("step %d: memory: %s, sqlite: %s", i, want[i], got[i]);
-    /* Spot checks that the script means what it says. */
-    CHECK(strstr(want[6], "field=len") != NULL);
-    CHECK(strstr(want[7], "field=len") != NULL);
-    CHECK(strstr(want[8], "field=verdict") != NULL);
-    CHECK(strstr(want[11], "saw=0") != NULL);
-    CHECK(strstr(want[10], "saw=1") != NULL);
-    /* No transaction was left open by the failed updates: a raw writer gets in. */
+    put(s, "a", BW_STORE_NEVER, 5, 9);
+    op bad[] = {{.verdict = BW_STORE_PUT, .expires_at = BW_STORE_NEVER, .len = 0},
+                {.verdict = BW_STORE_PUT, .expires_at = BW_STORE_NEVER, .len = BW_STORE_DATA_MAX + 1},
+                {.verdict = 7}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_RC(bw_store_update(s, "a", do_op, &bad[i], NULL), BW_EINVAL);
     CHECK_INT(raw_exec(p, "BEGIN IMMEDIATE; COMMIT;"), SQLITE_OK);
-    bw_store_close(m);
+    op o;
+    CHECK_INT(get(s, "a", &o), 1);
+    CHECK_INT(o.saw_len, 5);
+    CHECK_INT(o.saw_data[0], 9);
     bw_store_close(s);
-    bw_clock_free(c1);
-    bw_clock_free(c2);
 }
 
 static void test_sweep_bounded(void)
@@ -621,41 +556,9 @@ static void test_malformed_rows(void)
     bw_store_close(s);
 }
 
-/* ---- threads and processes ---- */
+/* ---- processes ---- */
 
-enum { THREADS = 4, PER_THREAD = 2000, PROCS = 4, PER_PROC = 1000 };
-
-static void *thread_main(void *arg)
-{
-    bw_store *s = arg;
-    for (int i = 0; i < PER_THREAD; i++) {
-        bw_error e;
-        int rc = bw_store_update(s, "counter", incr, NULL, &e);
-        if (rc != BW_OK) {
-            fprintf(stderr, "thread update: %s (%s)\n", bw_strerror(rc), e.message);
-            return (void *)1;
-        }
-    }
-    return NULL;
-}
-
-static void test_threads(void)
-{
-    char p[256];
-    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
-    if (!s)
-        return;
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        CHECK_INT(pthread_create(&t[i], NULL, thread_main, s), 0);
-    for (int i = 0; i < THREADS; i++) {
-        void *r;
-        pthread_join(t[i], &r);
-        CHECK(r == NULL);
-    }
-    CHECK_INT(counter(s, "counter"), THREADS * PER_THREAD);
-    bw_store_close(s);
-}
+enum { PROCS = 4, PER_PROC = 1000 };
 
 static void test_processes(void)
 {
@@ -718,13 +621,12 @@ int main(void)
     RUN(test_reopen_keeps_entries);
     RUN(test_url_errors);
     RUN(test_foreign_schema);
-    RUN(test_same_as_memory);
+    RUN(test_refused_updates_leave_no_transaction);
     RUN(test_sweep_bounded);
     RUN(test_auto_sweep);
     RUN(test_awkward_names);
     RUN(test_busy_and_errors);
     RUN(test_malformed_rows);
-    RUN(test_threads);
     RUN(test_processes);
     cleanup();
     return TEST_SUMMARY();
