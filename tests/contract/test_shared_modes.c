@@ -1,9 +1,11 @@
 /*
- * test_shared.c — breakers sharing state through a store, on every store: the
- * contract suite of the shared modes (the store primitive's own contract is
- * tests/contract/test_store_contract.c). Run as `test_shared memory|shm|sqlite`;
- * each ctest entry runs one store. Everything here runs on one manual clock
- * shared by the breakers and the store, so every rule is exact:
+ * test_shared_modes.c — breakers sharing state through a store, on every
+ * store (tests/contract/): the contract suite of the shared modes, next to
+ * the store primitive's own (test_store_contract.c). Run as
+ * `test_shared_modes URL`; ctest runs it once per URL a backend registered
+ * (bw_add_backend's TEST_URL), each test on a fresh store of it (%n,
+ * support/store_url.h). Everything here runs on one manual clock shared by
+ * the breakers and the stores, so every rule is exact:
  * - stored mode: two breakers on one circuit, the global probe budget, stale
  *   outcomes, lifetimes of the entry (closing deletes, operator holds never
  *   expire, OPEN outlives its wait), a store failing on command (fallback to
@@ -13,10 +15,9 @@
  *   late probe from an old round dropped, a lease expiring, degradation and
  *   recovery adopting an OPEN made while cut off, the queue filling up.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,22 +30,23 @@
 #include "base/systime.h"
 #include "store/backend.h"
 #include "store/front.h"
+#include "store_url.h"
 
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
 
-static char url[512];
-static char tmpdir[256];
-
 /* ---- helpers ---- */
 
+/* A fresh store on the fixture's clock (exits when it cannot be opened: nothing else could run). */
 static bw_store *open_store(void)
 {
+    const char *url = store_url_fresh();
     bw_store *s = NULL;
     bw_error e;
     int rc = bw_store_open(url, &s, &e);
     if (rc != BW_OK) {
         H_FAIL("bw_store_open(%s): %s", url, e.message);
+        store_url_cleanup();
         exit(1);
     }
     CHECK_OK(bw_store_set_clock(s, clk));
@@ -1232,20 +1234,7 @@ static void test_config_checks(void)
 
 int main(int argc, char **argv)
 {
-    const char *scheme = argc > 1 ? argv[1] : "memory";
-    if (strcmp(scheme, "memory") == 0) {
-        snprintf(url, sizeof url, "memory:");
-    } else if (strcmp(scheme, "shm") == 0) {
-        snprintf(url, sizeof url, "shm:bw-test-shared-%ld", (long)getpid());
-    } else if (strcmp(scheme, "sqlite") == 0) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/bw-test-shared-XXXXXX");
-        if (!mkdtemp(tmpdir))
-            return 2;
-        snprintf(url, sizeof url, "sqlite:%s/db", tmpdir);
-    } else {
-        fprintf(stderr, "usage: test_shared memory|shm|sqlite\n");
-        return 2;
-    }
+    store_url_init(argc, argv);
     clock_fresh(CLOCKFIX_START);
     RUN(test_stored_one_circuit_for_two);
     RUN(test_stored_moving_clock);
@@ -1267,18 +1256,8 @@ int main(int argc, char **argv)
     RUN(test_coordinated_queue_full);
     RUN(test_custom_versions);
     RUN(test_config_checks);
-    if (strcmp(scheme, "memory") == 0) /* independent of the store under test */
-        RUN(test_coordinated_close_bounded_when_store_hangs);
+    RUN(test_coordinated_close_bounded_when_store_hangs);
     clock_done();
-    if (strcmp(scheme, "shm") == 0) {
-        char name[sizeof url + 1];
-        snprintf(name, sizeof name, "/%s", url + 4);
-        shm_unlink(name);
-    } else if (strcmp(scheme, "sqlite") == 0) {
-        char cmd[sizeof tmpdir + 32];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", tmpdir);
-    }
+    store_url_cleanup();
     return TEST_SUMMARY();
 }
