@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "clockfix.h"
+#include "entries.h"
 #include "script.h"
 #include "store/front.h"
 #include "store_url.h"
@@ -48,70 +49,10 @@ static bw_store *open_store(void)
     return s;
 }
 
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * UINT64_C(1099511628211);
-    return h;
-}
-
-/* An entry of len bytes (>= 16) carrying value, with a checksum in its last 8 bytes. */
-static void fill(bw_store_entry *e, int64_t value, uint32_t len, int64_t expires_at)
-{
-    e->expires_at = expires_at;
-    e->len = len;
-    memcpy(e->data, &value, 8);
-    for (uint32_t i = 8; i < len - 8; i++)
-        e->data[i] = (unsigned char)(value * 31 + i);
-    uint64_t h = fnv(e->data, len - 8);
-    memcpy(e->data + len - 8, &h, 8);
-}
-
-/* The value an entry carries, or -1 when it is torn. */
-static int64_t value_of(const bw_store_entry *e)
-{
-    if (e->len < 16 || e->len > BW_STORE_DATA_MAX)
-        return -1;
-    uint64_t h;
-    memcpy(&h, e->data + e->len - 8, 8);
-    if (h != fnv(e->data, e->len - 8))
-        return -1;
-    int64_t v;
-    memcpy(&v, e->data, 8);
-    return v;
-}
-
-typedef struct op {
-    int verdict;
-    int64_t value, expires_at;
-    int present; /* observed */
-    int64_t seen;
-} op;
-
-static bw_store_verdict op_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
-{
-    (void)now;
-    op *o = arg;
-    o->present = cur != NULL;
-    o->seen = cur ? value_of(cur) : 0;
-    if (o->verdict == BW_STORE_PUT)
-        fill(next, o->value, 64, o->expires_at);
-    return (bw_store_verdict)o->verdict;
-}
-
-/* Read key: its value, -2 when absent, -1 when torn. */
-static int64_t get(bw_store *s, const char *key)
-{
-    op o = {BW_STORE_KEEP, 0, 0, 0, 0};
-    CHECK_OK(bw_store_update(s, key, op_fn, &o, NULL));
-    return o.present ? o.seen : -2;
-}
-
+/* Write value into key's 64-byte entry. */
 static void put(bw_store *s, const char *key, int64_t value, int64_t expires_at)
 {
-    op o = {BW_STORE_PUT, value, expires_at, 0, 0};
-    CHECK_OK(bw_store_update(s, key, op_fn, &o, NULL));
+    CHECK_OK(entry_put(s, key, value, 64, expires_at, NULL));
 }
 
 /* The store has the optional lock-free read: a quiet store answers it at once (else BW_ESTATE). */
@@ -134,7 +75,7 @@ static int probe_self_sweeps(void)
     bw_store *s = open_store();
     put(s, "probe", 1, clock_now() + 1);
     pump(2 * 86400 * S);
-    CHECK_INT(get(s, "probe-other"), -2);
+    CHECK_INT(entry_get(s, "probe-other"), -2);
     int deleted = -1;
     CHECK_OK(bw_store_sweep(s, 1, &deleted, NULL));
     CHECK(deleted == 0 || deleted == 1);
@@ -352,27 +293,27 @@ static void test_expiry_and_bounded_sweep(void)
     CHECK_INT(d, 0); /* nothing expired yet */
     /* The boundary: alive 1 ns before expires_at, absent at it, on every store. */
     clock_to(t0 + 1 * S - 1);
-    CHECK_INT(get(s, "dead-0"), 0);
-    CHECK_INT(get(s, "dead-7"), 7);
+    CHECK_INT(entry_get(s, "dead-0"), 0);
+    CHECK_INT(entry_get(s, "dead-7"), 7);
     clock_to(t0 + 1 * S);
-    CHECK_INT(get(s, "dead-0"), -2);
-    CHECK_INT(get(s, "dead-1"), 1);
+    CHECK_INT(entry_get(s, "dead-0"), -2);
+    CHECK_INT(entry_get(s, "dead-1"), 1);
     clock_to(t0 + 8 * S); /* every dead-* expired */
     check_sweeps(s, 100, 250);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof key, "live-%d", i);
-        CHECK_INT(get(s, key), 100 + i);
+        CHECK_INT(entry_get(s, key), 100 + i);
     }
     /* expires_at == now is expired: the five live-* of 6000 s go now. */
     clock_to(6000 * S);
     check_sweeps(s, 1000, 5);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof key, "live-%d", i);
-        CHECK_INT(get(s, key), i % 2 ? 100 + i : -2);
+        CHECK_INT(entry_get(s, key), i % 2 ? 100 + i : -2);
     }
     CHECK_RC(bw_store_sweep(s, 0, &d, NULL), BW_EINVAL);
     CHECK_RC(bw_store_update(s, "x", NULL, NULL, NULL), BW_EINVAL);
-    CHECK_RC(bw_store_update(NULL, "x", op_fn, NULL, NULL), BW_EINVAL);
+    CHECK_RC(bw_store_update(NULL, "x", entry_incr, NULL, NULL), BW_EINVAL);
     CHECK_RC(bw_store_sweep(NULL, 1, &d, NULL), BW_EINVAL);
     bw_store_close(s);
 }
@@ -380,17 +321,6 @@ static void test_expiry_and_bounded_sweep(void)
 /* ---- atomicity: threads incrementing one counter ---- */
 
 enum { THREADS = 4, PER_THREAD = 10000 };
-
-static bw_store_verdict incr_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
-{
-    (void)arg;
-    (void)now;
-    int64_t v = cur ? value_of(cur) : 0;
-    if (v < 0)
-        return BW_STORE_KEEP; /* torn: the check of the total catches it */
-    fill(next, v + 1, 64, BW_STORE_NEVER);
-    return BW_STORE_PUT;
-}
 
 typedef struct tctx {
     bw_store *s;
@@ -403,7 +333,7 @@ static void *incr_thread(void *arg)
     tctx *t = arg;
     for (int i = 0; i < PER_THREAD; i++) {
         bw_error e;
-        if (bw_store_update(t->s, "counter", incr_fn, NULL, &e) != BW_OK && t->errors++ == 0)
+        if (bw_store_update(t->s, "counter", entry_incr, NULL, &e) != BW_OK && t->errors++ == 0)
             snprintf(t->message, sizeof t->message, "%s", e.message);
     }
     return NULL;
@@ -424,7 +354,7 @@ static void test_threads_one_counter(void)
         if (t[i].errors)
             H_FAIL("thread %d: %d updates failed, the first with: %s", i, t[i].errors, t[i].message);
     }
-    CHECK_INT(get(s, "counter"), THREADS * PER_THREAD);
+    CHECK_INT(entry_get(s, "counter"), THREADS * PER_THREAD);
     bw_store_close(s);
 }
 
@@ -454,11 +384,11 @@ static void test_read(void)
     CHECK_OK(bw__store_try_read(s, "r-1", &now, &e, &found));
     CHECK_INT(found, 1);
     CHECK_INT(e.len, 64);
-    CHECK_INT(value_of(&e), 41);
+    CHECK_INT(entry_value(&e), 41);
     CHECK_INT(e.expires_at, clock_now() + 10 * S);
     CHECK_OK(bw__store_try_read(s, "name key", &now, &e, &found));
     CHECK_INT(found, 1);
-    CHECK_INT(value_of(&e), 42);
+    CHECK_INT(entry_value(&e), 42);
     CHECK_INT(e.expires_at, BW_STORE_NEVER);
     CHECK_OK(bw__store_try_read(s, "name", &now, &e, &found));
     CHECK_INT(found, 0);
@@ -577,9 +507,9 @@ static void test_read_many(void)
         } else {
             CHECK_INT(found[i], 1);
             CHECK_INT(out[i].len, 64);
-            CHECK_INT(value_of(&out[i]), want[i]);
+            CHECK_INT(entry_value(&out[i]), want[i]);
         }
-        CHECK_INT(want[i], get(s, keys[i])); /* what an update sees */
+        CHECK_INT(want[i], entry_get(s, keys[i])); /* what an update sees */
     }
     CHECK_INT(out[0].expires_at, clock_now() + 9 * S);
     CHECK_INT(out[3].expires_at, BW_STORE_NEVER);

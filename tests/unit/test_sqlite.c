@@ -4,14 +4,13 @@
  * with raw SQLite), reopening, URL errors, a foreign schema_version, refused
  * updates leaving no transaction open, the bounded sweep as rows and the
  * automatic one, names SQL would choke on stored as rows of their own, a busy
- * database, a dropped table, rows breakwater did not write, and atomicity
- * under 4 processes. Every file lives in a fresh mkdtemp directory, removed
- * at the end.
+ * database, a dropped table, rows breakwater did not write (tests/unit/;
+ * processes sharing it are tests/integration/'s). Every file lives in a fresh
+ * mkdtemp directory, removed at the end.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <sqlite3.h>
 #include <stdarg.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,29 +136,6 @@ static int get(bw_store *s, const char *name, op *o)
     o->verdict = BW_STORE_KEEP;
     CHECK_OK(bw_store_update(s, name, do_op, o, NULL));
     return o->saw;
-}
-
-static bw_store_verdict incr(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
-{
-    (void)arg;
-    (void)now;
-    uint64_t v = 0;
-    if (cur && cur->len == sizeof v)
-        memcpy(&v, cur->data, sizeof v);
-    v++;
-    next->expires_at = BW_STORE_NEVER;
-    next->len = sizeof v;
-    memcpy(next->data, &v, sizeof v);
-    return BW_STORE_PUT;
-}
-
-static uint64_t counter(bw_store *s, const char *name)
-{
-    op o;
-    uint64_t v = 0;
-    if (get(s, name, &o) && o.saw_len == sizeof v)
-        memcpy(&v, o.saw_data, sizeof v);
-    return v;
 }
 
 /* ---- tests ---- */
@@ -556,45 +532,6 @@ static void test_malformed_rows(void)
     bw_store_close(s);
 }
 
-/* ---- processes ---- */
-
-enum { PROCS = 4, PER_PROC = 1000 };
-
-static void test_processes(void)
-{
-    /* The children open the fresh file at once: first-use schema creation races too. */
-    char p[256], url[300];
-    snprintf(url, sizeof url, "sqlite:%s?busy_timeout=10s", db_path(p, sizeof p));
-    fflush(NULL);
-    pid_t pid[PROCS];
-    for (int i = 0; i < PROCS; i++) {
-        pid[i] = fork();
-        if (pid[i] == 0) {
-            bw_store *s = NULL;
-            bw_error e;
-            int rc = bw_store_open(url, &s, &e);
-            for (int k = 0; rc == BW_OK && k < PER_PROC; k++)
-                rc = bw_store_update(s, "counter", incr, NULL, &e);
-            if (rc != BW_OK)
-                fprintf(stderr, "child: %s (%s)\n", bw_strerror(rc), e.message);
-            bw_store_close(s);
-            _exit(rc == BW_OK ? 0 : 1);
-        }
-        CHECK(pid[i] > 0);
-    }
-    for (int i = 0; i < PROCS; i++) {
-        int status = -1;
-        if (pid[i] > 0)
-            waitpid(pid[i], &status, 0);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-    bw_store *s = open_url("%s", url);
-    if (!s)
-        return;
-    CHECK_INT(counter(s, "counter"), PROCS * PER_PROC);
-    bw_store_close(s);
-}
-
 /* Remove every file the tests made, then the directory. */
 static void cleanup(void)
 {
@@ -627,7 +564,6 @@ int main(void)
     RUN(test_awkward_names);
     RUN(test_busy_and_errors);
     RUN(test_malformed_rows);
-    RUN(test_processes);
     cleanup();
     return TEST_SUMMARY();
 }

@@ -1,8 +1,11 @@
 /*
  * test_shared_procs.c — the shared modes across real processes on the real
- * clock: what test_shared.c checks deterministically in one process, here with
- * fork()ed children that each open their own store and breaker. Run as
- * `test_shared_procs shm|sqlite`; each ctest entry runs one store.
+ * clock (tests/integration/): what tests/contract/test_shared_modes.c checks
+ * deterministically in one process, here with fork()ed children that each
+ * open their own store and breaker. Run as `test_shared_procs URL MODE`, once
+ * per backend registered with PROCS (bw_add_backend), MODE saying whether a
+ * process may keep its store open across fork() (keep-across-fork) or must
+ * open it again in each process (reopen-after-fork).
  * - the half-open race: 10 processes released at once on a tripped circuit
  *   whose wait is over, with a budget of 2 probes, get exactly 2 permits
  *   (stored mode) or 2 leases (coordinated mode) between them;
@@ -24,11 +27,9 @@
  * and reaps whatever child is still there when it ends.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,42 +40,21 @@
 #include "harness.h"
 #include "timeutil.h"
 #include "recorder.h"
+#include "store_url.h"
 
 #define MS BW_NS_PER_MS
 #define S BW_NS_PER_S
 
 enum { RACERS = 10, MAXKIDS = 16, TEST_ALARM = 20, CHILD_ALARM = 15 };
 
-static char url[512];
-static char shm_path[256]; /* "/NAME" of the segment, "" for sqlite */
-static char tmpdir[256];   /* the sqlite directory, "" for shm */
+static char url[SU_URL_LEN]; /* the one store every process of every test opens */
+static int keep;             /* the store may stay open across fork() */
 static pid_t parent_pid;
 
 /* ---- children: tracking, guards, and the alarm that ends a hung test ---- */
 
 static volatile pid_t kids[MAXKIDS];
 static volatile sig_atomic_t nkids;
-
-/* Remove the store's files (async-signal-safe: unlink and rmdir only). */
-static void remove_store(void)
-{
-    if (shm_path[0]) {
-        char p[300];
-        snprintf(p, sizeof p, "/dev/shm%s", shm_path); /* shm_unlink, spelled with unlink */
-        unlink(p);
-    }
-    if (tmpdir[0]) {
-        static const char *const files[] = {"/db", "/db-wal", "/db-shm", "/db-journal"};
-        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-            char p[300];
-            size_t n = strlen(tmpdir);
-            memcpy(p, tmpdir, n);
-            memcpy(p + n, files[i], strlen(files[i]) + 1);
-            unlink(p);
-        }
-        rmdir(tmpdir);
-    }
-}
 
 static void on_alarm(int sig)
 {
@@ -86,7 +66,7 @@ static void on_alarm(int sig)
     for (int i = 0; i < nkids; i++)
         if (kids[i] > 0)
             kill(kids[i], SIGKILL);
-    remove_store();
+    store_url_cleanup(); /* async-signal-safe */
     _exit(3);
 }
 
@@ -654,12 +634,11 @@ static void test_killed_mid_loop(void)
     knobs pk = l.k;
     pk.degraded = degraded;
     /*
-     * On shm the parent keeps one store and breaker across every kill (the
-     * children never touch its mapping). A SQLite connection must not be open
-     * across a fork (SQLite's per-process lock bookkeeping would be inherited),
-     * so on sqlite the parent opens a fresh one after each kill.
+     * A store that may stay open across fork() (shm:) is kept by the parent,
+     * with one breaker, across every kill (the children never touch it). One
+     * that may not (a SQLite connection: its per-process lock bookkeeping
+     * would be inherited) is opened afresh after each kill.
      */
-    int keep = shm_path[0] != 0;
     bw_store *s = NULL;
     bw_breaker *b = NULL;
     if (keep && (!(s = open_store()) || make(l.name, s, &pk, &b) != BW_OK))
@@ -720,22 +699,14 @@ out:
 
 int main(int argc, char **argv)
 {
-    const char *scheme = argc > 1 ? argv[1] : "";
-    parent_pid = getpid();
-    if (strcmp(scheme, "shm") == 0) {
-        snprintf(shm_path, sizeof shm_path, "/bw-test-procs-%ld", (long)parent_pid);
-        snprintf(url, sizeof url, "shm:%s", shm_path + 1);
-    } else if (strcmp(scheme, "sqlite") == 0) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/bw-test-procs-XXXXXX");
-        if (!mkdtemp(tmpdir)) {
-            perror("mkdtemp");
-            return 2;
-        }
-        snprintf(url, sizeof url, "sqlite:%s/db", tmpdir);
-    } else {
-        fprintf(stderr, "usage: test_shared_procs shm|sqlite\n");
+    store_url_init(argc, argv);
+    if (argc < 3 || (strcmp(argv[2], "keep-across-fork") != 0 && strcmp(argv[2], "reopen-after-fork") != 0)) {
+        fprintf(stderr, "usage: test_shared_procs URL keep-across-fork|reopen-after-fork\n");
         return 2;
     }
+    keep = strcmp(argv[2], "keep-across-fork") == 0;
+    parent_pid = getpid();
+    snprintf(url, sizeof url, "%s", store_url_fresh());
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
@@ -746,8 +717,6 @@ int main(int argc, char **argv)
     RUN(test_trip_coordinated);
     RUN(test_trip_stored);
     RUN(test_killed_mid_loop);
-    if (shm_path[0])
-        shm_unlink(shm_path);
-    remove_store();
+    store_url_cleanup();
     return TEST_SUMMARY();
 }
