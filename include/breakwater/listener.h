@@ -18,9 +18,9 @@
  * recovered events; store.h), or the thread that
  * advanced a manual clock. In that last case the manual clock's own mutex is
  * held (no breaker lock is): such a listener may call into any breaker, but must
- * not advance or set that clock, nor create or free an auto_transition breaker
- * on it (which includes making a new keyed circuit of such a breaker, since that
- * may also evict one).
+ * not advance or set that clock, nor create or free a breaker on it that has
+ * auto_transition or a coordinated store (which includes making a new keyed
+ * circuit of such a breaker, since that may also evict one).
  */
 #ifndef BREAKWATER_LISTENER_H
 #define BREAKWATER_LISTENER_H

@@ -123,12 +123,18 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     return BW_OK;
 }
 
-void bw__store_detach(bw_breaker *b, int wait)
+void bw__store_stop(bw_breaker *b, int wait)
+{
+    if (link_of(b) && b->extra->coord)
+        bw__coord_stop(b->extra->coord, wait); /* the lane calls b back no more */
+}
+
+void bw__store_release(bw_breaker *b)
 {
     if (!link_of(b))
         return;
     if (b->extra->coord)
-        bw__coord_free(b->extra->coord, wait); /* no lane touches b after this */
+        bw__coord_release(b->extra->coord);
     b->extra->coord = NULL;
     b->extra->has_link = 0;
     bw__link_fini(&b->extra->link);

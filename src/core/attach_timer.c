@@ -49,8 +49,10 @@ int bw__timer_attach(bw_breaker *b)
     t->b = b;
     t->entry.deadline = timer_deadline;
     t->entry.fire = timer_fire;
-    x->has_timer = 1;
-    return BW_OK;
+    int rc = bw__sched_add(t->sched, &t->entry);
+    if (rc == BW_OK)
+        x->has_timer = 1;
+    return rc;
 }
 
 void bw__timer_detach(bw_breaker *b)
@@ -58,7 +60,7 @@ void bw__timer_detach(bw_breaker *b)
     bw_timer *t = timer_of(b);
     if (!t)
         return;
-    bw__sched_cancel(t->sched, &t->entry); /* afterwards no timed transition of b runs or starts */
+    bw__sched_remove(t->sched, &t->entry); /* afterwards no timed transition of b runs or starts */
     b->extra->has_timer = 0;
 }
 

@@ -347,8 +347,11 @@ int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_
 
 void bw__breaker_destroy(bw_breaker *b)
 {
-    bw__store_detach(b, !b->owner.parent); /* a circuit does not wait: eviction must not stall a lookup */
+    /* Each background that may reach b stops before the other's part goes: a lane result kicks the timer, a
+       timed trip queues for the lane. A circuit does not wait for its writes: eviction must not stall a lookup. */
+    bw__store_stop(b, !b->owner.parent);
     bw__timer_detach(b);
+    bw__store_release(b);
     free(b->extra);
     bw__ext *x = atomic_load_explicit(&b->ext, memory_order_acquire);
     if (x)

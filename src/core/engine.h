@@ -224,8 +224,14 @@ void bw__timer_kick(bw_breaker *b);
 
 /* Bind a new breaker to cfg's store (link, view, and for the coordinated mode its lane). */
 int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err);
-/* Unbind: the lane stops calling back; `wait` lets queued writes run for up to store_close_timeout. */
-void bw__store_detach(bw_breaker *b, int wait);
+/*
+ * Unbind, in two steps around the timer's removal: stop (the lane calls back no
+ * more; `wait` lets queued writes run for up to store_close_timeout), then
+ * release (nothing of the store is left). Between them a timer's trip may still
+ * queue a write, which is dropped.
+ */
+void bw__store_stop(bw_breaker *b, int wait);
+void bw__store_release(bw_breaker *b);
 /* A local CLOSED -> OPEN trip of a coordinated breaker: queue its write to the store. */
 void bw__coord_trip(bw_breaker *b);
 /* Admission, settlement, snapshot and verbs of a breaker with a store. */

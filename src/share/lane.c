@@ -29,13 +29,19 @@
  * engine lock is never held when calling in here. `lanes_mu` guards the list
  * of lanes and their user counts, and is taken before a lane's `mu`.
  *
- * Detaching (bw__coord_free) is bounded: it may wait for queued writes for at
- * most the close timeout, and for an owner callback (`touching`) that is
- * running, which is short; a store call still running is abandoned. A
- * coordinator is freed by whoever drops its last reference (the owner's, or
- * the batch's while the lane works on it), and after detaching the lane never
- * calls the owner back or touches its link: everything a store call needs is
- * copied into the coordinator.
+ * Stopping (bw__coord_stop) is bounded: it may wait for queued writes for at
+ * most the close timeout (on a manual clock it runs them itself: there is no
+ * thread to wait for), and for an owner callback (`touching`) that is
+ * running, which is short; a store call still running is abandoned. One
+ * thread at a time works on a coordinator: the lane's fire while it is in a
+ * batch (`busy`), or a manual clock's stopping owner, which takes it out of
+ * the heap first. A coordinator is freed by whoever drops its last reference
+ * (the owner's, at bw__coord_release, or the batch's while the lane works on
+ * it), and after stopping the lane never calls the owner back or touches its
+ * link: everything a store call needs is copied into the coordinator. A fire
+ * allocates nothing: the heap has room for every coordinator (reserved when
+ * one is made), and a batch works on as many as its array holds, leaving the
+ * rest due for the next fire.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "share/lane.h"
@@ -46,6 +52,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/heap.h"
 #include "base/systime.h"
 #include "store/front.h"
 #include "time/clock.h"
@@ -84,26 +91,26 @@ struct bw__coord {
     qop *q; /* made on the first write */
     uint32_t cap, head, count;
     int64_t poll, next_poll, close_timeout;
-    int64_t due;
-    size_t slot;  /* 1 + index in the heap, or 0 */
-    int refs;     /* the owner's, and the batch's while in it */
-    int gone;     /* the owner detached */
-    int touching; /* an owner callback (gate, result) is running */
-    int busy;     /* in the lane's current batch */
+    bw__heap_node node; /* in the lane's heap */
+    int refs;           /* the owner's, and the batch's while in it */
+    int gone;           /* the owner detached */
+    int touching;       /* an owner callback (gate, result) is running */
+    int busy;           /* in the lane's current batch */
     seen last;
 };
 
 struct lane {
     bw_store *store;
     bw_clock *clock;
-    int64_t offset; /* the poll grid's phase */
+    uint64_t clock_serial; /* what the lane is found by, with the store (a clock's address may be reused) */
+    int64_t offset;        /* the poll grid's phase */
     pthread_mutex_t mu;
     pthread_cond_t idle; /* a coordinator's callback or batch ended */
-    bw__coord **heap;
-    size_t n, cap;
-    bw__coord **batch; /* the coordinators a fire works on (one fire runs at a time) */
+    bw__heap heap;
+    size_t live, cap;  /* coordinators not yet freed; the heap has room for `cap` of them */
+    bw__coord **batch; /* what a fire works on, then its polls: 2 x batch_cap (one fire runs at a time) */
     size_t batch_cap;
-    bw_store_entry *ents; /* READ_CHUNK entries for batched reads, made on first use */
+    bw_store_entry *ents; /* READ_CHUNK entries for batched reads */
     bw__sched *sched;
     bw__sched_entry entry;
     bw__store_hook hook; /* bw_store_close stops the lane */
@@ -116,73 +123,20 @@ static lane *lanes;
 
 /* ---- the heap, under ln->mu ---- */
 
-static void hput(lane *ln, size_t i, bw__coord *c)
+static bw__coord *coord_of(bw__heap_node *n)
 {
-    ln->heap[i] = c;
-    c->slot = i + 1;
+    return (bw__coord *)((char *)n - offsetof(bw__coord, node));
 }
 
-static void sift_up(lane *ln, size_t i)
+/* Queue c at its due instant: now when writes wait, else its next poll (room was reserved: bw__coord_new). */
+static void hqueue(lane *ln, bw__coord *c)
 {
-    bw__coord *c = ln->heap[i];
-    while (i > 0 && ln->heap[(i - 1) / 2]->due > c->due) {
-        hput(ln, i, ln->heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    hput(ln, i, c);
-}
-
-static void sift_down(lane *ln, size_t i)
-{
-    bw__coord *c = ln->heap[i];
-    for (;;) {
-        size_t k = 2 * i + 1;
-        if (k >= ln->n)
-            break;
-        if (k + 1 < ln->n && ln->heap[k + 1]->due < ln->heap[k]->due)
-            k++;
-        if (ln->heap[k]->due >= c->due)
-            break;
-        hput(ln, i, ln->heap[k]);
-        i = k;
-    }
-    hput(ln, i, c);
+    bw__heap_set(&ln->heap, &c->node, c->count > 0 ? INT64_MIN : c->next_poll);
 }
 
 static void hremove(lane *ln, bw__coord *c)
 {
-    if (!c->slot)
-        return;
-    size_t i = c->slot - 1;
-    c->slot = 0;
-    bw__coord *last = ln->heap[--ln->n];
-    if (i == ln->n)
-        return;
-    hput(ln, i, last);
-    sift_down(ln, i);
-    sift_up(ln, last->slot - 1);
-}
-
-/* Queue c at its due instant: now when writes wait, else its next poll. Returns 0 when out of memory. */
-static int hqueue(lane *ln, bw__coord *c)
-{
-    c->due = c->count > 0 ? INT64_MIN : c->next_poll;
-    if (c->slot) {
-        sift_down(ln, c->slot - 1);
-        sift_up(ln, c->slot - 1);
-        return 1;
-    }
-    if (ln->n == ln->cap) {
-        size_t cap = ln->cap ? 2 * ln->cap : 64;
-        bw__coord **h = realloc(ln->heap, cap * sizeof *h);
-        if (!h)
-            return 0;
-        ln->heap = h;
-        ln->cap = cap;
-    }
-    hput(ln, ln->n++, c);
-    sift_up(ln, ln->n - 1);
-    return 1;
+    bw__heap_remove(&ln->heap, &c->node);
 }
 
 /* The first grid instant after `now` for a poll interval (lane.c's design notes). */
@@ -203,10 +157,12 @@ static void coord_destroy(bw__coord *c)
 }
 
 /* Drop one reference of c (mu held); the last frees it. */
-static void unref(bw__coord *c)
+static void unref(lane *ln, bw__coord *c)
 {
-    if (--c->refs == 0)
+    if (--c->refs == 0) {
         coord_destroy(c);
+        ln->live--;
+    }
 }
 
 /* ---- the owner's callbacks, bracketed by `touching` ---- */
@@ -273,7 +229,7 @@ static void update(lane *ln, bw__coord *c, bw__shared_op *op)
     deliver(ln, c, rc, op, &err);
 }
 
-/* Run c's queued writes in FIFO order. mu held. */
+/* Run c's queued writes in FIFO order (the caller made c busy: nobody else runs them). mu held. */
 static void run_writes(lane *ln, bw__coord *c)
 {
     while (c->count > 0 && !c->gone) {
@@ -344,12 +300,6 @@ static void poll_alone(lane *ln, bw__coord *c)
  */
 static void poll_batch(lane *ln, bw__coord **cs, size_t n)
 {
-    if (n && !ln->ents && !(ln->ents = malloc(READ_CHUNK * sizeof *ln->ents))) {
-        for (size_t i = 0; i < n; i++)
-            if (!cs[i]->gone)
-                poll_alone(ln, cs[i]); /* out of memory: one by one */
-        return;
-    }
     bw_store_entry *ents = ln->ents;
     const char *keys[READ_CHUNK];
     int found[READ_CHUNK];
@@ -385,7 +335,8 @@ static int64_t lane_deadline(bw__sched_entry *e)
 {
     lane *ln = lane_of_entry(e);
     pthread_mutex_lock(&ln->mu);
-    int64_t d = ln->n ? ln->heap[0]->due : INT64_MAX;
+    bw__heap_node *top = bw__heap_top(&ln->heap);
+    int64_t d = top ? top->due : INT64_MAX;
     pthread_mutex_unlock(&ln->mu);
     return d;
 }
@@ -396,18 +347,16 @@ static void lane_fire(bw__sched_entry *e, int64_t now)
     lane *ln = lane_of_entry(e);
     pthread_mutex_lock(&ln->mu);
     size_t n = 0, npoll = 0;
-    if (ln->batch_cap < 2 * ln->n) { /* room for everything queued, twice: the batch and its polls */
-        bw__coord **b = realloc(ln->batch, 2 * ln->n * sizeof *b);
-        if (!b) {
-            pthread_mutex_unlock(&ln->mu);
-            return; /* out of memory: the next kick or tick tries again */
+    if (ln->batch_cap < ln->heap.n) { /* room for everything queued, or else a part of it now and the rest next */
+        bw__coord **b = realloc(ln->batch, 2 * ln->heap.n * sizeof *b);
+        if (b) {
+            ln->batch = b;
+            ln->batch_cap = ln->heap.n;
         }
-        ln->batch = b;
-        ln->batch_cap = 2 * ln->n;
     }
-    bw__coord **batch = ln->batch, **polls = ln->batch + ln->n;
-    while (ln->n && ln->heap[0]->due <= now) {
-        bw__coord *c = ln->heap[0];
+    bw__coord **batch = ln->batch, **polls = ln->batch + ln->batch_cap;
+    for (bw__heap_node *top; (top = bw__heap_top(&ln->heap)) && top->due <= now && n < ln->batch_cap;) {
+        bw__coord *c = coord_of(top);
         hremove(ln, c);
         c->refs++;
         c->busy = 1;
@@ -429,7 +378,7 @@ static void lane_fire(bw__sched_entry *e, int64_t now)
         c->busy = 0;
         if (!c->gone)
             hqueue(ln, c);
-        unref(c);
+        unref(ln, c);
     }
     pthread_cond_broadcast(&ln->idle);
     pthread_mutex_unlock(&ln->mu);
@@ -439,10 +388,11 @@ static void lane_fire(bw__sched_entry *e, int64_t now)
 
 static void lane_free(lane *ln)
 {
+    bw__sched_remove(ln->sched, &ln->entry);
     bw__sched_free(ln->sched); /* joins its thread: waits out a store call that hangs */
     pthread_mutex_destroy(&ln->mu);
     pthread_cond_destroy(&ln->idle);
-    free(ln->heap);
+    free(ln->heap.a);
     free(ln->batch);
     free(ln->ents);
     free(ln);
@@ -471,26 +421,42 @@ static void lane_stop(bw__store_hook *h)
 static lane *lane_new(bw_store *s, bw_clock *clock)
 {
     lane *ln = calloc(1, sizeof *ln);
-    if (!ln)
+    bw_store_entry *ents = malloc(READ_CHUNK * sizeof *ents);
+    bw__coord **batch = malloc(2 * READ_CHUNK * sizeof *batch); /* grown by fires; this much always works */
+    if (!ln || !ents || !batch || pthread_mutex_init(&ln->mu, NULL) != 0) {
+        free(ln);
+        free(ents);
+        free(batch);
         return NULL;
-    if (pthread_mutex_init(&ln->mu, NULL) != 0) {
+    }
+    ln->ents = ents;
+    ln->batch = batch;
+    ln->batch_cap = READ_CHUNK;
+    if (bw__cond_init_mono(&ln->idle) != 0) { /* timed waits on it take CLOCK_MONOTONIC deadlines */
+        pthread_mutex_destroy(&ln->mu);
+        free(batch);
+        free(ents);
         free(ln);
         return NULL;
     }
-    if (pthread_cond_init(&ln->idle, NULL) != 0 || bw__sched_new(clock, &ln->sched) != BW_OK) {
+    ln->entry.deadline = lane_deadline;
+    ln->entry.fire = lane_fire;
+    if (bw__sched_new(clock, &ln->sched) != BW_OK || bw__sched_add(ln->sched, &ln->entry) != BW_OK) {
+        bw__sched_free(ln->sched);
         pthread_cond_destroy(&ln->idle);
         pthread_mutex_destroy(&ln->mu);
+        free(batch);
+        free(ents);
         free(ln);
         return NULL;
     }
     ln->store = s;
     ln->clock = clock;
+    ln->clock_serial = bw__clock_serial(clock);
     if (bw__clock_kind(clock) != BW__CLOCK_MANUAL) {
         uint64_t seed = bw__hash_seed(ln);
         ln->offset = (int64_t)(bw__splitmix(&seed) % (uint64_t)(3600 * BW_NS_PER_S));
     }
-    ln->entry.deadline = lane_deadline;
-    ln->entry.fire = lane_fire;
     ln->hook.fn = lane_stop;
     return ln;
 }
@@ -498,9 +464,10 @@ static lane *lane_new(bw_store *s, bw_clock *clock)
 /* The lane of (s, clock), made on first use; one more user. NULL when it cannot be made. */
 static lane *lane_get(bw_store *s, bw_clock *clock)
 {
+    uint64_t serial = bw__clock_serial(clock);
     pthread_mutex_lock(&lanes_mu);
     lane *ln = lanes;
-    while (ln && !(ln->store == s && ln->clock == clock))
+    while (ln && !(ln->store == s && ln->clock_serial == serial))
         ln = ln->next;
     if (!ln && (ln = lane_new(s, clock)) != NULL) {
         bw__store_on_close(s, &ln->hook);
@@ -515,8 +482,9 @@ static lane *lane_get(bw_store *s, bw_clock *clock)
 
 /*
  * One user fewer. A lane on a manual clock goes with its last user (it must not
- * outlive its clock, and it has no thread that could be inside a store call);
- * a threaded lane stays, idle, until its store closes.
+ * outlive its clock, and it has no thread that could be inside a store call).
+ * A threaded lane stays until its store closes, idle: with no coordinator
+ * queued its scheduler waits without reading its clock, which may be freed.
  */
 static void lane_put(lane *ln)
 {
@@ -529,6 +497,20 @@ static void lane_put(lane *ln)
     pthread_mutex_unlock(&lanes_mu);
     if (last)
         lane_free(ln);
+}
+
+/* Room in the heap and the batch for one more coordinator. mu held. */
+static int reserve(lane *ln)
+{
+    if (ln->live < ln->cap)
+        return BW_OK;
+    size_t cap = ln->cap ? 2 * ln->cap : 64;
+    bw__heap_node **a = realloc(ln->heap.a, cap * sizeof *a);
+    if (!a)
+        return BW_ENOMEM;
+    ln->heap.a = a;
+    ln->cap = cap;
+    return BW_OK;
 }
 
 /* ---- the owner's side ---- */
@@ -552,6 +534,7 @@ int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn res
     c->poll = cfg->poll;
     c->close_timeout = cfg->close_timeout;
     c->refs = 1;
+    c->next_poll = bw_clock_now(cfg->clock); /* poll at once: learn the shared state */
     lane *ln = lane_get(c->store, cfg->clock);
     if (!ln) {
         coord_destroy(c);
@@ -559,13 +542,16 @@ int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn res
     }
     c->ln = ln;
     pthread_mutex_lock(&ln->mu);
-    c->next_poll = bw_clock_now(cfg->clock); /* poll at once: learn the shared state */
-    int queued = hqueue(ln, c);
+    int rc = reserve(ln);
+    if (rc == BW_OK) {
+        ln->live++;
+        hqueue(ln, c);
+    }
     pthread_mutex_unlock(&ln->mu);
-    if (!queued) {
+    if (rc != BW_OK) {
         lane_put(ln);
         coord_destroy(c);
-        return BW_ENOMEM;
+        return rc;
     }
     bw__sched_kick(ln->sched, &ln->entry);
     *out = c;
@@ -576,10 +562,10 @@ int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow)
 {
     lane *ln = c->ln;
     pthread_mutex_lock(&ln->mu);
-    if (!c->q)
+    if (!c->q && !c->gone)
         c->q = calloc(c->cap, sizeof *c->q); /* most circuits never write: their queue is made on demand */
-    int rc = -1;                             /* full, or no memory: the arriving write is dropped, FIFO order kept */
-    if (c->q && c->count < c->cap) {
+    int rc = c->gone ? 1 : -1; /* stopping: dropped quietly; full, or no memory: dropped, FIFO order kept */
+    if (!c->gone && c->q && c->count < c->cap) {
         qop *o = &c->q[(c->head + c->count) % c->cap];
         o->op = op;
         o->gen = gen;
@@ -587,28 +573,32 @@ int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow)
         o->slow = slow;
         c->count++;
         if (!c->busy)
-            hqueue(ln, c); /* due now; a coordinator in the batch is requeued by it */
+            hqueue(ln, c); /* due now; a busy coordinator is requeued by whoever holds it */
         rc = 0;
     }
     pthread_mutex_unlock(&ln->mu);
     if (rc == 0)
         bw__sched_kick(ln->sched, &ln->entry);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
-/* Run c's queued writes on this thread (a manual clock's lane has no other). mu held. */
+/*
+ * Run c's queued writes on this thread (a manual clock's lane has no thread of
+ * its own). It takes c out of the heap and marks it busy first, so that an
+ * advance on another thread cannot run them too. mu held.
+ */
 static void drain_here(lane *ln, bw__coord *c)
 {
     while (c->busy) /* the advancing thread is working on it: let it finish */
         pthread_cond_wait(&ln->idle, &ln->mu);
-    c->refs++;
+    hremove(ln, c);
     c->busy = 1;
     run_writes(ln, c);
     c->busy = 0;
-    c->refs--;
+    pthread_cond_broadcast(&ln->idle);
 }
 
-void bw__coord_free(bw__coord *c, int wait)
+void bw__coord_stop(bw__coord *c, int wait)
 {
     lane *ln = c->ln;
     int manual = bw__clock_kind(ln->clock) == BW__CLOCK_MANUAL;
@@ -629,7 +619,15 @@ void bw__coord_free(bw__coord *c, int wait)
     c->gone = 1; /* from here on nothing of the owner is touched; a store call running is abandoned */
     c->count = 0;
     hremove(ln, c);
-    unref(c);
+    pthread_mutex_unlock(&ln->mu);
+    bw__sched_kick(ln->sched, &ln->entry); /* an empty lane dequeues: it reads its clock no more */
+}
+
+void bw__coord_release(bw__coord *c)
+{
+    lane *ln = c->ln;
+    pthread_mutex_lock(&ln->mu);
+    unref(ln, c);
     pthread_mutex_unlock(&ln->mu);
     lane_put(ln);
 }

@@ -28,19 +28,27 @@ typedef struct bw__coord_cfg {
 } bw__coord_cfg;
 
 /*
- * The lane's side of a coordinated circuit on link l (which must outlive it);
- * polls at once. Returns BW_OK with *out, BW_ENOMEM, or BW_ESYS when the lane's
- * thread cannot start.
+ * The lane's side of a coordinated circuit on link l (which must outlive it
+ * until bw__coord_stop); polls at once. Returns BW_OK with *out, BW_ENOMEM, or
+ * BW_ESYS when the lane's thread cannot start.
  */
 int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn result, void *owner, bw__coord **out);
 /*
- * Stop: when `wait`, let queued writes run for up to the close timeout; then
- * detach. Afterwards the lane never calls the owner back or touches the link
- * again (a store call still running is abandoned and its coordinator freed by
- * the lane when it returns).
+ * Stop the lane's work for its owner: when `wait`, let queued writes run for up
+ * to the close timeout (on a manual clock: run them here, now); then drop what
+ * is left. Afterwards the lane never calls the owner back or touches the link
+ * again (a store call still running is abandoned: its result is dropped), and
+ * a write queued meanwhile is dropped quietly. The coordinator itself stays
+ * valid until bw__coord_release, so that an owner's thread that races the stop
+ * (a timer's trip) may still queue into it.
  */
-void bw__coord_free(bw__coord *c, int wait);
-/* Queue a write (BW__OP_TRIP or BW__OP_RECORD); returns 0, or -1 when the queue was full and it was dropped. */
+void bw__coord_stop(bw__coord *c, int wait);
+/* Free the owner's side of a stopped coordinator. */
+void bw__coord_release(bw__coord *c);
+/*
+ * Queue a write (BW__OP_TRIP or BW__OP_RECORD); returns 0, or -1 when the
+ * queue was full (or its memory could not be made) and it was dropped.
+ */
 int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow);
 
 #endif

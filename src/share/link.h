@@ -15,8 +15,8 @@
  * store again (bw__link_gate). Only a write the store applied recovers a stored
  * link, and resets the backoff: a store that reads but cannot write (a read-only
  * file system, a full disk) stays degraded. A coordinated link also recovers on
- * an update that needed no write (a poll), since the view it governs by was read
- * afresh, but its backoff still resets only on a write.
+ * any operation that completed, a poll's read included, since the view it
+ * governs by was read afresh, but its backoff still resets only on a write.
  *
  * Locking: `lock` (a spin lock) guards the health fields; `degraded` and
  * `stored_state` are also read without it. No store call runs with it held, and

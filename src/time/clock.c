@@ -7,7 +7,9 @@
  * return while a fire is running on another thread. A fire (a scheduler's
  * manual run, sched.c) takes the scheduler's mutex and then an owner's lock (a
  * breaker's, a lane's), so the order is clock mu, then those; nothing takes the
- * clock's mu while holding them.
+ * clock's mu while holding them. Taken briefly, with nothing else under it, by
+ * watch and unwatch (a scheduler made or freed: with share/lane.c's `lanes_mu`
+ * or a registry's mutex held above it) and by the attachment's lookup.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "time/clock.h"
@@ -20,6 +22,7 @@
 
 struct bw_clock {
     int kind;
+    uint64_t serial;
     _Atomic int64_t now; /* manual */
     pthread_mutex_t mu;  /* the watcher list and the attachment */
     bw__watch *watchers;
@@ -39,6 +42,7 @@ bw_clock *bw_clock_system(void)
 
 static int clock_new(int kind, bw_clock **out)
 {
+    static atomic_uint_fast64_t serials;
     bw_clock *c = calloc(1, sizeof *c);
     if (!c)
         return BW_ENOMEM;
@@ -47,6 +51,7 @@ static int clock_new(int kind, bw_clock **out)
         return BW_ESYS;
     }
     c->kind = kind;
+    c->serial = atomic_fetch_add(&serials, 1) + 1;
     *out = c;
     return BW_OK;
 }
@@ -171,6 +176,11 @@ void *bw__clock_attachment(bw_clock *c, void *(*make)(bw_clock *c), void (*drop)
 int bw__clock_kind(const bw_clock *c)
 {
     return c->kind;
+}
+
+uint64_t bw__clock_serial(const bw_clock *c)
+{
+    return c->serial;
 }
 
 void bw__clock_watch(bw_clock *c, bw__watch *w)

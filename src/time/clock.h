@@ -20,6 +20,8 @@ enum { BW__CLOCK_SYSTEM = 0, BW__CLOCK_MANUAL = 1, BW__CLOCK_CUSTOM = 2 };
 
 /* The clock's kind (BW__CLOCK_*). */
 int bw__clock_kind(const bw_clock *c);
+/* A number no other clock of this process has had (the system clock's is 0): a freed clock's address may come back. */
+uint64_t bw__clock_serial(const bw_clock *c);
 
 /* A watcher of a manual clock: fire(ctx, now) runs on every advance, with the clock's mutex held. */
 typedef struct bw__watch {

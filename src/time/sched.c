@@ -13,6 +13,7 @@
 #include "time/sched.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "base/systime.h"
@@ -22,85 +23,18 @@ struct bw__sched {
     pthread_mutex_t mu;
     pthread_cond_t wake; /* CLOCK_MONOTONIC: a new earliest entry, or stop */
     pthread_cond_t idle; /* a fire finished */
-    bw__sched_entry **heap;
-    size_t n, cap;
+    bw__heap heap;
+    size_t cap, added; /* the heap has room for `cap` >= the entries added: queuing never allocates */
     bw__sched_entry *firing;
     bw_clock *clock;
-    bw__watch watch; /* manual clocks: the advance runs us */
-    pthread_t thread;
-    int manual, started, stop;
+    bw__watch watch;  /* manual clocks: the advance runs us */
+    pthread_t thread; /* threaded schedulers */
+    int manual, stop;
 };
 
-/* ---- a binary min-heap on `due`, each entry knowing its slot ---- */
-
-static void put(bw__sched *t, size_t i, bw__sched_entry *e)
+static bw__sched_entry *entry_of(bw__heap_node *n)
 {
-    t->heap[i] = e;
-    e->slot = i + 1;
-}
-
-static void sift_up(bw__sched *t, size_t i)
-{
-    bw__sched_entry *e = t->heap[i];
-    while (i > 0 && t->heap[(i - 1) / 2]->due > e->due) {
-        put(t, i, t->heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    put(t, i, e);
-}
-
-static void sift_down(bw__sched *t, size_t i)
-{
-    bw__sched_entry *e = t->heap[i];
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= t->n)
-            break;
-        if (c + 1 < t->n && t->heap[c + 1]->due < t->heap[c]->due)
-            c++;
-        if (t->heap[c]->due >= e->due)
-            break;
-        put(t, i, t->heap[c]);
-        i = c;
-    }
-    put(t, i, e);
-}
-
-static void dequeue(bw__sched *t, bw__sched_entry *e)
-{
-    if (!e->slot)
-        return;
-    size_t i = e->slot - 1;
-    e->slot = 0;
-    bw__sched_entry *last = t->heap[--t->n];
-    if (i == t->n)
-        return;
-    put(t, i, last);
-    sift_down(t, i);
-    sift_up(t, last->slot - 1);
-}
-
-/* Queue e at `due` (or move it there). Returns 0 when out of memory. */
-static int enqueue(bw__sched *t, bw__sched_entry *e, int64_t due)
-{
-    if (e->slot) {
-        e->due = due;
-        sift_down(t, e->slot - 1);
-        sift_up(t, e->slot - 1);
-        return 1;
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 16;
-        bw__sched_entry **h = realloc(t->heap, cap * sizeof *h);
-        if (!h)
-            return 0;
-        t->heap = h;
-        t->cap = cap;
-    }
-    e->due = due;
-    put(t, t->n++, e);
-    sift_up(t, t->n - 1);
-    return 1;
+    return (bw__sched_entry *)((char *)n - offsetof(bw__sched_entry, node));
 }
 
 /* Queue e at its deadline, or dequeue it when it has none. mu held. */
@@ -108,9 +42,9 @@ static void requeue(bw__sched *t, bw__sched_entry *e)
 {
     int64_t due = e->deadline(e);
     if (due == INT64_MAX || t->stop)
-        dequeue(t, e);
+        bw__heap_remove(&t->heap, &e->node);
     else
-        enqueue(t, e, due);
+        bw__heap_set(&t->heap, &e->node, due);
 }
 
 /*
@@ -119,10 +53,11 @@ static void requeue(bw__sched *t, bw__sched_entry *e)
  */
 static int fire_one(bw__sched *t, int64_t now)
 {
-    if (t->n == 0 || t->heap[0]->due > now)
+    bw__heap_node *top = bw__heap_top(&t->heap);
+    if (!top || top->due > now)
         return 0;
-    bw__sched_entry *e = t->heap[0];
-    dequeue(t, e);
+    bw__sched_entry *e = entry_of(top);
+    bw__heap_remove(&t->heap, top);
     t->firing = e;
     pthread_mutex_unlock(&t->mu);
     e->fire(e, now);
@@ -140,7 +75,7 @@ static void *thread_main(void *arg)
     bw__sched *t = arg;
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
-        if (t->n == 0) {
+        if (!bw__heap_top(&t->heap)) { /* nothing queued: the clock is not read (it may be gone) */
             pthread_cond_wait(&t->wake, &t->mu);
             continue;
         }
@@ -148,7 +83,7 @@ static void *thread_main(void *arg)
         if (fire_one(t, now))
             continue;
         /* Sleep in CLOCK_MONOTONIC time, at most an hour at once, then re-check the clock. */
-        int64_t wait = t->heap[0]->due - now;
+        int64_t wait = bw__heap_top(&t->heap)->due - now;
         if (wait > 3600 * BW_NS_PER_S)
             wait = 3600 * BW_NS_PER_S;
         struct timespec ts = bw__timespec_of(bw__mono_now() + wait);
@@ -196,6 +131,12 @@ int bw__sched_new(bw_clock *clock, bw__sched **out)
         t->watch.fire = manual_run;
         t->watch.ctx = t;
         bw__clock_watch(clock, &t->watch);
+    } else if (pthread_create(&t->thread, NULL, thread_main, t) != 0) {
+        pthread_cond_destroy(&t->idle);
+        pthread_cond_destroy(&t->wake);
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        return BW_ESYS;
     }
     *out = t;
     return BW_OK;
@@ -210,15 +151,36 @@ void bw__sched_free(bw__sched *t)
     pthread_mutex_lock(&t->mu);
     t->stop = 1;
     pthread_cond_signal(&t->wake);
-    int started = t->started;
     pthread_mutex_unlock(&t->mu);
-    if (started)
+    if (!t->manual)
         pthread_join(t->thread, NULL);
     pthread_cond_destroy(&t->idle);
     pthread_cond_destroy(&t->wake);
     pthread_mutex_destroy(&t->mu);
-    free(t->heap);
+    free(t->heap.a);
     free(t);
+}
+
+int bw__sched_add(bw__sched *t, bw__sched_entry *e)
+{
+    int rc = BW_OK;
+    pthread_mutex_lock(&t->mu);
+    if (t->added == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        bw__heap_node **a = realloc(t->heap.a, cap * sizeof *a);
+        if (a) {
+            t->heap.a = a;
+            t->cap = cap;
+        } else {
+            rc = BW_ENOMEM;
+        }
+    }
+    if (rc == BW_OK) {
+        t->added++;
+        e->node.slot = 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
 }
 
 void bw__sched_kick(bw__sched *t, bw__sched_entry *e)
@@ -226,23 +188,20 @@ void bw__sched_kick(bw__sched *t, bw__sched_entry *e)
     pthread_mutex_lock(&t->mu);
     if (t->firing != e) /* a firing entry is requeued when its fire returns */
         requeue(t, e);
-    if (e->slot && !t->manual) {
-        if (!t->started && pthread_create(&t->thread, NULL, thread_main, t) == 0)
-            t->started = 1;
-        if (e->slot == 1)
-            pthread_cond_signal(&t->wake); /* a new earliest entry */
-    }
+    if (e->node.slot == 1)
+        pthread_cond_signal(&t->wake); /* a new earliest entry */
     pthread_mutex_unlock(&t->mu);
 }
 
-void bw__sched_cancel(bw__sched *t, bw__sched_entry *e)
+void bw__sched_remove(bw__sched *t, bw__sched_entry *e)
 {
     pthread_mutex_lock(&t->mu);
-    dequeue(t, e);
+    bw__heap_remove(&t->heap, &e->node);
     while (t->firing == e) {
         pthread_cond_wait(&t->idle, &t->mu);
-        dequeue(t, e); /* the requeue after the fire may have queued it again */
+        bw__heap_remove(&t->heap, &e->node); /* the requeue after the fire may have queued it again */
     }
+    t->added--;
     pthread_mutex_unlock(&t->mu);
 }
 

@@ -16,7 +16,8 @@
  * costs an entry, not a thread); each store lane has a scheduler of its own
  * (share/lane.c), so a store call that hangs delays no timer and no other store.
  *
- * Entries belong to their owners. A scheduler calls deadline() with its mutex
+ * Entries belong to their owners, and are added before their first kick and
+ * removed before the owner frees them. A scheduler calls deadline() with its mutex
  * held: the owner may take a lock of its own there, and must then never kick or
  * cancel while holding that lock. fire() runs with no scheduler lock held and
  * may kick any entry, its own included.
@@ -27,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/heap.h"
 #include "breakwater/clock.h"
 
 typedef struct bw__sched bw__sched;
@@ -35,25 +37,26 @@ typedef struct bw__sched_entry {
     /* Set by the owner before the first kick. */
     int64_t (*deadline)(struct bw__sched_entry *e); /* next due instant on the clock; INT64_MAX: none */
     void (*fire)(struct bw__sched_entry *e, int64_t now);
-    /* The scheduler's. */
-    int64_t due;
-    size_t slot; /* 1 + index in the heap, or 0 when not queued */
+    bw__heap_node node; /* the scheduler's */
 } bw__sched_entry;
 
 /*
- * A new scheduler on `clock` (threaded, or manual-advance for a manual clock).
- * Returns BW_OK with *out, BW_ENOMEM or BW_ESYS.
+ * A new scheduler on `clock` (threaded, its thread started now, or
+ * manual-advance for a manual clock). Returns BW_OK with *out, BW_ENOMEM, or
+ * BW_ESYS when the thread cannot start.
  */
 int bw__sched_new(bw_clock *clock, bw__sched **out);
-/* Stop (joining the thread, if one started) and free. No entry may be queued or kicked any more. */
+/* Stop (joining the thread) and free. Every entry must have been removed. */
 void bw__sched_free(bw__sched *s);
-/*
- * Re-read e's deadline and queue, move or dequeue e accordingly. Call after
- * anything that may change it. If the thread cannot be started, e never fires.
- */
+/* Take e on: room in the heap is reserved for it, so that no kick can fail. BW_OK or BW_ENOMEM. */
+int bw__sched_add(bw__sched *s, bw__sched_entry *e);
+/* Re-read e's deadline and queue, move or dequeue e accordingly. Call after anything that may change it. */
 void bw__sched_kick(bw__sched *s, bw__sched_entry *e);
-/* Dequeue e and wait until no fire of e runs: afterwards e is never touched again. Not from e's own fire. */
-void bw__sched_cancel(bw__sched *s, bw__sched_entry *e);
+/*
+ * Let e go: dequeue it and wait until no fire of e runs; afterwards e is never
+ * touched again. Not from e's own fire.
+ */
+void bw__sched_remove(bw__sched *s, bw__sched_entry *e);
 
 /*
  * The scheduler a clock's auto-transition timers share, made on first use and
