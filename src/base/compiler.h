@@ -12,11 +12,14 @@
 #define BW_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define BW_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define BW_NOINLINE __attribute__((noinline))
+/* Inline always: a few instructions on a hot path that the compiler's heuristics sometimes leave out of line. */
+#define BW_ALWAYS_INLINE inline __attribute__((always_inline))
 /* Inline every call of this function's body (the machine and window of a settle, across files under LTO). */
 #define BW_FLATTEN __attribute__((flatten))
 #else
 #define BW_FLATTEN
 #define BW_NOINLINE
+#define BW_ALWAYS_INLINE inline
 #define BW_LIKELY(x) (x)
 #define BW_UNLIKELY(x) (x)
 #define BW_PRINTF(a, b)

@@ -27,6 +27,8 @@
 
 #include <stdatomic.h>
 
+#include "base/compiler.h"
+
 typedef struct bw__spin {
     atomic_int v;
 } bw__spin;
@@ -45,7 +47,7 @@ void bw__spin_lock_slow(bw__spin *l);
 /* Wake one parked waiter (spin.c). */
 void bw__spin_wake(bw__spin *l);
 
-static inline void bw__spin_lock(bw__spin *l)
+static BW_ALWAYS_INLINE void bw__spin_lock(bw__spin *l)
 {
     /* A swap, not a compare-and-swap: on a held lock it may turn a 2 into a 1,
        which costs a sleeper at most one bounded park; the slow path marks again. */
@@ -53,11 +55,11 @@ static inline void bw__spin_lock(bw__spin *l)
         bw__spin_lock_slow(l);
 }
 
-static inline void bw__spin_unlock(bw__spin *l)
+static BW_ALWAYS_INLINE void bw__spin_unlock(bw__spin *l)
 {
     int marked = atomic_load_explicit(&l->v, memory_order_relaxed) == 2;
     atomic_store_explicit(&l->v, 0, memory_order_release);
-    if (__builtin_expect(marked, 0))
+    if (BW_UNLIKELY(marked))
         bw__spin_wake(l);
 }
 

@@ -154,7 +154,7 @@ static inline bw_timer *timer_of(const bw_breaker *b)
 }
 
 /* Whether a coordinated breaker now follows the fleet's circuit (its view governs). Lock held. */
-static inline int following(const bw_breaker *b)
+static BW_ALWAYS_INLINE int following(const bw_breaker *b)
 {
     const bw__link *l = link_of(b);
     return l && l->c.mode == BW_STORE_COORDINATED && !bw__link_degraded(l) &&
