@@ -12,7 +12,8 @@
  * never allocates, so a test may count allocations around calls that emit.
  * An event past its capacity is not kept but counted, and any reading helper
  * fails the test then. A test that needs to act inside the callback sets
- * r->hook (called first, with the event and r->hook_arg).
+ * r->hook (called first, with the event and r->hook_arg). Include it after
+ * defining _POSIX_C_SOURCE (rec_wait's clock_gettime).
  */
 #ifndef BW_TEST_RECORDER_H
 #define BW_TEST_RECORDER_H

@@ -671,12 +671,6 @@ static void test_timer_service_half_open_deadline(void)
     rec_free(r);
 }
 
-static void count_opens(const bw_event *e, void *user)
-{
-    if (e->to == BW_STATE_OPEN)
-        atomic_fetch_add((atomic_int *)user, 1);
-}
-
 /*
  * Freeing breakers while the service is firing them is safe: the sanitizers'
  * part. Here: every breaker did trip (so a timer was armed to race the free).
@@ -684,14 +678,14 @@ static void count_opens(const bw_event *e, void *user)
 static void test_timer_free_while_firing(void)
 {
     bw_clock *cc;
-    atomic_int opens = 0;
+    recorder *r = rec_new();
     CHECK_OK(bw_clock_custom_new(custom_clock, NULL, &cc));
     for (int round = 0; round < 20; round++) {
         atomic_store(&custom_now, 0);
         bw_config *c = bw_config_new();
         CHECK_OK(bw_config_parse(c, "min_calls=1 failure_rate=1 wait=1us auto_transition=true", NULL));
         bw_config_set_clock(c, cc);
-        bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), count_opens, &opens);
+        bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), rec_listen, r);
         bw_breaker *b[8];
         for (int i = 0; i < 8; i++) {
             CHECK_OK(bw_breaker_new("racy", c, &b[i], NULL));
@@ -703,7 +697,9 @@ static void test_timer_free_while_firing(void)
             bw_breaker_free(b[i]);
     }
     bw_clock_free(cc);
-    CHECK(atomic_load(&opens) >= 20 * 8); /* every trip; a timer may add a reopen before its free */
+    CHECK(rec_changes_to(r, 0, BW_STATE_OPEN) >= 20 * 8); /* every trip; a timer may add a reopen before its free */
+    CHECK_INT(rec_changes(r, "closed->open"), 20 * 8);    /* each breaker tripped once */
+    rec_free(r);
 }
 
 static void test_bad_input(void)

@@ -10,6 +10,7 @@
  * A knob's current value is read back by picking its key=value pair out of the
  * formatted text (kv()).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 
 #include "breakwater/breakwater.h"
 #include "harness.h"
+#include "recorder.h"
 
 #define S BW_NS_PER_S
 #define DAY (86400 * BW_NS_PER_S)
@@ -506,14 +508,6 @@ static void test_set_initial_state(void)
     bw_config_free(c);
 }
 
-static int dummy_listener_called;
-static void dummy_listener(const bw_event *ev, void *user)
-{
-    (void)ev;
-    (void)user;
-    dummy_listener_called++;
-}
-
 static bw_outcome dummy_classifier(int rc, void *arg, void *user)
 {
     (void)rc;
@@ -558,7 +552,8 @@ static void test_null_config(void)
     CHECK_RC(bw_config_validate(NULL, NULL), BW_EINVAL);
     CHECK_RC(bw_config_parse(NULL, "", NULL), BW_EINVAL);
     CHECK_RC(bw_config_set_clock(NULL, NULL), BW_EINVAL);
-    CHECK_RC(bw_config_set_listener(NULL, BW_EVENTS_ALL, dummy_listener, NULL), BW_EINVAL);
+    recorder *heard = rec_new();
+    CHECK_RC(bw_config_set_listener(NULL, BW_EVENTS_ALL, rec_listen, heard), BW_EINVAL);
     CHECK_RC(bw_config_set_classifier(NULL, dummy_classifier, NULL), BW_EINVAL);
     char buf[16];
     CHECK_RC(bw_config_format(NULL, buf, sizeof buf), BW_EINVAL);
@@ -568,14 +563,15 @@ static void test_null_config(void)
     char before[FMT_SIZE], after[FMT_SIZE];
     fmt(c, before);
     CHECK_OK(bw_config_set_clock(c, NULL));
-    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, dummy_listener, NULL));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, heard));
     CHECK_OK(bw_config_set_listener(c, 0, NULL, NULL));
     CHECK_OK(bw_config_set_classifier(c, dummy_classifier, NULL));
     CHECK_OK(bw_config_set_classifier(c, NULL, NULL));
     fmt(c, after);
     CHECK_STR(after, before);
-    CHECK_INT(dummy_listener_called, 0);
+    CHECK_INT(rec_count(heard), 0);
     bw_config_free(c);
+    rec_free(heard);
 }
 
 /* ---- bw_config_validate ---- */

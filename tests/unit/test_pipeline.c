@@ -284,12 +284,6 @@ static void test_timeout_is_a_slow_failure(void)
     bw_breaker_free(b);
 }
 
-static void on_call(const bw_event *e, void *user)
-{
-    if (e->type == BW_EVENT_CALL)
-        *(bw_outcome *)user = e->outcome;
-}
-
 /*
  * A full bulkhead is local saturation, not an outcome of the dependency: the
  * breaker around it records nothing in CLOSED (its window stays empty, however
@@ -299,11 +293,11 @@ static void on_call(const bw_event *e, void *user)
 static void test_bulkhead_full_is_not_an_outcome(void)
 {
     reset_logs();
-    bw_outcome seen = BW_SUCCESS;
+    recorder *calls = rec_new(); /* the breaker's own CALL events */
     bw_config *cfg = bw_config_new();
     CHECK_OK(bw_config_set_clock(cfg, clk));
     CHECK_OK(bw_config_parse(cfg, "min_calls=2 window=count:4 wait=10s", NULL));
-    CHECK_OK(bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_CALL), on_call, &seen));
+    CHECK_OK(bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_CALL), rec_listen, calls));
     bw_breaker *b = NULL;
     CHECK_OK(bw_breaker_new("dep", cfg, &b, NULL));
     bw_config_free(cfg);
@@ -317,7 +311,8 @@ static void test_bulkhead_full_is_not_an_outcome(void)
     for (int i = 0; i < 10; i++)
         CHECK_RC(bw_pipeline_execute(p, call_dep, &d, NULL, NULL), BW_EFULL);
     CHECK_INT(d.calls, 0);
-    CHECK_INT(seen, BW_IGNORED);
+    CHECK_INT(rec_count_line(calls, 0, "call ignored"), 10); /* each shed call settled as IGNORED */
+    CHECK_INT(rec_count(calls), 10);
     CHECK_INT(rec_count(events), 20);
     CHECK_INT(rec_nth(events, 0)->type, BW_EVENT_BULKHEAD_REJECTED);
     CHECK_INT(rec_nth(events, 0)->status, BW_EFULL);
@@ -330,7 +325,8 @@ static void test_bulkhead_full_is_not_an_outcome(void)
     CHECK_OK(bw_bulkhead_release(bh));
     CHECK_OK(bw_pipeline_execute(p, call_dep, &d, NULL, NULL));
     CHECK_INT(d.calls, 1);
-    CHECK_INT(seen, BW_SUCCESS);
+    CHECK_INT(rec_count(calls), 11);
+    CHECK_INT(rec_nth(calls, 10)->outcome, BW_SUCCESS);
     CHECK_INT(bw_bulkhead_in_flight(bh), 0); /* released after the call */
 
     /* HALF_OPEN: the shed probe gives its slot back; the next call probes. */
@@ -353,6 +349,7 @@ static void test_bulkhead_full_is_not_an_outcome(void)
     bw_pipeline_free(p);
     bw_bulkhead_free(bh);
     bw_breaker_free(b);
+    rec_free(calls);
 }
 
 /* A breaker further in refusing is local too: the outer breaker records nothing. */
