@@ -1,5 +1,6 @@
 /*
- * fuzz_config.c — a libFuzzer target for the configuration text parser.
+ * fuzz_config.c (tests/fuzz/) — a libFuzzer target for the configuration text
+ * parser.
  *
  * Any input must parse or fail cleanly (no crash, no sanitizer report), and a
  * text that parses must survive the round trip: format -> parse -> format gives

@@ -1,6 +1,7 @@
 /*
- * fuzz_entry.c — a libFuzzer target for what a store hands back: the entry
- * decoder (shared.c) and the machine image decoder (machine/image.c) behind it.
+ * fuzz_entry.c (tests/fuzz/) — a libFuzzer target for what a store hands back:
+ * the entry decoder (share/circuit.c) and the machine image decoder
+ * (machine/image.c) behind it.
  *
  * Input: byte 0 picks the configuration and the operation (bits 0-1 the window
  * size, bit 2 the window kind, bit 3 the policy, bits 4-6 the operation), bytes

@@ -1,8 +1,8 @@
 /*
- * make_entry_corpus.c — writes the seed corpus of fuzz_entry.c: real entries
- * of every policy and window, taken from a store after a few calls in each
- * state. Run by hand (./make_entry_corpus DIR); its output is checked in under
- * tests/fuzz/corpus/entry/.
+ * make_entry_corpus.c (tests/fuzz/) — writes the seed corpus of fuzz_entry.c:
+ * real entries of every policy and window, taken from a store after a few calls
+ * in each state. Run by hand (./make_entry_corpus DIR); its output is checked
+ * in under tests/fuzz/corpus/entry/.
  */
 #include <stdio.h>
 #include <string.h>

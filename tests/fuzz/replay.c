@@ -1,7 +1,7 @@
 /*
- * replay.c — run a fuzz target's entry point over corpus files given on the
- * command line, for the ctest build (no libFuzzer needed). Exits non-zero if a
- * file cannot be read; a target's failure aborts.
+ * replay.c (tests/fuzz/) — run a fuzz target's entry point over corpus files
+ * given on the command line, for the ctest build (no libFuzzer needed). Exits
+ * non-zero if a file cannot be read; a target's failure aborts.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
- * test_api.c — the library's identity: version macros agree with bw_version(),
- * every status has a distinct message, state and outcome names, components;
- * and its lifecycle: bw_fini ends the system clock's timer thread.
+ * test_api.c (tests/unit/) — the library's identity: version macros agree with
+ * bw_version(), every status has a distinct message, state and outcome names,
+ * components; and its lifecycle: bw_fini ends the system clock's timer thread.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>

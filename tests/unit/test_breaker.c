@@ -1,8 +1,8 @@
 /*
- * test_breaker.c — the breaker engine through the public API: permits, events
- * and their order, retry_after, last failure, slow-call timing, operator verbs,
- * the auto-transition timer (manual and custom clocks), and bad input. Every
- * timing rule runs on a manual clock.
+ * test_breaker.c (tests/unit/) — the breaker engine through the public API:
+ * permits, events and their order, retry_after, last failure, slow-call timing,
+ * operator verbs, the auto-transition timer (manual and custom clocks), and bad
+ * input. Every timing rule runs on a manual clock.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

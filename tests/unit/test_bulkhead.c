@@ -1,7 +1,7 @@
 /*
- * test_bulkhead.c — the bulkhead: slots counted exactly, release without
- * acquire refused, real threads never exceeding N in flight, waiting up to
- * max_wait (and no longer), bad arguments.
+ * test_bulkhead.c (tests/unit/) — the bulkhead: slots counted exactly, release
+ * without acquire refused, real threads never exceeding N in flight, waiting up
+ * to max_wait (and no longer), bad arguments.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

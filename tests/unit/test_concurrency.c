@@ -1,9 +1,10 @@
 /*
- * test_concurrency.c — real threads on one breaker: window totals add up, the
- * probe caps hold in every round, a concurrent trip emits exactly one
- * CLOSED->OPEN event, and a call racing the auto-transition timer sees exactly
- * one OPEN->HALF_OPEN event. Run it under TSan too. Removing the breaker's lock
- * makes test_totals_add_up and test_probe_caps fail (checked by hand).
+ * test_concurrency.c (tests/unit/) — real threads on one breaker: window totals
+ * add up, the probe caps hold in every round, a concurrent trip emits exactly
+ * one CLOSED->OPEN event, and a call racing the auto-transition timer sees
+ * exactly one OPEN->HALF_OPEN event. Run it under TSan too. Removing the
+ * breaker's lock makes test_totals_add_up and test_probe_caps fail (checked by
+ * hand).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

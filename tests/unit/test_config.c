@@ -1,10 +1,10 @@
 /*
- * test_config.c — the configuration object through the public API only:
- * defaults, every typed setter at its range boundaries (with NaN and infinities
- * for the double knobs), error codes and bw_error contents, "a failed call
- * leaves the config unchanged", bw_config_validate's cross-field rules, the text
- * form (bw_config_parse / bw_config_format), copy/free, and bw_breaker_new's
- * config and name checks.
+ * test_config.c (tests/unit/) — the configuration object through the public API
+ * only: defaults, every typed setter at its range boundaries (with NaN and
+ * infinities for the double knobs), error codes and bw_error contents, "a
+ * failed call leaves the config unchanged", bw_config_validate's cross-field
+ * rules, the text form (bw_config_parse / bw_config_format), copy/free, and
+ * bw_breaker_new's config and name checks.
  *
  * "Unchanged" is checked by comparing bw_config_format output before and after.
  * A knob's current value is read back by picking its key=value pair out of the

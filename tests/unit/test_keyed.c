@@ -1,9 +1,10 @@
 /*
- * test_keyed.c — keyed circuits: independence, handles and pins, every eviction
- * rule on a manual clock (idle boundary, in-flight calls, LRU order, maxsize 0,
- * history, operator states, the hard limit, a flood of new keys against a
- * failing key), the keyed_* knobs, bad input, and a concurrency test of
- * lookups, calls and evictions at once (meant to run under ASan and TSan).
+ * test_keyed.c (tests/unit/) — keyed circuits: independence, handles and pins,
+ * every eviction rule on a manual clock (idle boundary, in-flight calls, LRU
+ * order, maxsize 0, history, operator states, the hard limit, a flood of new
+ * keys against a failing key), the keyed_* knobs, bad input, and a concurrency
+ * test of lookups, calls and evictions at once (meant to run under ASan and
+ * TSan).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

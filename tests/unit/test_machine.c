@@ -1,7 +1,8 @@
 /*
- * test_machine.c — unit tests of the pure state machine (machine.h) with explicit
- * times, against docs/states.md: every transition, every threshold at N-1/N/N+1,
- * probe rounds, generations, backoff, the half-open deadline and the verbs.
+ * test_machine.c (tests/unit/) — unit tests of the pure state machine
+ * (machine.h) with explicit times, against docs/states.md: every transition,
+ * every threshold at N-1/N/N+1, probe rounds, generations, backoff, the
+ * half-open deadline and the verbs.
  */
 #include "harness.h"
 #include "machine/machine.h"

@@ -1,5 +1,6 @@
 /*
- * test_model.c — model-based test of the pure state machine (src/core/machine.c).
+ * test_model.c (tests/unit/) — model-based test of the pure state machine
+ * (src/machine/machine.c).
  *
  * A second, deliberately naive implementation of docs/states.md (the "model")
  * is driven in lock step with the real machine by a seeded random walk over

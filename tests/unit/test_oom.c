@@ -1,10 +1,10 @@
 /*
- * test_oom.c — every allocation the library makes may fail: fail the 1st, 2nd,
- * ... allocation of a scenario in turn and check that each call either works or
- * reports BW_ENOMEM / NULL (or BW_ESYS for a timer that cannot be made), never
- * crashes, and leaves the objects made before it usable. It needs
- * tests/support/alloc_hook.h, so it is built only without sanitizers (their
- * allocator cannot be replaced).
+ * test_oom.c (tests/unit/) — every allocation the library makes may fail: fail
+ * the 1st, 2nd, ... allocation of a scenario in turn and check that each call
+ * either works or reports BW_ENOMEM / NULL (or BW_ESYS for a timer that cannot
+ * be made), never crashes, and leaves the objects made before it usable. It
+ * needs tests/support/alloc_hook.h, so it is built only without sanitizers
+ * (their allocator cannot be replaced).
  */
 #include "alloc_hook.h"
 #include "harness.h"

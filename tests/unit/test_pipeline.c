@@ -1,12 +1,12 @@
 /*
- * test_pipeline.c — pipelines in interlock's orders: retry stopping at an open
- * circuit (fail-fast) and waiting exactly retry_after (patient), fallback on a
- * rejection, a timeout counted as a slow failure, a full bulkhead counted as
- * unreachable, fallback above a metrics-only breaker, result-given delays and
- * deadlines seen by the call, a time limiter with real threads, custom
- * strategies, events, no allocation when executing, threads, bad arguments.
- * Time is a manual clock moved by the call and by a fake sleeper, except where
- * real threads are the point.
+ * test_pipeline.c (tests/unit/) — pipelines in interlock's orders: retry
+ * stopping at an open circuit (fail-fast) and waiting exactly retry_after
+ * (patient), fallback on a rejection, a timeout counted as a slow failure, a
+ * full bulkhead counted as unreachable, fallback above a metrics-only breaker,
+ * result-given delays and deadlines seen by the call, a time limiter with real
+ * threads, custom strategies, events, no allocation when executing, threads,
+ * bad arguments. Time is a manual clock moved by the call and by a fake
+ * sleeper, except where real threads are the point.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

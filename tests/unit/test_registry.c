@@ -1,9 +1,10 @@
 /*
- * test_registry.c — the registry through the public API: breakers made lazily
- * by name, list and count, per-name overrides (and what they inherit from the
- * defaults), name validation, bw_breaker_free on a registry breaker, operator
- * verbs over every breaker and keyed circuit, growth to 100,000 names, and real
- * threads creating and looking up names at once. Run it under ASan and TSan too.
+ * test_registry.c (tests/unit/) — the registry through the public API: breakers
+ * made lazily by name, list and count, per-name overrides (and what they
+ * inherit from the defaults), name validation, bw_breaker_free on a registry
+ * breaker, operator verbs over every breaker and keyed circuit, growth to
+ * 100,000 names, and real threads creating and looking up names at once. Run it
+ * under ASan and TSan too.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

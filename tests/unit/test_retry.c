@@ -1,9 +1,10 @@
 /*
- * test_retry.c — the retry policy without a pipeline: every delay formula and
- * jitter mode against an independent SplitMix64 and against hand-computed
- * values, result-given delays, fail-fast and patient rejections, the overall
- * deadline on a manual clock, the predicate, the budget's arithmetic at its
- * boundaries, both shared by threads (exact results), and bad arguments.
+ * test_retry.c (tests/unit/) — the retry policy without a pipeline: every delay
+ * formula and jitter mode against an independent SplitMix64 and against
+ * hand-computed values, result-given delays, fail-fast and patient rejections,
+ * the overall deadline on a manual clock, the predicate, the budget's
+ * arithmetic at its boundaries, both shared by threads (exact results), and bad
+ * arguments.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

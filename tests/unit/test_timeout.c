@@ -1,8 +1,8 @@
 /*
- * test_timeout.c — the time limiter with real threads: a result on time, a
- * timeout on time while the abandoned call runs on, the pool bounding the
- * pile-up (BW_EFULL), the abandoned callback, free waiting for abandoned work,
- * bad arguments. Every wait here is tens of milliseconds.
+ * test_timeout.c (tests/unit/) — the time limiter with real threads: a result
+ * on time, a timeout on time while the abandoned call runs on, the pool
+ * bounding the pile-up (BW_EFULL), the abandoned callback, free waiting for
+ * abandoned work, bad arguments. Every wait here is tens of milliseconds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

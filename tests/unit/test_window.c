@@ -1,6 +1,7 @@
 /*
- * test_window.c — unit tests of the count and time sliding windows (window.h),
- * against the "Windows (rate policy)" section of docs/states.md.
+ * test_window.c (tests/unit/) — unit tests of the count and time sliding
+ * windows (window.h), against the "Windows (rate policy)" section of
+ * docs/states.md.
  */
 #include "harness.h"
 #include "machine/window.h"
