@@ -26,7 +26,7 @@
  *   allocations_per_call        heap allocations per acquire + settle after setup
  *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
  *
- * Allocations are counted by tests/alloc_hook.h, which replaces malloc and
+ * Allocations are counted by tests/support/alloc_hook.h, which replaces malloc and
  * friends in this program. Sanitizer builds bring their own allocator, so there
  * the hook is compiled out and allocations_per_call is not reported.
  */
@@ -54,7 +54,7 @@
 #define ITERS_NAIVE_THREADS 1500000L /* per thread */
 #define ITERS_ALLOC 1000000L
 
-/* ---- allocation counting: tests/alloc_hook.h ---- */
+/* ---- allocation counting: tests/support/alloc_hook.h ---- */
 
 #include "alloc_hook.h"
 #define BENCH_COUNT_ALLOCS ALLOC_HOOK

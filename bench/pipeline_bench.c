@@ -19,7 +19,7 @@
  *                             comparison with breaker_bench's closed_success_ns
  *   allocations_per_call      heap allocations per pipeline5 execution after setup
  *
- * Allocations are counted by tests/alloc_hook.h; a sanitizer build does not
+ * Allocations are counted by tests/support/alloc_hook.h; a sanitizer build does not
  * report them.
  */
 #define _GNU_SOURCE

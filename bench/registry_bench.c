@@ -31,7 +31,7 @@
  *   keyed_acquire_settle_allocations_per_call  per keyed acquire + settle of a
  *                                    resident key
  *
- * Allocations are counted by tests/alloc_hook.h, which replaces malloc and
+ * Allocations are counted by tests/support/alloc_hook.h, which replaces malloc and
  * friends in this program. Sanitizer builds bring their own allocator, so there
  * the hook is compiled out and the allocation figures are not reported.
  */
@@ -62,7 +62,7 @@
 #define ITERS_KEYED 4000000L
 #define ITERS_ALLOC 1000000L
 
-/* ---- allocation counting: tests/alloc_hook.h ---- */
+/* ---- allocation counting: tests/support/alloc_hook.h ---- */
 
 #include "alloc_hook.h"
 #define BENCH_COUNT_ALLOCS ALLOC_HOOK

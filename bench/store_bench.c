@@ -38,7 +38,7 @@
  *                                   is the lane's polls; target <= 1 %)
  *   lane_idle_cpu_pct_8000_sqlite   the same on sqlite: (target <= 5 %)
  *
- * Allocations are counted by tests/alloc_hook.h (compiled out in sanitizer
+ * Allocations are counted by tests/support/alloc_hook.h (compiled out in sanitizer
  * builds, where the figure is not reported). Segments are named
  * bw-bench-<pid>-*, databases live in a mkdtemp directory; both are removed at
  * the end. Children die with the parent (PR_SET_PDEATHSIG) and on an alarm.
@@ -72,7 +72,7 @@
 #define LANE_BREAKERS 8000
 #define LANE_SECONDS 5
 
-/* ---- allocation counting: tests/alloc_hook.h ---- */
+/* ---- allocation counting: tests/support/alloc_hook.h ---- */
 
 #include "alloc_hook.h"
 #define BENCH_COUNT_ALLOCS ALLOC_HOOK
