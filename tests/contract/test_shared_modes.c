@@ -1126,6 +1126,14 @@ static void stuck_close(void *ctx)
     (void)ctx;
 }
 
+/* This thread's CPU time, in ms. */
+static int64_t thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void test_coordinated_close_bounded_when_store_hangs(void)
 {
     static const bw_store_ops ops = {.version = BW_STORE_OPS_VERSION,
@@ -1167,12 +1175,16 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
     CHECK_RC(call(b, BW_FAILURE), BW_OK); /* with the success above: 1 of 2 failed, the rate trips */
     CHECK_STATE(b, BW_STATE_OPEN);
     t1 = mono_ms();
+    int64_t cpu0 = thread_cpu_ms();
     bw_breaker_free(b);
     took = mono_ms() - t1;
+    int64_t cpu = thread_cpu_ms() - cpu0;
     if (took < 90 || took > 3000)
         H_FAIL("bw_breaker_free took %lld ms with a queued write and a hung store call; want about the 100 ms "
                "close timeout",
                (long long)took);
+    if (cpu > took / 2) /* it sleeps for the timeout (its deadline once spun a CPU: the wrong clock) */
+        H_FAIL("bw_breaker_free used %lld ms of CPU in its %lld ms wait", (long long)cpu, (long long)took);
     pthread_mutex_lock(&st.mu);
     st.release = 1; /* the abandoned call returns: the lane frees what it held, touching no breaker */
     pthread_cond_broadcast(&st.cv);

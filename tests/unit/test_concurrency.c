@@ -2,13 +2,19 @@
  * test_concurrency.c (tests/unit/) — real threads on one breaker: window totals
  * add up, the probe caps hold in every round, a concurrent trip emits exactly
  * one CLOSED->OPEN event, and a call racing the auto-transition timer sees
- * exactly one OPEN->HALF_OPEN event. Run it under TSan too. Removing the
- * breaker's lock makes test_totals_add_up and test_probe_caps fail (checked by
- * hand).
+ * exactly one OPEN->HALF_OPEN event; and the backgrounds of a breaker with a
+ * store (a lane, a timer) racing its free: freed while a manual clock
+ * advances on another thread, its custom clock freed right after it, keyed
+ * circuits evicted while their timers and lanes run. Run it under TSan and
+ * ASan too: those last ones fail there (a use after free, a race) when the
+ * order of a breaker's teardown is wrong. Removing the breaker's lock makes
+ * test_totals_add_up and test_probe_caps fail (checked by hand).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "harness.h"
 #include "recorder.h"
@@ -382,6 +388,170 @@ static void test_snapshot_never_torn(void)
     }
 }
 
+/* ---- a breaker's backgrounds racing its free ---- */
+
+/*
+ * Not a recording listener (the recorder keeps at most 1,024 events, and these
+ * tests make tens of thousands): it counts events and reads the state of the
+ * breaker an event comes from, which is a use after free if a background
+ * reaches a breaker that is gone (ASan).
+ */
+static void touch_breaker(const bw_event *e, void *user)
+{
+    atomic_fetch_add((atomic_int *)user, 1);
+    if (e->breaker)
+        (void)bw_breaker_state(e->breaker);
+}
+
+typedef struct advancer {
+    bw_clock *clk;
+    atomic_int stop;
+} advancer;
+
+static void *advance_loop(void *arg)
+{
+    advancer *a = arg;
+    while (!atomic_load(&a->stop))
+        bw_clock_manual_advance(a->clk, 1000000); /* 1 ms: every poll of the lane comes due */
+    return NULL;
+}
+
+static bw_config *coordinated(bw_store *s, bw_clock *clk, const char *text)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_parse(c, text, &e));
+    if (clk)
+        CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    return c;
+}
+
+/*
+ * Coordinated breakers on a manual clock, made, tripped (a queued write) and
+ * freed while another thread advances the clock: freeing runs the queued
+ * writes on the freeing thread, and the advance must not run them too (it used
+ * to, and called back into the freed breaker).
+ */
+static void test_free_while_advancing(void)
+{
+    bw_store *s = NULL;
+    CHECK_OK(bw_store_open("memory:", &s, NULL));
+    advancer a = {NULL, 0};
+    CHECK_OK(bw_clock_manual_new(0, &a.clk));
+    atomic_int events = 0;
+    bw_config *c = coordinated(s, a.clk, "policy=consecutive error_threshold=1 store_poll=1ms");
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, touch_breaker, &events));
+    bw_breaker *keep = NULL; /* keeps the lane */
+    CHECK_OK(bw_breaker_new("keep", c, &keep, NULL));
+    pthread_t t;
+    pthread_create(&t, NULL, advance_loop, &a);
+    for (int i = 0; i < 2000; i++) {
+        bw_breaker *b = NULL;
+        CHECK_OK(bw_breaker_new("svc", c, &b, NULL));
+        for (int k = 0; k < 3; k++) {
+            bw_permit p;
+            if (bw_acquire(b, &p, NULL) == BW_OK)
+                bw_settle(b, &p, BW_FAILURE);
+            bw_breaker_reset(b);
+        }
+        bw_breaker_free(b);
+    }
+    atomic_store(&a.stop, 1);
+    pthread_join(t, NULL);
+    bw_breaker_free(keep);
+    bw_config_free(c);
+    bw_store_close(s);
+    bw_clock_free(a.clk);
+    CHECK(atomic_load(&events) > 0);
+}
+
+/* A custom clock that notes a read made after its owner said it was gone. */
+static atomic_int clock_gone, reads_after_gone;
+
+static int64_t custom_now(void *user)
+{
+    (void)user;
+    if (atomic_load(&clock_gone))
+        atomic_fetch_add(&reads_after_gone, 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
+}
+
+/*
+ * A coordinated breaker on a custom clock, freed, then its clock freed (no
+ * breaker uses it any more) while the store stays open: the store's lane must
+ * not read that clock again (it did, at the poll it had queued).
+ */
+static void test_clock_freed_before_store(void)
+{
+    bw_store *s = NULL;
+    CHECK_OK(bw_store_open("memory:", &s, NULL));
+    bw_clock *clk = NULL;
+    CHECK_OK(bw_clock_custom_new(custom_now, NULL, &clk));
+    bw_config *c = coordinated(s, clk, "store_poll=10ms");
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("svc", c, &b, NULL));
+    bw_config_free(c);
+    struct timespec ts = {0, 30 * 1000000}; /* a few polls */
+    nanosleep(&ts, NULL);
+    bw_breaker_free(b);
+    atomic_store(&clock_gone, 1);
+    bw_clock_free(clk);
+    ts.tv_nsec = 50 * 1000000; /* past the poll the lane had queued */
+    nanosleep(&ts, NULL);
+    CHECK_INT(atomic_load(&reads_after_gone), 0);
+    bw_store_close(s);
+}
+
+static bw_breaker *keyed_parent;
+
+static void *keyed_churn(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    char key[16];
+    for (int i = 0; i < 3000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        snprintf(key, sizeof key, "k%u", (seed >> 16) % 48);
+        bw_permit p;
+        if (bw_keyed_acquire(keyed_parent, key, &p, NULL) == BW_OK)
+            bw_settle(keyed_parent, &p, (seed >> 8) % 3 ? BW_SUCCESS : BW_FAILURE);
+        if (i % 500 == 0)
+            bw_keyed_apply(keyed_parent, BW_VERB_RESET);
+    }
+    return NULL;
+}
+
+/*
+ * Keyed circuits of a coordinated breaker with auto_transition, looked up by
+ * four threads through a small map: circuits are evicted (freed) while their
+ * timers fire and their lanes poll (a timer fire raced the release of a
+ * circuit's store link).
+ */
+static void test_keyed_evicted_while_running(void)
+{
+    bw_store *s = NULL;
+    CHECK_OK(bw_store_open("memory:", &s, NULL));
+    bw_config *c = coordinated(s, NULL,
+                               "policy=consecutive error_threshold=2 wait=1ms auto_transition=true store_poll=1ms "
+                               "keyed_maxsize=8 keyed_limit=16 keyed_idle=1ms keyed_history_idle=2ms "
+                               "max_wait_in_half_open=5ms");
+    atomic_int events = 0;
+    CHECK_OK(bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), touch_breaker, &events));
+    CHECK_OK(bw_breaker_new("svc", c, &keyed_parent, NULL));
+    bw_config_free(c);
+    pthread_t t[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, keyed_churn, (void *)(i + 1));
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    CHECK(bw_keyed_count(keyed_parent) <= 16);
+    CHECK(atomic_load(&events) > 0); /* circuits tripped and moved on */
+    bw_breaker_free(keyed_parent);
+    bw_store_close(s);
+}
+
 int main(void)
 {
     RUN(test_totals_add_up);
@@ -392,5 +562,8 @@ int main(void)
     RUN(test_snapshot_never_torn);
     RUN(test_timer_races_call);
     RUN(test_verbs_race_calls);
+    RUN(test_free_while_advancing);
+    RUN(test_clock_freed_before_store);
+    RUN(test_keyed_evicted_while_running);
     return TEST_SUMMARY();
 }
