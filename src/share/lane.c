@@ -421,32 +421,25 @@ static void lane_stop(bw__store_hook *h)
 static lane *lane_new(bw_store *s, bw_clock *clock)
 {
     lane *ln = calloc(1, sizeof *ln);
-    bw_store_entry *ents = malloc(READ_CHUNK * sizeof *ents);
-    bw__coord **batch = malloc(2 * READ_CHUNK * sizeof *batch); /* grown by fires; this much always works */
-    if (!ln || !ents || !batch || pthread_mutex_init(&ln->mu, NULL) != 0) {
-        free(ln);
-        free(ents);
-        free(batch);
+    if (!ln)
         return NULL;
-    }
-    ln->ents = ents;
-    ln->batch = batch;
+    ln->ents = malloc(READ_CHUNK * sizeof *ln->ents);
+    ln->batch = malloc(2 * READ_CHUNK * sizeof *ln->batch); /* grown by fires; this much always works */
     ln->batch_cap = READ_CHUNK;
-    if (bw__cond_init_mono(&ln->idle) != 0) { /* timed waits on it take CLOCK_MONOTONIC deadlines */
-        pthread_mutex_destroy(&ln->mu);
-        free(batch);
-        free(ents);
-        free(ln);
-        return NULL;
-    }
     ln->entry.deadline = lane_deadline;
     ln->entry.fire = lane_fire;
-    if (bw__sched_new(clock, &ln->sched) != BW_OK || bw__sched_add(ln->sched, &ln->entry) != BW_OK) {
+    /* Each step only if the ones before it worked; on failure, undo those that did. */
+    int mu = ln->ents && ln->batch && pthread_mutex_init(&ln->mu, NULL) == 0;
+    int cv = mu && bw__cond_init_mono(&ln->idle) == 0; /* timed waits on it take CLOCK_MONOTONIC deadlines */
+    int sched = cv && bw__sched_new(clock, &ln->sched) == BW_OK;
+    if (!sched || bw__sched_add(ln->sched, &ln->entry) != BW_OK) {
         bw__sched_free(ln->sched);
-        pthread_cond_destroy(&ln->idle);
-        pthread_mutex_destroy(&ln->mu);
-        free(batch);
-        free(ents);
+        if (cv)
+            pthread_cond_destroy(&ln->idle);
+        if (mu)
+            pthread_mutex_destroy(&ln->mu);
+        free(ln->batch);
+        free(ln->ents);
         free(ln);
         return NULL;
     }
