@@ -33,20 +33,10 @@ static int self_sweeps; /* the store deletes expired entries by itself (probe_se
 
 /* ---- helpers ---- */
 
-/* A fresh store on the fixture's clock (exits when it cannot be opened: nothing else could run). */
+/* A fresh store on the fixture's clock (store_url.h). */
 static bw_store *open_store(void)
 {
-    const char *url = store_url_fresh();
-    bw_store *s = NULL;
-    bw_error e;
-    int rc = bw_store_open(url, &s, &e);
-    if (rc != BW_OK) {
-        H_FAIL("bw_store_open(%s): %s: %s", url, bw_strerror(rc), e.message);
-        store_url_cleanup();
-        exit(1);
-    }
-    CHECK_OK(bw_store_set_clock(s, clk));
-    return s;
+    return store_open_fresh(clk);
 }
 
 /* Write value into key's 64-byte entry. */

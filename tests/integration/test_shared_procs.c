@@ -38,6 +38,7 @@
 #endif
 
 #include "harness.h"
+#include "procs.h"
 #include "timeutil.h"
 #include "recorder.h"
 #include "store_url.h"
@@ -73,13 +74,9 @@ static void on_alarm(int sig)
 /* The first thing a child does: die with the parent, and on its own after a while. */
 static void child_guard(void)
 {
-    signal(SIGALRM, SIG_DFL);
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    if (getppid() != parent_pid)
+    procs_child_guard(CHILD_ALARM);
+    if (getppid() != parent_pid) /* the parent died before the guard was set */
         _exit(9);
-    alarm(CHILD_ALARM);
 }
 
 /* Fork a child that runs fn(arg, idx) and exits with its status; -1 if fork failed. */
@@ -99,17 +96,14 @@ static pid_t spawn(int (*fn)(void *arg, int idx), void *arg, int idx)
     return pid;
 }
 
-/* Wait for pid (alarm armed by the caller); its exit status, 128 + signal when killed, -1 on error. */
+/* Wait for pid (alarm armed by the caller), and forget it: procs_reap's status. */
 static int reap(pid_t pid)
 {
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
+    int st = procs_reap(pid);
     for (int i = 0; i < nkids; i++)
         if (kids[i] == pid)
             kids[i] = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return st;
 }
 
 /* Reap every child with exit status 0 expected. */

@@ -22,6 +22,8 @@
 #endif
 
 #include "harness.h"
+#include "procs.h"
+#include "shm_seg.h"
 #include "entries.h"
 #include "recorder.h"
 #include "base/systime.h"
@@ -30,51 +32,6 @@
 #define S BW_NS_PER_S
 
 /* ---- helpers ---- */
-
-static char *seg(const char *tag)
-{
-    static char buf[8][96];
-    static int n;
-    char *b = buf[n++ % 8];
-    snprintf(b, sizeof buf[0], "bwtest-%ld-%s", (long)getpid(), tag);
-    return b;
-}
-
-static void unlink_seg(const char *name)
-{
-    char path[256]; /* names are up to 200 bytes */
-    snprintf(path, sizeof path, "/%s", name);
-    shm_unlink(path);
-}
-
-static int open_shm(const char *name, int cap, bw_store **out, bw_error *e)
-{
-    char url[320];
-    if (cap > 0)
-        snprintf(url, sizeof url, "shm:%s?capacity=%d", name, cap);
-    else
-        snprintf(url, sizeof url, "shm:%s", name);
-    return bw_store_open(url, out, e);
-}
-
-/* A child process: dies with the parent and on its own after 20 s. */
-static void child_guard(void)
-{
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    alarm(20);
-}
-
-/* Wait for pid (the caller has a timeout armed); its exit status or -1. */
-static int reap(pid_t pid)
-{
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* ---- tests ---- */
 
@@ -100,7 +57,7 @@ static void kill_mid_commit(int point, int64_t want_entry, int want_fresh)
         /* k = 0: a PUT over an entry; k = 1: a new name (the used count changes too). */
         pid_t pid = fork();
         if (pid == 0) {
-            child_guard();
+            procs_child_guard(20);
             kill_at = point;
             bw__shm_fault = fault_kill;
             if (k == 0)
@@ -111,7 +68,7 @@ static void kill_mid_commit(int point, int64_t want_entry, int want_fresh)
         }
         CHECK(pid > 0);
         alarm(10);
-        CHECK_INT(reap(pid), -1);
+        CHECK_INT(procs_reap(pid), 128 + SIGKILL);
         if (k == 0)
             CHECK_INT(entry_get(s, "entry"), want_entry);
         else
@@ -166,7 +123,7 @@ static void test_stopped_holder(void)
     CHECK_OK(entry_put(s, "entry", 41, 64, BW_STORE_NEVER, &e));
     pid_t pid = fork();
     if (pid == 0) {
-        child_guard();
+        procs_child_guard(20);
         bw__shm_fault = fault_stop;
         entry_put(s, "entry", 42, 64, BW_STORE_NEVER, NULL);
         _exit(7);
@@ -178,7 +135,7 @@ static void test_stopped_holder(void)
     if (!WIFSTOPPED(st)) {
         H_FAIL("the child did not stop in the critical section (status 0x%x)", st);
         kill(pid, SIGKILL);
-        reap(pid);
+        procs_reap(pid);
         bw_store_close(s);
         unlink_seg(n);
         return;
@@ -214,7 +171,7 @@ static void test_stopped_holder(void)
     rec_free(rec);
 
     kill(pid, SIGCONT); /* it finishes its commit */
-    CHECK_INT(reap(pid), 7);
+    CHECK_INT(procs_reap(pid), 7);
     CHECK_INT(entry_get(s, "entry"), 42);
     alarm(0);
     bw_store_close(s);

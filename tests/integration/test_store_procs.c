@@ -22,6 +22,7 @@
 #endif
 
 #include "harness.h"
+#include "procs.h"
 #include "entries.h"
 #include "store_url.h"
 
@@ -38,26 +39,6 @@ static void on_alarm(int sig)
     }
     store_url_cleanup(); /* async-signal-safe; the children die with this process */
     _exit(3);
-}
-
-/* A child process: dies with the parent and on its own after a while. */
-static void child_guard(void)
-{
-    signal(SIGALRM, SIG_DFL);
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    alarm(CHILD_ALARM);
-}
-
-/* Wait for pid (the caller has a timeout armed); its exit status, or -1 when it did not exit. */
-static int reap(pid_t pid)
-{
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static bw_store *open_url(const char *url)
@@ -81,7 +62,7 @@ static void test_processes_one_counter(void)
     for (int i = 0; i < PROCS; i++) {
         pid[i] = fork();
         if (pid[i] == 0) {
-            child_guard();
+            procs_child_guard(CHILD_ALARM);
             bw_store *s = NULL;
             bw_error e;
             int rc = bw_store_open(url, &s, &e);
@@ -102,7 +83,7 @@ static void test_processes_one_counter(void)
     alarm(TEST_ALARM);
     for (int i = 0; i < PROCS; i++)
         if (pid[i] > 0)
-            CHECK_INT(reap(pid[i]), 0);
+            CHECK_INT(procs_reap(pid[i]), 0);
     alarm(0);
     bw_store *s = open_url(url);
     if (s) {
@@ -146,7 +127,7 @@ static void test_killed_holding_the_lock(void)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        child_guard();
+        procs_child_guard(CHILD_ALARM);
         close(fds[0]);
         hang_fd = fds[1];
         bw_store *cs = keep ? s : open_url(url);
@@ -162,7 +143,7 @@ static void test_killed_holding_the_lock(void)
     CHECK_INT(read(fds[0], &x, 1), 1);
     close(fds[0]);
     kill(pid, SIGKILL);
-    CHECK_INT(reap(pid), -1);
+    CHECK_INT(procs_reap(pid), 128 + SIGKILL);
     /* The update's holder is dead: this update gets in at once and finds the entry as it was. */
     if (!keep)
         s = open_url(url);

@@ -162,4 +162,25 @@ static inline void store_url_cleanup(void)
         su_remove_tree(AT_FDCWD, su_dir, 0);
 }
 
+/*
+ * Open a fresh store of the URL under test on `clk` (NULL: the store's own
+ * clock). A store that cannot be opened ends the test program: nothing else
+ * of it could run.
+ */
+static inline bw_store *store_open_fresh(bw_clock *clk)
+{
+    const char *url = store_url_fresh();
+    bw_store *s = NULL;
+    bw_error e;
+    int rc = bw_store_open(url, &s, &e);
+    if (rc != BW_OK) {
+        H_FAIL("bw_store_open(%s): %s: %s", url, bw_strerror(rc), e.message);
+        store_url_cleanup();
+        exit(1);
+    }
+    if (clk)
+        CHECK_OK(bw_store_set_clock(s, clk));
+    return s;
+}
+
 #endif

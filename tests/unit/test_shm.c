@@ -15,37 +15,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "shm_seg.h"
 #include "entries.h"
 
 #define S BW_NS_PER_S
 
 /* ---- helpers ---- */
-
-static char *seg(const char *tag)
-{
-    static char buf[8][96];
-    static int n;
-    char *b = buf[n++ % 8];
-    snprintf(b, sizeof buf[0], "bwtest-%ld-%s", (long)getpid(), tag);
-    return b;
-}
-
-static void unlink_seg(const char *name)
-{
-    char path[256]; /* names are up to 200 bytes */
-    snprintf(path, sizeof path, "/%s", name);
-    shm_unlink(path);
-}
-
-static int open_shm(const char *name, int cap, bw_store **out, bw_error *e)
-{
-    char url[320];
-    if (cap > 0)
-        snprintf(url, sizeof url, "shm:%s?capacity=%d", name, cap);
-    else
-        snprintf(url, sizeof url, "shm:%s", name);
-    return bw_store_open(url, out, e);
-}
 
 /* ---- tests ---- */
 
