@@ -6,7 +6,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo check build test asan tsan nosqlite layers bench format format-check deps clean
+.PHONY: demo check build test asan tsan nosqlite layers bench bench-ir format format-check deps clean
 
 demo: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -46,7 +46,7 @@ nosqlite:
 	cd build-nosqlite && $(CTEST)
 
 bench: deps
-	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF >/dev/null
 	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench >/dev/null
 	./build-bench/breaker_bench
 	./build-bench/registry_bench
@@ -57,6 +57,11 @@ bench: deps
 layers:
 	sh scripts/check_layers.sh
 
+# Instructions, locked operations, TSC reads, divisions and L1 misses per call of each hot path, under callgrind.
+bench-ir:
+	@sh scripts/deps.sh --bench-ir
+	sh scripts/bench_ir.sh build-ir
+
 format:
 	sh scripts/format.sh --fix
 
@@ -64,4 +69,4 @@ format-check:
 	sh scripts/format.sh
 
 clean:
-	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench
+	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench build-ir

@@ -12,6 +12,10 @@ command -v nm >/dev/null 2>&1 || need="$need binutils"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
 fi
+# make bench-ir counts instructions under valgrind (its callgrind.h comes with it).
+if [ "${1:-}" = "--bench-ir" ]; then
+    { command -v valgrind >/dev/null 2>&1 && [ -e /usr/include/valgrind/callgrind.h ]; } || need="$need valgrind"
+fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
     echo "deps: installing$need"
