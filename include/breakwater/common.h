@@ -53,14 +53,16 @@ BW_API unsigned bw_components(void);
 /*
  * bw_fini — end what breakwater keeps for the whole process, optionally (for
  * leak checkers, and before unloading the library with dlclose). It stops and
- * joins the system clock's timer thread (the one thread that runs the
- * auto_transition timers of every breaker on the system clock, started by the
- * first such breaker) and frees its scheduler. Nothing else is process-wide:
- * a custom or manual clock's timer thread ends with bw_clock_free, a store's
- * lane threads with bw_store_close, a time limiter's workers with
- * bw_limiter_free. Call it with no other breakwater call running, after every
- * breaker with auto_transition on the system clock is freed; breakwater may be
- * used again afterwards (the thread starts again when needed). Calling it when
+ * joins the two process-wide threads, each started on first need: the system
+ * clock's timer thread (it runs the auto_transition timers of every breaker on
+ * the system clock) and the coarse clock's ticker (breakers on the system clock
+ * whose slow-call threshold is 100 ms or more time their calls with it:
+ * breaker.h, bw_breaker_new), and frees the timer's scheduler. Nothing else is
+ * process-wide: a custom or manual clock's timer thread ends with
+ * bw_clock_free, a store's lane threads with bw_store_close, a time limiter's
+ * workers with bw_limiter_free. Call it with no other breakwater call running,
+ * after every breaker on the system clock is freed; breakwater may be used
+ * again afterwards (each thread starts again when needed). Calling it when
  * nothing was started, or twice, is harmless.
  * Thread safety: must not race any other breakwater call.
  */

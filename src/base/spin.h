@@ -43,9 +43,9 @@ static inline void bw__cpu_relax(void)
 }
 
 /* Contended: spin a bounded while, then park (spin.c). */
-void bw__spin_lock_slow(bw__spin *l);
+BW_NOINLINE void bw__spin_lock_slow(bw__spin *l);
 /* Wake one parked waiter (spin.c). */
-void bw__spin_wake(bw__spin *l);
+BW_NOINLINE void bw__spin_wake(bw__spin *l);
 
 static BW_ALWAYS_INLINE void bw__spin_lock(bw__spin *l)
 {
@@ -55,12 +55,31 @@ static BW_ALWAYS_INLINE void bw__spin_lock(bw__spin *l)
         bw__spin_lock_slow(l);
 }
 
-static BW_ALWAYS_INLINE void bw__spin_unlock(bw__spin *l)
+/*
+ * Release l; returns 1 when a waiter may be parked and must be woken
+ * (bw__spin_wake). bw__spin_unlock does both; a hot path that must not call
+ * anything in its middle does the wake in a tail call.
+ */
+static BW_ALWAYS_INLINE int bw__spin_release(bw__spin *l)
 {
     int marked = atomic_load_explicit(&l->v, memory_order_relaxed) == 2;
     atomic_store_explicit(&l->v, 0, memory_order_release);
-    if (BW_UNLIKELY(marked))
+    return marked;
+}
+
+static BW_ALWAYS_INLINE void bw__spin_unlock(bw__spin *l)
+{
+    if (BW_UNLIKELY(bw__spin_release(l)))
         bw__spin_wake(l);
+}
+
+/*
+ * Take l if it is free: 1, or 0 when it is held (and then the caller must take
+ * it with bw__spin_lock, which marks it again if this try cleared a mark).
+ */
+static BW_ALWAYS_INLINE int bw__spin_try(bw__spin *l)
+{
+    return atomic_exchange_explicit(&l->v, 1, memory_order_acquire) == 0;
 }
 
 #endif

@@ -57,6 +57,19 @@ static inline int64_t bw__sys_stamp(void)
     return bw__mono_now();
 }
 
+/*
+ * The TSC alone, for a caller that knows it is in use (bw__tsc_state.use_tsc;
+ * a stamp then), with no fallback and so no call; 0 where there is no TSC.
+ */
+static BW_ALWAYS_INLINE int64_t bw__sys_tsc(void)
+{
+#ifdef BW__HAVE_TSC
+    return (int64_t)__rdtsc();
+#else
+    return 0;
+#endif
+}
+
 /* A difference of stamps, in nanoseconds. */
 static inline int64_t bw__sys_span_ns(int64_t span)
 {

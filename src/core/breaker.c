@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/duration.h"
 #include "base/error.h"
 #include "base/name.h"
 #include "core/engine.h"
@@ -80,8 +81,7 @@ static void publish(bw_breaker *b)
     int st = follow ? b->extra->view.state : b->m.state;
     if (st == BW_STATE_OPEN) {
         int64_t until = follow ? b->extra->view.until : bw__machine_deadline(&b->m);
-        atomic_store_explicit(&b->open_until, b->clock_sys ? bw__sys_ns_to_stamp(until, 1) : until,
-                              memory_order_relaxed);
+        atomic_store_explicit(&b->open_until, ns_stamp(b, until, 1), memory_order_relaxed);
     }
     const bw__link *l = link_of(b);
     unsigned shown = l && l->c.mode == BW_STORE_STORED ? WORD_STORED : (unsigned)st;
@@ -215,6 +215,23 @@ bw_extra *bw__extra_of(bw_breaker *b)
     return b->extra;
 }
 
+/*
+ * The stamps a breaker on `clock` reads. The coarse clock serves the system
+ * clock's breakers whose slow-call threshold is 100 ms or more (or off) and that
+ * report no CALL durations: to within a hundredth of the threshold, timing a
+ * call then costs two loads instead of two TSC reads. (The ticker it needs
+ * starts here; if it cannot, the coarse clock reads the system clock.)
+ */
+static int stamp_mode_for(bw_clock *clock, int64_t slow_ns, int call_events)
+{
+    if (bw__clock_kind(clock) != BW__CLOCK_SYSTEM)
+        return STAMP_CLOCK;
+    if (call_events || (slow_ns > 0 && slow_ns < 100 * BW_NS_PER_MS))
+        return STAMP_SYS;
+    bw__tick_need(bw__tick_period_for(slow_ns > 0 ? slow_ns : BW__MAX_DURATION));
+    return STAMP_TICK;
+}
+
 /* Undo a construction that failed after the breaker's block was made. */
 static void unmake(bw_breaker *b)
 {
@@ -287,16 +304,24 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     if (tail_out)
         *tail_out = tail ? base + L.tail : NULL;
     b->clock = cfg->clock ? cfg->clock : bw_clock_system();
-    b->clock_sys = bw__clock_kind(b->clock) == BW__CLOCK_SYSTEM;
-    b->slow_stamp = b->clock_sys ? bw__sys_ns_to_stamp(cfg->slow_ns, 0) : cfg->slow_ns;
-    if (cfg->slow_ns > 0 && b->slow_stamp < 1)
-        b->slow_stamp = 1;
     b->listener = cfg->listener;
     b->listener_mask = cfg->listener ? cfg->listener_mask : 0;
     b->listener_user = cfg->listener_user;
     b->classifier = cfg->classifier;
     b->classifier_user = cfg->classifier_user;
-    b->timed = cfg->slow_ns > 0 || (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL));
+    int call_events = (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) != 0;
+    b->timed = cfg->slow_ns > 0 || call_events;
+    b->stamp_mode = stamp_mode_for(b->clock, cfg->slow_ns, call_events);
+    b->slow_stamp = ns_stamp(b, cfg->slow_ns, 0);
+    if (cfg->slow_ns > 0 && b->slow_stamp < 1)
+        b->slow_stamp = 1;
+    b->fast = nstripes ? FAST_NONE
+              : mc.policy == BW_POLICY_CONSECUTIVE ? FAST_CONSECUTIVE
+              : mc.window_kind == BW_WINDOW_COUNT  ? FAST_COUNT
+                                                   : FAST_NONE;
+    /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC). */
+    b->quick = b->fast != FAST_NONE && !b->listener_mask &&
+               (!b->timed || b->stamp_mode == STAMP_TICK || (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
@@ -395,7 +420,7 @@ int64_t bw__breaker_stamp(const bw_breaker *b)
 
 int64_t bw__breaker_span_stamp(const bw_breaker *b, int64_t ns)
 {
-    return b->clock_sys ? bw__sys_ns_to_stamp(ns, 0) : ns;
+    return ns_stamp(b, ns, 0);
 }
 
 int bw__breaker_class(bw_breaker *c, int64_t now, int64_t *wait_end)
@@ -479,19 +504,10 @@ BW_NOINLINE int bw__acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *wh
     return BW_OK;
 }
 
-int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
+/* Every acquire the word does not admit at once: a rejection, a probe, or a store to ask. */
+static BW_NOINLINE int acquire_other(bw_breaker *b, bw_permit *p, bw_rejection *why, uint64_t w)
 {
-    if (BW_UNLIKELY(!b || !p))
-        return BW_EINVAL;
-    uint64_t w = load_word(b);
     unsigned st = (unsigned)(w & 7);
-    if (BW_LIKELY(st == BW_STATE_CLOSED || st == BW_STATE_DISABLED || st == BW_STATE_METRICS_ONLY)) {
-        p->breaker_ = b;
-        p->generation_ = w >> 3;
-        p->start_ns_ = b->timed ? stamp_of(b) : 0;
-        p->magic_ = PERMIT_LIVE;
-        return BW_OK;
-    }
     if (st == BW_STATE_FORCED_OPEN) {
         p->magic_ = PERMIT_SETTLED;
         bw__fill_rejection(b, why, BW_STATE_FORCED_OPEN, BW_NO_TIME);
@@ -500,7 +516,7 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
     int64_t stamp = stamp_of(b);
     if (st == BW_STATE_OPEN) {
         int64_t until = atomic_load_explicit(&b->open_until, memory_order_relaxed);
-        if (stamp < until) {
+        if (BW_LIKELY(stamp < until)) {
             int64_t retry_after = span_ns(b, until - stamp);
             p->magic_ = PERMIT_SETTLED;
             bw__fill_rejection(b, why, BW_STATE_OPEN, retry_after > 0 ? retry_after : 1);
@@ -510,6 +526,43 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
     if (BW_UNLIKELY(b->extra != NULL) && link_of(b))
         return bw__shared_acquire(b, p, why, stamp, st);
     return bw__acquire_locked(b, p, why, stamp);
+}
+
+/* The states whose admission is one load of the word: CLOSED, DISABLED, METRICS_ONLY. */
+#define ADMITTED ((1u << BW_STATE_CLOSED) | (1u << BW_STATE_DISABLED) | (1u << BW_STATE_METRICS_ONLY))
+
+/* An admission by the word whose stamp takes a call (a clock object, the monotonic clock, no tick yet). */
+static BW_NOINLINE int acquire_timed(bw_breaker *b, bw_permit *p, uint64_t w)
+{
+    p->breaker_ = b;
+    p->generation_ = w >> 3;
+    p->start_ns_ = stamp_of(b);
+    p->magic_ = PERMIT_LIVE;
+    return BW_OK;
+}
+
+/* Every call out of it is a tail call, so that it needs no frame of its own (as the quick settle). */
+int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
+{
+    if (BW_UNLIKELY(!b || !p))
+        return BW_EINVAL;
+    uint64_t w = load_word(b);
+    if (BW_UNLIKELY(!((ADMITTED >> (w & 7)) & 1)))
+        return acquire_other(b, p, why, w);
+    int64_t t = 0;
+    if (b->timed) {
+        if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
+            t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+        else if (b->quick) /* STAMP_SYS with the TSC in use (the quick settle's rule) */
+            t = bw__sys_tsc();
+        if (BW_UNLIKELY(t == 0))
+            return acquire_timed(b, p, w);
+    }
+    p->breaker_ = b;
+    p->generation_ = w >> 3;
+    p->start_ns_ = t;
+    p->magic_ = PERMIT_LIVE;
+    return BW_OK;
 }
 
 /* ---- settlement ---- */
@@ -590,6 +643,61 @@ void bw__permit_pin(bw_permit *p)
     p->magic_ |= PERMIT_PIN;
 }
 
+/*
+ * What a CLOSED settle trips on the fast path: the machine's trip test (a count
+ * window) or its trip (consecutive failures), with b's lock held on entry; then
+ * what any change does (change_end: publication, the timer, a coordinated
+ * trip's write). Out of line: it runs when the rates or the count say so.
+ */
+static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp, int have, int *before, int *after)
+{
+    lazy_clock lc = {b, stamp, have};
+    bw__now now = {0, 0, bw__lazy_read, &lc};
+    change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0}; /* the word said CLOSED, under the lock */
+    if (b->fast == FAST_COUNT)
+        bw__machine_evaluate(&b->m, &now);
+    else
+        bw__machine_trip(&b->m, bw__now_get(&now));
+    *before = c.before;
+    *after = change_end(b, &c);
+    coord_trip(b, &c);
+    return 1;
+}
+
+/*
+ * A CLOSED settle of a breaker whose CLOSED record is the machine's fast case
+ * (b->fast: one count window, or consecutive counts): one lock, the record, and
+ * no trip test unless the record calls for it. The word is read again under the
+ * lock: if anything moved since the caller read it, the general path decides.
+ */
+static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome outcome, int slow, int64_t stamp,
+                                        int have, int *before, int *after)
+{
+    int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE; /* b->unrecorded filtered the rest */
+    bw__spin_lock(&b->lock);
+    if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w)) {
+        bw__spin_unlock(&b->lock);
+        return -2;
+    }
+    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                     : bw__machine_closed_consecutive(&b->m, failed);
+    if (BW_UNLIKELY(test))
+        return settle_fast_trip(b, w, stamp, have, before, after);
+    bw__spin_unlock(&b->lock);
+    return 1;
+}
+
+/* Everything but the fast CLOSED record: a striped window, or the machine under every lock. */
+static BW_NOINLINE int settle_general(bw_breaker *b, uint64_t gen, unsigned st, bw_outcome outcome, int slow,
+                                      int64_t stamp, int have, int *before, int *after)
+{
+    lazy_clock lc = {b, stamp, have};
+    bw__now now = {0, 0, bw__lazy_read, &lc};
+    if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
+        return settle_striped(b, gen, outcome, slow, &now, before, after);
+    return settle_locked(b, gen, outcome, slow, &now, before, after);
+}
+
 /* Every settle: `timed_out` marks the call slow whenever slow-call detection is on. */
 static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
 {
@@ -599,14 +707,12 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         return settle_other(b, p, outcome, failure_code, timed_out);
     p->magic_ = PERMIT_SETTLED;
 
-    lazy_clock lc = {b, 0, 0};
-    bw__now now = {0, 0, bw__lazy_read, &lc};
-    int slow = 0;
-    int64_t span = 0;
+    int slow = 0, have = 0;
+    int64_t stamp = 0, span = 0;
     if (b->timed) {
-        lc.stamp = stamp_of(b); /* reused if the machine needs the time */
-        lc.have = 1;
-        span = lc.stamp - p->start_ns_;
+        stamp = stamp_of(b); /* reused if the machine needs the time */
+        have = 1;
+        span = stamp - p->start_ns_;
         slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
     }
     if (outcome == BW_FAILURE)
@@ -615,33 +721,112 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
     int applied = -1;
     int before = 0, after = 0;
     uint64_t w = load_word(b);
-    if ((w >> 3) == p->generation_) {
+    if (BW_LIKELY((w >> 3) == p->generation_)) {
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        else if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
-            applied = settle_striped(b, p->generation_, outcome, slow, &now, &before, &after);
+        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast) &&
+                 (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after)) != -2)
+            ;
         else
-            applied = settle_locked(b, p->generation_, outcome, slow, &now, &before, &after);
+            applied = settle_general(b, w >> 3, st, outcome, slow, stamp, have, &before, &after);
     }
-    if (BW_UNLIKELY(b->listener_mask || before != after))
+    if (BW_UNLIKELY(b->listener_mask | (unsigned)(before != after)))
         bw__settle_events(b, outcome, slow, span, applied, before, after);
     return BW_OK;
 }
 
-BW_FLATTEN int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+/*
+ * Two copies of settle() only (the general one and the rare timed-out one):
+ * with more, link-time inlining stopped inlining the machine's record into
+ * them, which cost 1.4 ns a call.
+ */
+static BW_NOINLINE BW_FLATTEN int settle_general_entry(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
-    return settle(b, p, outcome, failure_code, 0);
+    return settle(b, p, outcome, code, 0);
 }
 
-/*
- * Two copies of settle() only (bw_settle_ex and the rare timed-out one): with
- * more, link-time inlining stopped inlining the machine's record into them,
- * which cost 1.4 ns a call.
- */
 static BW_NOINLINE int settle_timed_out(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
 {
     return settle(b, p, outcome, failure_code, 1);
+}
+
+/* A trip on the quick path (below), with b's lock held on entry. */
+static BW_NOINLINE int settle_quick_trip(bw_breaker *b, uint64_t w)
+{
+    int before, after;
+    settle_fast_trip(b, w, 0, 0, &before, &after);
+    return BW_OK;
+}
+
+/* A quick settle that found, under the lock, that the breaker moved meanwhile: decide again, generally. */
+static BW_NOINLINE int settle_quick_moved(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
+{
+    bw__spin_unlock(&b->lock);
+    return settle_general_entry(b, p, outcome, code);
+}
+
+/* The end of a quick settle whose lock release found a parked waiter. */
+static BW_NOINLINE int settle_quick_wake(bw_breaker *b)
+{
+    bw__spin_wake(&b->lock);
+    return BW_OK;
+}
+
+/*
+ * The quick settle: a live permit of this breaker, in CLOSED at its generation,
+ * on a breaker whose CLOSED record is the fast case, that reports nothing to a
+ * listener, and whose stamps need no call (b->quick); its lock free. Everything
+ * else, and a breaker that moved or whose lock was held, goes to the general
+ * path, which decides as if the quick one had not looked. Every call out of it
+ * is a tail call, so that it needs no frame of its own.
+ */
+static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
+{
+    if (BW_UNLIKELY(!b || !p || p->breaker_ != b || p->magic_ != PERMIT_LIVE || !b->quick ||
+                    (unsigned)outcome > BW_UNREACHABLE))
+        return settle_general_entry(b, p, outcome, code);
+    uint64_t w = load_word(b);
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED)))
+        return settle_general_entry(b, p, outcome, code);
+    int slow = 0;
+    if (b->timed) {
+        int64_t t;
+        if (BW_LIKELY(b->stamp_mode == STAMP_TICK)) {
+            t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+            if (BW_UNLIKELY(t == 0))
+                return settle_general_entry(b, p, outcome, code); /* no ticker (a forked child): it starts one */
+        } else {
+            t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
+        }
+        slow = t - p->start_ns_ >= b->slow_stamp;
+    }
+    if ((b->unrecorded >> outcome) & 1) {
+        if (outcome == BW_FAILURE)
+            atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+        p->magic_ = PERMIT_SETTLED; /* nothing to record: no lock */
+        return BW_OK;
+    }
+    if (BW_UNLIKELY(!bw__spin_try(&b->lock)))
+        return settle_general_entry(b, p, outcome, code); /* held: the general path waits for it */
+    if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w))
+        return settle_quick_moved(b, p, outcome, code);
+    p->magic_ = PERMIT_SETTLED;
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    int failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
+    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                     : bw__machine_closed_consecutive(&b->m, failed);
+    if (BW_UNLIKELY(test))
+        return settle_quick_trip(b, w);
+    if (BW_UNLIKELY(bw__spin_release(&b->lock)))
+        return settle_quick_wake(b);
+    return BW_OK;
+}
+
+int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+{
+    return settle_quick(b, p, outcome, failure_code);
 }
 
 /*
@@ -663,7 +848,7 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
     if (magic != PERMIT_LIVE)
         rc = bw__shared_settle(c, p, outcome, failure_code, timed_out);
     else
-        rc = timed_out ? settle_timed_out(c, p, outcome, failure_code) : bw_settle_ex(c, p, outcome, failure_code);
+        rc = timed_out ? settle_timed_out(c, p, outcome, failure_code) : settle_general_entry(c, p, outcome, failure_code);
     if (pinned && c->owner.ops)
         c->owner.ops->unpin(c->owner.node, stamp_of(c));
     return rc;
@@ -671,7 +856,7 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
 
 int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
 {
-    return bw_settle_ex(b, p, outcome, 0);
+    return settle_quick(b, p, outcome, 0);
 }
 
 int bw_settle_timeout(bw_breaker *b, bw_permit *p, int failure_code)

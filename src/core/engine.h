@@ -41,12 +41,15 @@
  * - Listener events are collected while `lock` is held and delivered after it is
  *   released, so a listener may call back into the breaker.
  *
- * Stamps: on the system clock the hot paths work in raw stamps (TSC ticks,
- * base/systime.h): a permit keeps the acquire stamp, slowness compares a stamp
- * difference with the threshold converted once at creation, and the OPEN
- * rejection compares with open_until in stamps. Only what is reported (a
- * duration, retry_after) or what the machine needs (an instant) is converted.
- * On manual and custom clocks a stamp is simply nanoseconds.
+ * Stamps: the hot paths work in raw stamps: a permit keeps the acquire stamp,
+ * slowness compares a stamp difference with the threshold converted once at
+ * creation, and the OPEN rejection compares with open_until in stamps. Only what
+ * is reported (a duration, retry_after) or what the machine needs (an instant)
+ * is converted. On the system clock a breaker whose timing needs no more than a
+ * coarse clock (slow-call detection at 100 ms or more, or none, and no CALL
+ * events) reads the coarse clock (base/tick.h: one load, ns, to within a period
+ * of at most 10 ms); any other on the system clock reads the TSC (base/systime.h:
+ * ticks, converted); on manual and custom clocks a stamp is bw_clock_now's ns.
  */
 #ifndef BW_CORE_ENGINE_H
 #define BW_CORE_ENGINE_H
@@ -57,6 +60,7 @@
 #include "base/compiler.h"
 #include "base/spin.h"
 #include "base/systime.h"
+#include "base/tick.h"
 #include "core/core.h"
 #include "machine/machine.h"
 #include "machine/view.h"
@@ -94,26 +98,37 @@ typedef struct bw_extra {
     uint8_t has_timer, has_link;
 } bw_extra;
 
+/* Where a breaker's stamps come from (engine.h's top says what a stamp is). */
+enum {
+    STAMP_TICK = 0, /* the coarse clock (base/tick.h): the system clock's ns, to within a period */
+    STAMP_SYS = 1,  /* the system clock inlined: TSC ticks, or CLOCK_MONOTONIC ns */
+    STAMP_CLOCK = 2 /* a manual or custom clock: bw_clock_now's ns */
+};
+
+/* What a CLOSED settle may do on the fast path (breaker.c). */
+enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2 };
+
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_sec). */
     _Atomic uint64_t word;
     _Atomic int64_t open_until; /* stamp */
     int64_t slow_stamp;         /* slow_call_duration in stamp units; 0 = off */
-    bw_clock *clock;
-    bw_listener_cb listener;
-    void *listener_user;
-    _Atomic int64_t eval_sec; /* breaker.c's design notes; INT64_MIN = none */
     unsigned listener_mask;
-    uint8_t clock_sys;  /* read the inlined system clock */
+    uint8_t stamp_mode; /* STAMP_* */
     uint8_t timed;      /* acquire and settle read the clock (slow calls or CALL events) */
     uint8_t unrecorded; /* bit per outcome that records nothing outside HALF_OPEN */
-    uint8_t owned;      /* made by bw__breaker_make: its owner frees it */
-    /* Written by every unstriped settle: the lock, then the machine. */
+    uint8_t fast;       /* FAST_*: what a CLOSED settle records without the machine's general path */
+    uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
+    bw_listener_cb listener;
+    void *listener_user;
+    bw_clock *clock;
+    /* Line 1, written by every unstriped settle: the lock, then what a CLOSED record writes (machine.h). */
     alignas(64) bw__spin lock;
-    bw_extra *extra;               /* NULL when it has neither timer nor store (read by every locked change) */
-    _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
     bw__machine m;
     /* Cold. */
+    _Atomic int64_t eval_sec; /* striped windows: breaker.c's design notes; INT64_MIN = none */
+    bw_extra *extra;               /* NULL when it has neither timer nor store (read by every locked change) */
+    _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
     bw_classifier_cb classifier;
     void *classifier_user;
     const char *name;
@@ -123,6 +138,7 @@ struct bw_breaker {
     bw_stripe *stripes;   /* NULL when the window is not striped */
     uint32_t nstripes;    /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;
+    uint8_t owned; /* made by bw__breaker_make: its owner frees it */
     _Atomic(bw__ext *) ext; /* what a layer above hangs on it (core.h) */
     /* The machine's window memory (unless striped), the name, the key, the config copy, the owner's tail, stripes. */
     alignas(8) unsigned char data[];
@@ -161,19 +177,27 @@ static BW_ALWAYS_INLINE int following(const bw_breaker *b)
            bw__view_governs(&b->extra->view, b->m.state);
 }
 
-static inline int64_t stamp_of(const bw_breaker *b)
+static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
 {
-    return BW_LIKELY(b->clock_sys) ? bw__sys_stamp() : bw_clock_now(b->clock);
+    if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
+        return bw__tick_now();
+    return b->stamp_mode == STAMP_SYS ? bw__sys_stamp() : bw_clock_now(b->clock);
 }
 
 static inline int64_t stamp_ns(const bw_breaker *b, int64_t stamp)
 {
-    return b->clock_sys ? bw__sys_stamp_ns(stamp) : stamp;
+    return b->stamp_mode == STAMP_SYS ? bw__sys_stamp_ns(stamp) : stamp;
 }
 
 static inline int64_t span_ns(const bw_breaker *b, int64_t span)
 {
-    return b->clock_sys ? bw__sys_span_ns(span) : span;
+    return b->stamp_mode == STAMP_SYS ? bw__sys_span_ns(span) : span;
+}
+
+/* Nanoseconds (a span, or an instant when `instant`) as the breaker's stamp units. */
+static inline int64_t ns_stamp(const bw_breaker *b, int64_t ns, int instant)
+{
+    return b->stamp_mode == STAMP_SYS ? bw__sys_ns_to_stamp(ns, instant) : ns;
 }
 
 static inline int64_t now_of(const bw_breaker *b)

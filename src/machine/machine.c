@@ -136,7 +136,7 @@ static int evaluate(bw__machine *m, bw__now *now)
     /* Both rates are 0 without a failed or slow call: skip the divisions. */
     if (failed == 0 && slow == 0)
         return 0;
-    if ((double)failed / (double)total >= m->cfg.failure_rate || (double)slow / (double)total >= m->cfg.slow_rate) {
+    if (bw__rate_reached(failed, total, m->cfg.failure_rate) || bw__rate_reached(slow, total, m->cfg.slow_rate)) {
         trip(m, bw__now_get(now));
         return 1;
     }
@@ -202,20 +202,16 @@ static void record_closed(bw__machine *m, uint32_t stripe, int outcome, int slow
 {
     int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
     if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
-        if (failed) {
-            if (m->cerr < UINT32_MAX)
-                m->cerr++;
-            m->csucc = 0;
-            if (check && m->cerr >= m->cfg.error_threshold)
-                trip(m, bw__now_get(now));
-        } else {
-            if (m->csucc < UINT32_MAX)
-                m->csucc++;
-            m->cerr = 0;
-        }
+        if (bw__machine_closed_consecutive(m, failed) && check)
+            trip(m, bw__now_get(now));
         return;
     }
     bw__window *w = bw__machine_stripe(m, stripe);
+    if (m->nwin == 1 && w->kind == BW_WINDOW_COUNT) { /* the engine's fast path runs the same */
+        if (bw__machine_closed_count(m, failed, slow) && check)
+            evaluate(m, now);
+        return;
+    }
     bw__window_record(w, failed, slow, w->kind == BW_WINDOW_TIME ? bw__now_get(now) : 0);
     /* One window, just brought up to date: most records need no trip test. */
     if (check && (m->nwin > 1 || (w->total >= m->cfg.min_calls && (w->failed | w->slow))))
@@ -259,8 +255,8 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
     }
     if (m->completed < m->cfg.permitted)
         return;
-    double done = (double)m->completed;
-    if ((double)m->probe_failures / done >= m->cfg.failure_rate || (double)m->probe_slows / done >= m->cfg.slow_rate)
+    if (bw__rate_reached(m->probe_failures, m->completed, m->cfg.failure_rate) ||
+        bw__rate_reached(m->probe_slows, m->completed, m->cfg.slow_rate))
         reopen(m, bw__now_get(now), 1);
     else
         close_(m);

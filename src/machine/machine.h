@@ -76,7 +76,15 @@ typedef struct bw__mcfg {
     int64_t max_wait_ho; /* ns, 0 = a round may wait forever */
 } bw__mcfg;
 
+/*
+ * The fields a CLOSED record writes come first (consecutive counters, the
+ * window's totals and head), so that the engine's lock and they share a cache
+ * line (core/engine.h).
+ */
 typedef struct bw__machine {
+    /* Consecutive policy counters. */
+    uint32_t cerr, csucc;
+    bw__window win; /* rate policy only (size 0 otherwise) */
     uint64_t gen;           /* bumped exactly once by every transition and verb */
     int64_t opened_at;      /* when the current OPEN period started */
     int64_t open_wait;      /* length of the current OPEN period */
@@ -84,10 +92,7 @@ typedef struct bw__machine {
     uint32_t failed_rounds; /* consecutive failed rounds since the last close */
     /* Probe round (both policies). */
     uint32_t admitted, in_flight, completed, probe_failures, probe_slows, inconclusive;
-    /* Consecutive policy counters. */
-    uint32_t cerr, csucc;
     uint8_t state;
-    bw__window win; /* rate policy only (size 0 otherwise) */
     /*
      * The window is the union of `nwin` sub-windows (stripes) whose counts are
      * summed: `wins` points at the first, the next is `stride` bytes further.
@@ -144,6 +149,55 @@ int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__
 
 /* The same, recording into stripe `stripe` of the window (< nwin). */
 int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int outcome, int slow, bw__now *now);
+
+/*
+ * The CLOSED record of a rate policy on one count window, which is what
+ * bw__machine_record does there, split for the engine's fast path: it records
+ * (`failed` for FAILURE and a recorded UNREACHABLE) and returns 1 when the trip
+ * test must run now (bw__machine_evaluate), 0 when the rates cannot have
+ * reached a threshold: nothing failed or was slow in the window, or it holds
+ * fewer than min_calls, or this record was a success that left the count as it
+ * was (a full window: a success can only lower both rates).
+ */
+static inline int bw__machine_closed_count(bw__machine *m, int failed, int slow)
+{
+    int grew = bw__window_count_record(&m->win, failed != 0, slow != 0);
+    if (grew < 0 || !(m->win.failed | m->win.slow) || (!failed && !slow && !grew))
+        return 0; /* no count moved; or nothing failed or was slow; or a success in a full window */
+    return m->win.total >= m->cfg.min_calls;
+}
+
+/*
+ * The CLOSED record of the consecutive policy (bw__machine_record's rule, for
+ * the engine's fast path): returns 1 when the failures reached error_threshold
+ * and the circuit must trip (bw__machine_trip).
+ */
+static inline int bw__machine_closed_consecutive(bw__machine *m, int failed)
+{
+    if (!failed) {
+        m->cerr = 0;
+        m->csucc += m->csucc < UINT32_MAX;
+        return 0;
+    }
+    m->csucc = 0;
+    m->cerr += m->cerr < UINT32_MAX;
+    return m->cerr >= m->cfg.error_threshold;
+}
+
+/*
+ * part / total >= rate, decided as that division in doubles decides it, but by
+ * multiplication: a division runs only when the two are within 2^-40 of each
+ * other (at the threshold itself). total > 0.
+ */
+static inline int bw__rate_reached(uint64_t part, uint64_t total, double rate)
+{
+    double x = (double)part, t = (double)total, r = rate * t;
+    if (x > r * (1 + 0x1p-40))
+        return 1;
+    if (x < r * (1 - 0x1p-40))
+        return 0;
+    return x / t >= rate;
+}
 
 /*
  * The CLOSED trip test over the whole window as of now (for an engine that

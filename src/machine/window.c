@@ -14,10 +14,6 @@
 
 #include "breakwater/config.h"
 
-#define SLOT_USED 1u
-#define SLOT_FAILED 2u
-#define SLOT_SLOW 4u
-
 size_t bw__window_bytes(int kind, uint32_t size)
 {
     return kind == BW_WINDOW_TIME ? (size_t)size * sizeof(bw__bucket) : (size_t)size;
@@ -106,19 +102,11 @@ void bw__window_expire(bw__window *w, int64_t now_ns)
 
 void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns)
 {
-    uint64_t f = failed != 0, sl = slow != 0;
     if (w->kind == BW_WINDOW_COUNT) {
-        /* Branch-free, in 64-bit arithmetic: an empty slot is 0 and subtracts nothing. */
-        uint8_t *slot = (uint8_t *)w->mem + w->head;
-        uint64_t old = *slot;
-        *slot = (uint8_t)(SLOT_USED | (f ? SLOT_FAILED : 0) | (sl ? SLOT_SLOW : 0));
-        w->total += 1 - (old & SLOT_USED);
-        w->failed += f - ((old >> 1) & 1);
-        w->slow += sl - (old >> 2);
-        if (++w->head == w->size)
-            w->head = 0;
+        bw__window_count_record(w, failed != 0, slow != 0);
         return;
     }
+    uint64_t f = failed != 0, sl = slow != 0;
     move_to(w, now_ns);
     bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
     x->total++;

@@ -17,16 +17,44 @@ typedef struct bw__bucket {
     uint32_t total, failed, slow;
 } bw__bucket;
 
+/* What a count window's record touches comes first (41 bytes: one cache line with the engine's lock). */
 typedef struct bw__window {
     uint64_t total, failed, slow;
-    void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
+    void *mem;     /* count: uint8_t[size]; time: bw__bucket[size] */
+    uint32_t size; /* calls or seconds */
+    uint32_t head; /* count: next slot to write */
+    uint8_t kind;  /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
+    uint32_t cur_slot;      /* time: bucket of cur_sec */
     int64_t cur_sec;        /* time: newest second the totals cover */
     int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
-    uint32_t size;          /* calls or seconds */
-    uint32_t head;          /* count: next slot to write */
-    uint32_t cur_slot;      /* time: bucket of cur_sec */
-    uint8_t kind;           /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
 } bw__window;
+
+#define BW__SLOT_USED 1u
+#define BW__SLOT_FAILED 2u
+#define BW__SLOT_SLOW 4u
+
+/*
+ * Add one outcome to a count window (bw__window_record's count case, inline for
+ * the engine's fast path); `failed` and `slow` are 0 or 1. Returns 1 when the
+ * window was not yet full, so its total grew; 0 when the outcome replaced an
+ * older one; -1 when it replaced one just like it, so that no count changed.
+ */
+static inline int bw__window_count_record(bw__window *w, unsigned failed, unsigned slow)
+{
+    uint8_t *slot = (uint8_t *)w->mem + w->head;
+    unsigned old = *slot, now = BW__SLOT_USED | failed << 1 | slow << 2;
+    uint32_t h = w->head + 1;
+    w->head = h == w->size ? 0 : h;
+    if (old == now)
+        return -1; /* the common case: a success where a success was */
+    *slot = (uint8_t)now;
+    /* An empty slot is 0 and subtracts nothing. */
+    unsigned grew = ~old & BW__SLOT_USED;
+    w->total += grew;
+    w->failed += (uint64_t)failed - ((old >> 1) & 1);
+    w->slow += (uint64_t)slow - (old >> 2);
+    return (int)grew;
+}
 
 /* The second an instant (ns) falls in, rounded down also for negative instants. */
 int64_t bw__second_of(int64_t ns);

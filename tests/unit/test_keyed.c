@@ -711,6 +711,8 @@ static void test_concurrent_lookup_call_evict(void)
     /* Failures leave history but never trip (min_calls above the window): no
        circuit is ever protected by an open wait, so only pins can block room. */
     CHECK_OK(bw_config_set_min_calls(c, 1000, &e));
+    /* Precise stamps (a threshold below 100 ms): 1 ns of history idle is 1 ns, not a tick of the coarse clock. */
+    CHECK_OK(bw_config_set_slow_call_duration(c, 50 * BW_NS_PER_MS, &e));
     shared s;
     memset(&s, 0, sizeof s);
     CHECK_OK(bw_breaker_new("churn", c, &s.b, &e));
