@@ -17,9 +17,11 @@
  *   empty                     the loop alone
  *   closed_success            acquire + settle(SUCCESS), CLOSED
  *   closed_success_noclock    the same with slow_call_duration=off (nothing needs the clock)
- *   closed_failure            acquire + settle(FAILURE) where the trip test runs and does not trip
- *                             (min_calls reached, failure rate 5 %, threshold 50 %)
- *   time_window_failure       the same on window=time:60s
+ *   closed_failure            acquire + settle(FAILURE) where the trip test runs and does not trip:
+ *                             63 calls in 64 fail, failure_rate=1, so the window
+ *                             holds about 98 % failures and the test runs on nearly every call
+ *   time_window_failure       acquire + settle(FAILURE) on window=time:60s holding 100,000 successes,
+ *                             so that the rate stays far below its threshold (50 %)
  *   open_reject               acquire in OPEN, filling a bw_rejection
  *   half_open_probe           acquire + settle(SUCCESS) of a probe in a round that stays open
  *                             (permitted_probes=1000000, max_concurrent_probes=1000; a manual clock)
@@ -160,11 +162,17 @@ int main(int argc, char **argv)
     } else if (strcmp(path, "closed_success_noclock") == 0) {
         bw_breaker *b = make("svc", "slow_call_duration=off");
         MEASURE(call(b, BW_SUCCESS));
-    } else if (strcmp(path, "closed_failure") == 0 || strcmp(path, "time_window_failure") == 0) {
-        bw_breaker *b = make("svc", path[0] == 'c' ? NULL : "window=time:60s");
-        for (int i = 0; i < 100; i++) /* a window of successes: 1 failure in 20 calls stays far below 50 % */
+    } else if (strcmp(path, "closed_failure") == 0) {
+        bw_breaker *b = make("svc", "failure_rate=1");
+        for (int i = 0; i < 100; i++) /* a window of successes to start from */
             call(b, BW_SUCCESS);
-        MEASURE(call(b, i % 20 == 0 ? BW_FAILURE : BW_SUCCESS));
+        /* One success in 64 calls keeps the rate below 100 %; the mask divides nothing. */
+        MEASURE(call(b, (i & 63) == 0 ? BW_SUCCESS : BW_FAILURE));
+    } else if (strcmp(path, "time_window_failure") == 0) {
+        bw_breaker *b = make("svc", "window=time:60s");
+        for (int i = 0; i < 100000; i++) /* 100,000 successes: 20,000 failures stay below 50 % */
+            call(b, BW_SUCCESS);
+        MEASURE(call(b, BW_FAILURE));
     } else if (strcmp(path, "open_reject") == 0) {
         bw_breaker *b = make("svc", "wait=1h");
         bw_breaker_force_open(b);

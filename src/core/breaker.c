@@ -40,13 +40,22 @@ static inline void lock_all(bw_breaker *b)
 {
     bw__spin_lock(&b->lock);
     for (uint32_t i = 0; i < b->nstripes; i++)
-        bw__spin_lock(&b->stripes[i].lock);
+        (void)bw__spin_lock_tally(&b->stripes[i].lock, 0);
+}
+
+/* Release a stripe's tally lock, keeping its tally or (clear) zeroing it. */
+static inline void stripe_unlock(bw_stripe *s, int clear)
+{
+    if (BW_UNLIKELY(bw__spin_release_tally(&s->lock, clear)))
+        bw__spin_wake(&s->lock);
 }
 
 static inline void unlock_all(bw_breaker *b)
 {
+    int clear = b->clear_tallies;
+    b->clear_tallies = 0;
     for (uint32_t i = b->nstripes; i-- > 0;)
-        bw__spin_unlock(&b->stripes[i].lock);
+        stripe_unlock(&b->stripes[i], clear);
     bw__spin_unlock(&b->lock);
 }
 
@@ -190,9 +199,10 @@ void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset)
 /* ---- construction ---- */
 
 /*
- * Stripes for a time window on a machine with several CPUs (a power of two, at
- * most MAX_STRIPES); 0 (none) otherwise. A count window ("the last N calls") has
- * one order and cannot be split, and consecutive counters are a single sequence.
+ * Stripes for a time window: one per CPU, as a power of two, at most
+ * MAX_STRIPES (one on one CPU: its tally lock still spares the breaker's lock);
+ * 0 (none) otherwise. A count window ("the last N calls") has one order and
+ * cannot be split, and consecutive counters are a single sequence.
  */
 static uint32_t stripes_for(const bw__mcfg *mc)
 {
@@ -202,7 +212,7 @@ static uint32_t stripes_for(const bw__mcfg *mc)
     uint32_t n = 1;
     while (n < MAX_STRIPES && (long)n < cpus)
         n *= 2;
-    return n > 1 ? n : 0;
+    return n;
 }
 
 bw_extra *bw__extra_of(bw_breaker *b)
@@ -315,13 +325,16 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     b->slow_stamp = ns_stamp(b, cfg->slow_ns, 0);
     if (cfg->slow_ns > 0 && b->slow_stamp < 1)
         b->slow_stamp = 1;
-    b->fast = nstripes ? FAST_NONE
+    b->fast = nstripes                             ? FAST_TIME
               : mc.policy == BW_POLICY_CONSECUTIVE ? FAST_CONSECUTIVE
               : mc.window_kind == BW_WINDOW_COUNT  ? FAST_COUNT
                                                    : FAST_NONE;
-    /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC). */
+    /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC;
+       a time window's, in nanoseconds: the tick). */
     b->quick = b->fast != FAST_NONE && !b->listener_mask &&
-               (!b->timed || b->stamp_mode == STAMP_TICK || (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
+               (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
+                                     : !b->timed || b->stamp_mode == STAMP_TICK ||
+                                           (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
@@ -585,38 +598,117 @@ int bw__settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow,
     return settle_locked(b, gen, outcome, slow, now, before, after);
 }
 
-/* CLOSED or METRICS_ONLY on a striped window: record into this thread's stripe. */
-static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now,
-                                      int *before, int *after)
+/*
+ * How many calls, each both failed and slow, could be added to `part` of
+ * `total` calls before part / total reaches `rate` (the fewest that do, or
+ * fewer: never more). The rate is not reached by part / total itself.
+ */
+static uint64_t headroom_for(uint64_t part, uint64_t total, double rate)
 {
-    int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
-    int64_t t = bw__now_get(now);
+    if (rate >= 1.0)
+        return UINT64_MAX; /* part < total, and adding to both keeps it so */
+    double k0 = ((double)total * rate - (double)part) / (1.0 - rate);
+    uint64_t k = k0 < 2.0 ? 0 : k0 > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)k0 - 2;
+    if (bw__rate_reached(part + k, total + k, rate))
+        return 0; /* the estimate was off: test every time (never seen) */
+    /* k0 is within a call of the answer: step up to it, a few calls at most. */
+    for (int i = 0; i < 8 && !bw__rate_reached(part + k + 1, total + k + 1, rate); i++)
+        k++;
+    return k + 1;
+}
+
+/*
+ * Whether a failed or slow call recorded in eval_sec can be left without the
+ * trip test: the failed or slow calls tallied by every stripe since that test
+ * (this one's included) are fewer than its headroom (breaker.c's design notes).
+ * Call with this thread's stripe lock held, taken with its tally added.
+ */
+static BW_ALWAYS_INLINE int striped_below(const bw_breaker *b)
+{
+    uint64_t bad = 0;
+    for (uint32_t i = 0; i < b->nstripes; i++)
+        bad += bw__spin_tally(&b->stripes[i].lock);
+    return bad < b->headroom;
+}
+
+/*
+ * Whether a CLOSED record just made into stripe s (its lock held, taken with
+ * the tally `bad` added when `tallied`) needs no trip test: a test passed in
+ * the second the record went into, and the record was a success, or a failed or
+ * slow call that every stripe's tally leaves below the headroom.
+ */
+static BW_ALWAYS_INLINE int stripe_done(const bw_breaker *b, const bw_stripe *s, unsigned bad, int tallied)
+{
+    return atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == s->win.cur_sec &&
+           (!bad || (tallied && striped_below(b)));
+}
+
+/* What stripe_record found (the trip test's cases are the caller's). */
+enum { STRIPE_MOVED = -1, STRIPE_NOT_CLOSED = -2, STRIPE_TEST = 0, STRIPE_DONE = 1 };
+
+/*
+ * Record a call at t (ns) into this thread's stripe if the breaker is still at
+ * generation gen in CLOSED or METRICS_ONLY. STRIPE_DONE: recorded, and no trip
+ * test is needed (METRICS_ONLY, or the design notes' rules); STRIPE_TEST:
+ * recorded, and the trip test must run; STRIPE_MOVED (another generation) and
+ * STRIPE_NOT_CLOSED (another state): nothing recorded. The tally this adds
+ * before it knows is at worst an overcount, which only makes a test run.
+ */
+static BW_ALWAYS_INLINE int stripe_record(bw_breaker *b, uint64_t gen, unsigned failed, unsigned slow, int64_t t)
+{
+    unsigned bad = failed | slow;
     bw_stripe *s = my_stripe(b);
-    bw__spin_lock(&s->lock);
+    int tallied = bw__spin_lock_tally(&s->lock, bad);
     uint64_t w = load_word(b); /* exact: publishing needs this lock too */
     unsigned st = (unsigned)(w & 7);
+    int r;
     if ((w >> 3) != gen) {
-        bw__spin_unlock(&s->lock);
-        return -1;
+        r = STRIPE_MOVED;
+    } else if (st != BW_STATE_CLOSED && st != BW_STATE_METRICS_ONLY) {
+        r = STRIPE_NOT_CLOSED;
+    } else {
+        bw__window_time_record(&s->win, failed, slow, t);
+        r = st == BW_STATE_METRICS_ONLY || stripe_done(b, s, bad, tallied) ? STRIPE_DONE : STRIPE_TEST;
     }
-    if (st != BW_STATE_CLOSED && st != BW_STATE_METRICS_ONLY) {
-        bw__spin_unlock(&s->lock);
-        return settle_locked(b, gen, outcome, slow, now, before, after);
-    }
-    bw__window_record(&s->win, failed, slow, t);
-    bw__spin_unlock(&s->lock);
-    if (st == BW_STATE_METRICS_ONLY)
-        return 1;
-    int64_t sec = bw__second_of(t);
-    if (!failed && !slow && atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == sec)
-        return 1; /* cannot trip: see the design notes */
+    stripe_unlock(s, 0);
+    return r;
+}
+
+/* The trip test after a striped record at t (ns); a pass in this second becomes the new base. */
+static BW_NOINLINE int striped_test(bw_breaker *b, uint64_t gen, bw__now *now, int64_t t, int *before, int *after)
+{
     change c = change_begin(b);
-    if (b->m.gen == gen && bw__machine_evaluate(&b->m, now) == 0)
-        atomic_store_explicit(&b->eval_sec, sec, memory_order_relaxed); /* passed in this second */
+    if (b->m.gen == gen && bw__machine_evaluate(&b->m, now) == 0) {
+        uint64_t total, failed, slow;
+        bw__machine_counts(&b->m, now, &total, &failed, &slow);
+        uint64_t hf = headroom_for(failed, total, b->m.cfg.failure_rate);
+        uint64_t hs = headroom_for(slow, total, b->m.cfg.slow_rate);
+        b->headroom = hf < hs ? hf : hs;
+        b->clear_tallies = 1; /* what the base holds leaves the tallies as the stripes are released */
+        atomic_store_explicit(&b->eval_sec, bw__second_of(t), memory_order_relaxed);
+    }
     *before = c.before;
     *after = change_end(b, &c);
     coord_trip(b, &c);
     return 1;
+}
+
+/* CLOSED or METRICS_ONLY on a striped window: record into this thread's stripe. */
+static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now,
+                                      int *before, int *after)
+{
+    unsigned failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
+    int64_t t = bw__now_get(now);
+    switch (stripe_record(b, gen, failed, slow != 0, t)) {
+    case STRIPE_MOVED:
+        return -1;
+    case STRIPE_NOT_CLOSED:
+        return settle_locked(b, gen, outcome, slow, now, before, after);
+    case STRIPE_DONE:
+        return 1;
+    default:
+        return striped_test(b, gen, now, t, before, after);
+    }
 }
 
 /* The events of a settle (CALL, then any state change). */
@@ -725,7 +817,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast) &&
+        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != FAST_TIME) &&
                  (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after)) != -2)
             ;
         else
@@ -773,6 +865,74 @@ static BW_NOINLINE int settle_quick_wake(bw_breaker *b)
     return BW_OK;
 }
 
+/* A quick time settle whose stripe lock was held or whose tally was full: the general path. */
+static BW_NOINLINE int settle_quick_time_busy(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
+{
+    return settle_general_entry(b, p, outcome, code);
+}
+
+/* A quick time settle that found, under the stripe lock, that the breaker moved or the second changed. */
+static BW_NOINLINE int settle_quick_time_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code, bw_stripe *s)
+{
+    stripe_unlock(s, 0); /* nothing recorded; its tally is at worst an overcount */
+    return settle_general_entry(b, p, outcome, code);
+}
+
+/* A quick time settle that recorded and must run the trip test (the stripe lock released: wake its waiter if `wake`).
+ */
+static BW_NOINLINE int settle_quick_time_test(bw_breaker *b, uint64_t gen, int64_t t, bw_stripe *wake)
+{
+    if (wake)
+        bw__spin_wake(&wake->lock);
+    lazy_clock lc = {b, t, 1};
+    bw__now now = {0, 0, bw__lazy_read, &lc};
+    int before, after;
+    striped_test(b, gen, &now, t, &before, &after);
+    return BW_OK;
+}
+
+/* The end of a quick time settle whose release found a parked waiter. */
+static BW_NOINLINE int settle_quick_time_wake(bw_stripe *s)
+{
+    bw__spin_wake(&s->lock);
+    return BW_OK;
+}
+
+/*
+ * The quick settle of a striped time window (settle_quick's case; as it, every
+ * call out of it is a tail call): take this thread's stripe lock at once, with
+ * the call's tally, and record at the tick's instant within the stripe's
+ * current second. Anything else goes to the general path.
+ */
+static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
+{
+    int64_t t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+    unsigned failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
+    unsigned slow = b->timed && t - p->start_ns_ >= b->slow_stamp;
+    unsigned bad = failed | slow;
+    bw_stripe *s = my_stripe(b);
+    unsigned v = atomic_load_explicit(&s->lock.v, memory_order_relaxed);
+    unsigned add = bad ? bw__tally_room(v) : 0u;
+    if (BW_UNLIKELY(t == 0 || (v & BW__SPIN_STATE) || add != bad * BW__TALLY_ONE ||
+                    !atomic_compare_exchange_strong_explicit(&s->lock.v, &v, (v | 1u) + add, memory_order_seq_cst,
+                                                             memory_order_relaxed)))
+        return settle_quick_time_busy(b, p, outcome, code); /* no tick (a forked child), held, or full */
+    uint64_t w = atomic_load_explicit(&b->word, memory_order_relaxed);
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t < s->win.sec_lo || t >= s->win.sec_hi))
+        return settle_quick_time_other(b, p, outcome, code, s);
+    bw__window_time_record(&s->win, failed, slow, t); /* within the current second: no call */
+    int done = stripe_done(b, s, bad, 1);
+    p->magic_ = PERMIT_SETTLED;
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    int wake = bw__spin_release_tally(&s->lock, 0);
+    if (BW_UNLIKELY(!done))
+        return settle_quick_time_test(b, w >> 3, t, wake ? s : NULL);
+    if (BW_UNLIKELY(wake))
+        return settle_quick_time_wake(s);
+    return BW_OK;
+}
+
 /*
  * The quick settle: a live permit of this breaker, in CLOSED at its generation,
  * on a breaker whose CLOSED record is the fast case, that reports nothing to a
@@ -789,6 +949,8 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     uint64_t w = load_word(b);
     if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED)))
         return settle_general_entry(b, p, outcome, code);
+    if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
+        return settle_quick_time(b, p, outcome, code);
     int slow = 0;
     if (b->timed) {
         int64_t t;
@@ -848,7 +1010,8 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
     if (magic != PERMIT_LIVE)
         rc = bw__shared_settle(c, p, outcome, failure_code, timed_out);
     else
-        rc = timed_out ? settle_timed_out(c, p, outcome, failure_code) : settle_general_entry(c, p, outcome, failure_code);
+        rc = timed_out ? settle_timed_out(c, p, outcome, failure_code)
+                       : settle_general_entry(c, p, outcome, failure_code);
     if (pinned && c->owner.ops)
         c->owner.ops->unpin(c->owner.node, stamp_of(c));
     return rc;

@@ -78,7 +78,7 @@
 
 /* One stripe of a striped time window: its own line, lock and buckets. */
 typedef struct bw_stripe {
-    alignas(64) bw__spin lock;
+    alignas(64) bw__spin lock; /* a tally lock (spin.h): failed or slow calls recorded here since eval_sec's test */
     bw__window win;
 } bw_stripe;
 
@@ -106,7 +106,7 @@ enum {
 };
 
 /* What a CLOSED settle may do on the fast path (breaker.c). */
-enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2 };
+enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2, FAST_TIME = 3 /* striped */ };
 
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_sec). */
@@ -127,7 +127,9 @@ struct bw_breaker {
     bw__machine m;
     /* Cold. */
     _Atomic int64_t eval_sec; /* striped windows: breaker.c's design notes; INT64_MIN = none */
-    bw_extra *extra;               /* NULL when it has neither timer nor store (read by every locked change) */
+    uint64_t headroom;        /* failed or slow calls eval_sec's test leaves before a rate could reach its threshold */
+    uint8_t clear_tallies;    /* unlock_all zeroes the stripes' tallies (a new base) */
+    bw_extra *extra;          /* NULL when it has neither timer nor store (read by every locked change) */
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
     bw_classifier_cb classifier;
     void *classifier_user;
@@ -138,7 +140,7 @@ struct bw_breaker {
     bw_stripe *stripes;   /* NULL when the window is not striped */
     uint32_t nstripes;    /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;
-    uint8_t owned; /* made by bw__breaker_make: its owner frees it */
+    uint8_t owned;          /* made by bw__breaker_make: its owner frees it */
     _Atomic(bw__ext *) ext; /* what a layer above hangs on it (core.h) */
     /* The machine's window memory (unless striped), the name, the key, the config copy, the owner's tail, stripes. */
     alignas(8) unsigned char data[];

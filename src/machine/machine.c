@@ -105,14 +105,15 @@ void bw__machine_use_stripes(bw__machine *m, bw__window *first, size_t stride, u
 }
 
 /* The whole window's counts as of now: expire every time stripe, then sum. */
-static void window_counts(bw__machine *m, bw__now *now, uint64_t *total, uint64_t *failed, uint64_t *slow)
+void bw__machine_counts(bw__machine *m, bw__now *now, uint64_t *total, uint64_t *failed, uint64_t *slow)
 {
     if (m->nwin == 1) { /* the common case, without the loop */
-        if (m->win.kind == BW_WINDOW_TIME)
-            bw__window_expire(&m->win, bw__now_get(now));
-        *total = m->win.total;
-        *failed = m->win.failed;
-        *slow = m->win.slow;
+        bw__window *w = m->wins;
+        if (w->kind == BW_WINDOW_TIME)
+            bw__window_expire(w, bw__now_get(now));
+        *total = w->total;
+        *failed = w->failed;
+        *slow = w->slow;
         return;
     }
     *total = *failed = *slow = 0;
@@ -130,7 +131,7 @@ static void window_counts(bw__machine *m, bw__now *now, uint64_t *total, uint64_
 static int evaluate(bw__machine *m, bw__now *now)
 {
     uint64_t total, failed, slow;
-    window_counts(m, now, &total, &failed, &slow);
+    bw__machine_counts(m, now, &total, &failed, &slow);
     if (total < m->cfg.min_calls)
         return -1;
     /* Both rates are 0 without a failed or slow call: skip the divisions. */
@@ -351,7 +352,7 @@ void bw__machine_snapshot(bw__machine *m, bw__now *now, bw_snapshot *out)
     memset(out, 0, sizeof *out);
     out->state = (bw_state)m->state;
     if (m->cfg.policy == BW_POLICY_RATE)
-        window_counts(m, now, &out->total_calls, &out->failed_calls, &out->slow_calls);
+        bw__machine_counts(m, now, &out->total_calls, &out->failed_calls, &out->slow_calls);
     if (out->total_calls) {
         out->failure_rate = (double)out->failed_calls / (double)out->total_calls;
         out->slow_call_rate = (double)out->slow_calls / (double)out->total_calls;

@@ -84,7 +84,7 @@ typedef struct bw__mcfg {
 typedef struct bw__machine {
     /* Consecutive policy counters. */
     uint32_t cerr, csucc;
-    bw__window win; /* rate policy only (size 0 otherwise) */
+    bw__window win;         /* rate policy only (size 0 otherwise) */
     uint64_t gen;           /* bumped exactly once by every transition and verb */
     int64_t opened_at;      /* when the current OPEN period started */
     int64_t open_wait;      /* length of the current OPEN period */
@@ -206,6 +206,9 @@ static inline int bw__rate_reached(uint64_t part, uint64_t total, double rate)
  * CLOSED, or below min_calls).
  */
 int bw__machine_evaluate(bw__machine *m, bw__now *now);
+
+/* The whole window's counts as of now (a time window's stripes expired first). */
+void bw__machine_counts(bw__machine *m, bw__now *now, uint64_t *total, uint64_t *failed, uint64_t *slow);
 
 /*
  * Timed transitions that need no caller (auto_transition): OPEN -> HALF_OPEN

@@ -106,13 +106,5 @@ void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns)
         bw__window_count_record(w, failed != 0, slow != 0);
         return;
     }
-    uint64_t f = failed != 0, sl = slow != 0;
-    move_to(w, now_ns);
-    bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
-    x->total++;
-    x->failed += (uint32_t)f;
-    x->slow += (uint32_t)sl;
-    w->total++;
-    w->failed += f;
-    w->slow += sl;
+    bw__window_time_record(w, failed != 0, slow != 0, now_ns);
 }

@@ -20,14 +20,17 @@ typedef struct bw__bucket {
 /* What a count window's record touches comes first (41 bytes: one cache line with the engine's lock). */
 typedef struct bw__window {
     uint64_t total, failed, slow;
-    void *mem;     /* count: uint8_t[size]; time: bw__bucket[size] */
-    uint32_t size; /* calls or seconds */
-    uint32_t head; /* count: next slot to write */
-    uint8_t kind;  /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
+    void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */
+    uint32_t size;          /* calls or seconds */
+    uint32_t head;          /* count: next slot to write */
+    uint8_t kind;           /* BW_WINDOW_COUNT or BW_WINDOW_TIME */
     uint32_t cur_slot;      /* time: bucket of cur_sec */
     int64_t cur_sec;        /* time: newest second the totals cover */
     int64_t sec_lo, sec_hi; /* time: [lo, hi) ns of cur_sec, to skip the division */
 } bw__window;
+
+/* Drop what has aged out of a time window by now_ns; no-op for a count window. */
+void bw__window_expire(bw__window *w, int64_t now_ns);
 
 #define BW__SLOT_USED 1u
 #define BW__SLOT_FAILED 2u
@@ -56,6 +59,20 @@ static inline int bw__window_count_record(bw__window *w, unsigned failed, unsign
     return (int)grew;
 }
 
+/* Add one outcome at now_ns to a time window (bw__window_record's time case, inline for the engine's fast path). */
+static inline void bw__window_time_record(bw__window *w, unsigned failed, unsigned slow, int64_t now_ns)
+{
+    if (now_ns < w->sec_lo || now_ns >= w->sec_hi)
+        bw__window_expire(w, now_ns); /* another second: move to it */
+    bw__bucket *x = &((bw__bucket *)w->mem)[w->cur_slot];
+    x->total++;
+    x->failed += failed;
+    x->slow += slow;
+    w->total++;
+    w->failed += failed;
+    w->slow += slow;
+}
+
 /* The second an instant (ns) falls in, rounded down also for negative instants. */
 int64_t bw__second_of(int64_t ns);
 
@@ -71,7 +88,5 @@ void bw__window_init(bw__window *w, int kind, uint32_t size, void *mem);
 void bw__window_clear(bw__window *w);
 /* Add one outcome at time now_ns (ignored by the count window). */
 void bw__window_record(bw__window *w, int failed, int slow, int64_t now_ns);
-/* Drop what has aged out of a time window by now_ns; no-op for a count window. */
-void bw__window_expire(bw__window *w, int64_t now_ns);
 
 #endif

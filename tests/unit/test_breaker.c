@@ -545,6 +545,50 @@ static void test_time_window_engine(void)
     bw_breaker_free(b);
 }
 
+/*
+ * A striped time window leaves the trip test out while the failed and slow
+ * calls since the last test that passed stay within its headroom: the breaker
+ * must still trip on exactly the call that reaches a threshold, for failures
+ * and for slow calls, in one second and when the second moves on.
+ */
+static void test_time_window_trips_on_the_exact_call(void)
+{
+    for (int rate = 10; rate <= 90; rate += 40) {
+        setup();
+        char text[128];
+        snprintf(text, sizeof text, "window=time:60s min_calls=1 failure_rate=0.%d wait=1h", rate / 10);
+        bw_breaker *b = make(text, NULL);
+        for (int i = 0; i < 1000; i++)
+            call(b, BW_SUCCESS);
+        /* failures f trip when f / (1000 + f) >= rate: f >= 1000 * rate / (100 - rate) */
+        int need = (1000 * rate + (100 - rate) - 1) / (100 - rate);
+        for (int f = 1; f < need; f++) {
+            call(b, BW_FAILURE);
+            if (f % 97 == 0)
+                pump(S / 4); /* a new second now and then: a new base */
+        }
+        CHECK_STATE(b, BW_STATE_CLOSED);
+        call(b, BW_FAILURE);
+        CHECK_STATE(b, BW_STATE_OPEN);
+        bw_breaker_free(b);
+    }
+    /* Slow calls: 200 admitted at once, settled half a second later, all slow. */
+    setup();
+    bw_breaker *b = make("window=time:60s min_calls=1 slow_call_duration=100ms slow_call_rate=0.5 wait=1h", NULL);
+    for (int i = 0; i < 100; i++)
+        call(b, BW_SUCCESS);
+    bw_permit p[100];
+    for (int i = 0; i < 100; i++)
+        CHECK_OK(bw_acquire(b, &p[i], NULL));
+    pump(S / 2);
+    for (int i = 0; i < 99; i++)
+        CHECK_OK(bw_settle(b, &p[i], BW_SUCCESS));
+    CHECK_STATE(b, BW_STATE_CLOSED); /* 99 slow of 199 */
+    CHECK_OK(bw_settle(b, &p[99], BW_SUCCESS));
+    CHECK_STATE(b, BW_STATE_OPEN); /* 100 of 200 */
+    bw_breaker_free(b);
+}
+
 static void test_consecutive_engine(void)
 {
     setup();
@@ -797,6 +841,7 @@ int main(void)
     RUN(test_half_open_deadline_by_timer);
     RUN(test_listener_may_reenter);
     RUN(test_time_window_engine);
+    RUN(test_time_window_trips_on_the_exact_call);
     RUN(test_consecutive_engine);
     RUN(test_timer_service);
     RUN(test_timer_service_half_open_deadline);

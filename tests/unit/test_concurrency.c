@@ -241,6 +241,60 @@ static void test_striped_rates(void)
     rec_free(c.rec);
 }
 
+/*
+ * Failures from several threads into a striped time window that reach the
+ * threshold on the last one between them: the stripes' tallies must let the
+ * last failure see all the others, so the breaker trips then, and not before
+ * (no call is rejected). Leaving the other stripes' tallies out makes it stay
+ * CLOSED (checked by hand).
+ */
+#define TALLY_THREADS 4
+#define TALLY_FAILURES 250
+
+typedef struct tally_ctx {
+    bw_breaker *b;
+    _Atomic int go;
+    _Atomic int rejected;
+} tally_ctx;
+
+static void *tally_worker(void *arg)
+{
+    tally_ctx *c = arg;
+    while (!atomic_load(&c->go)) {
+    }
+    for (int i = 0; i < TALLY_FAILURES; i++) {
+        bw_permit p;
+        if (bw_acquire(c->b, &p, NULL) == BW_OK)
+            bw_settle(c->b, &p, BW_FAILURE);
+        else
+            atomic_fetch_add(&c->rejected, 1);
+    }
+    return NULL;
+}
+
+static void test_striped_tallies_meet(void)
+{
+    for (int round = 0; round < 20; round++) {
+        tally_ctx c;
+        memset(&c, 0, sizeof c);
+        c.b = make("min_calls=1 failure_rate=0.5 window=time:3600s wait=1h", NULL, NULL, NULL);
+        for (int i = 0; i < TALLY_THREADS * TALLY_FAILURES; i++) {
+            bw_permit p;
+            CHECK_OK(bw_acquire(c.b, &p, NULL));
+            CHECK_OK(bw_settle(c.b, &p, BW_SUCCESS));
+        }
+        pthread_t t[TALLY_THREADS];
+        for (int i = 0; i < TALLY_THREADS; i++)
+            pthread_create(&t[i], NULL, tally_worker, &c);
+        atomic_store(&c.go, 1);
+        for (int i = 0; i < TALLY_THREADS; i++)
+            pthread_join(t[i], NULL);
+        CHECK_INT(atomic_load(&c.rejected), 0);
+        CHECK_STATE(c.b, BW_STATE_OPEN); /* 1000 of 2000 failed */
+        bw_breaker_free(c.b);
+    }
+}
+
 typedef struct race_ctx {
     bw_breaker *b;
     bw_clock *clk;
@@ -559,6 +613,7 @@ int main(void)
     RUN(test_concurrent_trip_one_event);
     RUN(test_concurrent_trip_one_event_time_window);
     RUN(test_striped_rates);
+    RUN(test_striped_tallies_meet);
     RUN(test_snapshot_never_torn);
     RUN(test_timer_races_call);
     RUN(test_verbs_race_calls);
