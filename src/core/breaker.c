@@ -10,11 +10,22 @@
  * in functions of its own, kept out of line: a small frame for acquire and
  * settle was worth 3 ns a call.
  *
- * A striped success need not run the trip test: if a test earlier in the same
- * second found at least min_calls and both rates below their thresholds, a
- * success that is not slow only adds to the total (nothing expires within a
- * second), so both rates can only fall. `eval_sec` remembers that second; every
- * failure, slow call or new second runs the test as the machine would.
+ * A striped record need not always run the trip test. If a test earlier in
+ * the same second passed (at least min_calls, both rates below their
+ * thresholds; `eval_sec` remembers the second), then nothing has expired since
+ * (buckets are seconds), so the window is that test's counts plus what was
+ * recorded since. A success only adds to the total: both rates can only fall.
+ * A failed or slow call adds to a rate, but the test's counts say how many
+ * calls, each taken as both failed and slow, it would take to reach either
+ * threshold (`headroom`); while fewer than that were failed or slow since, no
+ * threshold can have been reached. Each stripe counts its own in the tally of
+ * its lock word (base/spin.h), added by the same sequentially consistent
+ * compare-and-swap that takes the lock; a call reads every stripe's tally after
+ * its own swap. Of any set of such calls, the one whose swap came last sees all
+ * the others' tallies, so if together they reach the headroom, that one runs
+ * the test: the breaker trips on exactly the call it would trip on unstriped.
+ * A test that passes sets a new headroom and clears the tallies (under every
+ * lock); a new second, or a tally that reaches the headroom, runs the test.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
