@@ -346,6 +346,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
                (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
                                      : !b->timed || b->stamp_mode == STAMP_TICK ||
                                            (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
+    b->reject_now = b->stamp_mode == STAMP_TICK && !b->listener_mask;
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
@@ -486,15 +487,20 @@ size_t bw_breaker_bytes(const bw_breaker *b)
 
 /* ---- admission ---- */
 
-BW_NOINLINE void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
+/* A rejection's state, retry_after and the breaker's last failure, into *why. */
+static BW_ALWAYS_INLINE void put_why(const bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
 {
     uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
-    if (why) {
-        why->state = (bw_state)state;
-        why->retry_after_ns = retry_after;
-        why->has_last_failure = (int)(lf & 1);
-        why->last_failure = (int)(uint32_t)(lf >> 1);
-    }
+    why->state = (bw_state)state;
+    why->retry_after_ns = retry_after;
+    why->has_last_failure = (int)(lf & 1);
+    why->last_failure = (int)(uint32_t)(lf >> 1);
+}
+
+BW_NOINLINE void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
+{
+    if (why)
+        put_why(b, why, state, retry_after);
     if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_REJECTED)) {
         bw_event e = bw__event_of(b, BW_EVENT_REJECTED);
         e.from = e.to = (bw_state)state;
@@ -528,6 +534,34 @@ BW_NOINLINE int bw__acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *wh
     return BW_OK;
 }
 
+/*
+ * A probe's admission in a HALF_OPEN round that goes on (the breaker without a
+ * timer or store): the breaker's lock only, as the probe counters need no
+ * stripe and nothing is published. Anything else (the round expired, another
+ * state) goes to the locked acquire, which decides as if this had not looked.
+ */
+static BW_NOINLINE int acquire_probe(bw_breaker *b, bw_permit *p, bw_rejection *why, uint64_t w)
+{
+    int64_t stamp = stamp_of(b);
+    bw__spin_lock(&b->lock);
+    if (BW_UNLIKELY(load_word(b) != w || bw__machine_round_expired(&b->m, stamp_ns(b, stamp)))) {
+        bw__spin_unlock(&b->lock);
+        return bw__acquire_locked(b, p, why, stamp);
+    }
+    int ok = bw__machine_probe_admit(&b->m);
+    bw__spin_unlock(&b->lock);
+    if (!ok) {
+        p->magic_ = PERMIT_SETTLED;
+        bw__fill_rejection(b, why, BW_STATE_HALF_OPEN, BW_NO_TIME);
+        return BW_REJECTED;
+    }
+    p->breaker_ = b;
+    p->generation_ = w >> 3;
+    p->start_ns_ = stamp;
+    p->magic_ = PERMIT_LIVE;
+    return BW_OK;
+}
+
 /* Every acquire the word does not admit at once: a rejection, a probe, or a store to ask. */
 static BW_NOINLINE int acquire_other(bw_breaker *b, bw_permit *p, bw_rejection *why, uint64_t w)
 {
@@ -537,6 +571,8 @@ static BW_NOINLINE int acquire_other(bw_breaker *b, bw_permit *p, bw_rejection *
         bw__fill_rejection(b, why, BW_STATE_FORCED_OPEN, BW_NO_TIME);
         return BW_REJECTED;
     }
+    if (st == BW_STATE_HALF_OPEN && !b->extra)
+        return acquire_probe(b, p, why, w);
     int64_t stamp = stamp_of(b);
     if (st == BW_STATE_OPEN) {
         int64_t until = atomic_load_explicit(&b->open_until, memory_order_relaxed);
@@ -571,8 +607,21 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
     if (BW_UNLIKELY(!b || !p))
         return BW_EINVAL;
     uint64_t w = load_word(b);
-    if (BW_UNLIKELY(!((ADMITTED >> (w & 7)) & 1)))
+    unsigned st = (unsigned)(w & 7);
+    if (BW_UNLIKELY(st != BW_STATE_CLOSED && !((ADMITTED >> st) & 1))) { /* CLOSED first: one test */
+        /* OPEN on the coarse clock with no listener: the rejection without a call. */
+        if (st == BW_STATE_OPEN && b->reject_now) {
+            int64_t t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+            int64_t until = atomic_load_explicit(&b->open_until, memory_order_relaxed);
+            if (BW_LIKELY(t != 0 && t < until)) {
+                p->magic_ = PERMIT_SETTLED;
+                if (why)
+                    put_why(b, why, BW_STATE_OPEN, until - t);
+                return BW_REJECTED;
+            }
+        }
         return acquire_other(b, p, why, w);
+    }
     int64_t t = 0;
     if (b->timed) {
         if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
@@ -790,6 +839,23 @@ static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome ou
     return 1;
 }
 
+/*
+ * A probe's SUCCESS or FAILURE in a HALF_OPEN round that it does not decide
+ * (the breaker without a timer or store): the breaker's lock only, as for its
+ * admission. Returns -2 when the general path must decide (the breaker moved,
+ * the round expired, or this probe decides it), having changed nothing.
+ */
+static BW_ALWAYS_INLINE int settle_probe(bw_breaker *b, uint64_t w, bw_outcome outcome, int slow, int64_t stamp,
+                                         int have)
+{
+    int64_t now = b->m.cfg.max_wait_ho > 0 ? (have ? stamp_ns(b, stamp) : now_of(b)) : 0;
+    bw__spin_lock(&b->lock);
+    int ok = load_word(b) == w && !bw__machine_round_expired(&b->m, now) &&
+             bw__machine_probe_tally(&b->m, outcome == BW_FAILURE, slow != 0);
+    bw__spin_unlock(&b->lock);
+    return ok ? 1 : -2;
+}
+
 /* Everything but the fast CLOSED record: a striped window, or the machine under every lock. */
 static BW_NOINLINE int settle_general(bw_breaker *b, uint64_t gen, unsigned st, bw_outcome outcome, int slow,
                                       int64_t stamp, int have, int *before, int *after)
@@ -830,6 +896,9 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
             applied = 0; /* nothing to record: no lock needed */
         else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != FAST_TIME) &&
                  (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after)) != -2)
+            ;
+        else if (st == BW_STATE_HALF_OPEN && !b->extra && outcome <= BW_FAILURE &&
+                 (applied = settle_probe(b, w, outcome, slow, stamp, have)) != -2)
             ;
         else
             applied = settle_general(b, w >> 3, st, outcome, slow, stamp, have, &before, &after);
@@ -910,6 +979,29 @@ static BW_NOINLINE int settle_quick_time_wake(bw_stripe *s)
 }
 
 /*
+ * A probe's SUCCESS or FAILURE on the quick settle (settle_quick's case): the
+ * probe path of settle_probe without the general settle's frame; whatever it
+ * cannot tally goes to the general path, which decides as if it had not looked.
+ */
+static BW_NOINLINE int settle_quick_probe(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code, uint64_t w)
+{
+    if (b->extra || b->listener_mask)
+        return settle_general_entry(b, p, outcome, code);
+    int64_t stamp = 0;
+    int slow = 0;
+    if (b->timed || b->m.cfg.max_wait_ho > 0) {
+        stamp = stamp_of(b);
+        slow = b->slow_stamp > 0 && stamp - p->start_ns_ >= b->slow_stamp;
+    }
+    if (settle_probe(b, w, outcome, slow, stamp, 1) == -2)
+        return settle_general_entry(b, p, outcome, code);
+    p->magic_ = PERMIT_SETTLED;
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    return BW_OK;
+}
+
+/*
  * The quick settle of a striped time window (settle_quick's case; as it, every
  * call out of it is a tail call): take this thread's stripe lock at once, with
  * the call's tally, and record at the tick's instant within the stripe's
@@ -952,28 +1044,55 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
  * path, which decides as if the quick one had not looked. Every call out of it
  * is a tail call, so that it needs no frame of its own.
  */
+/*
+ * Whether a quick settle's call was slow (0 or 1), from the coarse clock or the
+ * TSC as b->quick allows; -1 when the tick is not running (a forked child): the
+ * general path then starts it.
+ */
+static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p)
+{
+    if (!b->timed)
+        return 0;
+    int64_t t;
+    if (BW_LIKELY(b->stamp_mode == STAMP_TICK)) {
+        t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+        if (BW_UNLIKELY(t == 0))
+            return -1;
+    } else {
+        t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
+    }
+    return t - p->start_ns_ >= b->slow_stamp;
+}
+
 static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
-    if (BW_UNLIKELY(!b || !p || p->breaker_ != b || p->magic_ != PERMIT_LIVE || !b->quick ||
-                    (unsigned)outcome > BW_UNREACHABLE))
+    if (BW_UNLIKELY(!b || !p || p->breaker_ != b || p->magic_ != PERMIT_LIVE || (unsigned)outcome > BW_UNREACHABLE))
         return settle_general_entry(b, p, outcome, code);
     uint64_t w = load_word(b);
-    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED)))
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || !b->quick)) {
+        if (w == ((p->generation_ << 3) | BW_STATE_HALF_OPEN) && outcome <= BW_FAILURE)
+            return settle_quick_probe(b, p, outcome, code, w);
         return settle_general_entry(b, p, outcome, code);
+    }
+    if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == FAST_COUNT)) {
+        /* The commonest settle, on its own so that the record is compiled for a success. */
+        int slow = quick_slow(b, p);
+        if (BW_UNLIKELY(slow < 0 || !bw__spin_try(&b->lock)))
+            return settle_general_entry(b, p, outcome, code); /* no tick, or held: the general path waits */
+        if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w))
+            return settle_quick_moved(b, p, outcome, code);
+        p->magic_ = PERMIT_SETTLED;
+        if (BW_UNLIKELY(bw__machine_closed_count(&b->m, 0, slow)))
+            return settle_quick_trip(b, w);
+        if (BW_UNLIKELY(bw__spin_release(&b->lock)))
+            return settle_quick_wake(b);
+        return BW_OK;
+    }
     if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
         return settle_quick_time(b, p, outcome, code);
-    int slow = 0;
-    if (b->timed) {
-        int64_t t;
-        if (BW_LIKELY(b->stamp_mode == STAMP_TICK)) {
-            t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
-            if (BW_UNLIKELY(t == 0))
-                return settle_general_entry(b, p, outcome, code); /* no ticker (a forked child): it starts one */
-        } else {
-            t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
-        }
-        slow = t - p->start_ns_ >= b->slow_stamp;
-    }
+    int slow = quick_slow(b, p);
+    if (BW_UNLIKELY(slow < 0))
+        return settle_general_entry(b, p, outcome, code);
     if ((b->unrecorded >> outcome) & 1) {
         if (outcome == BW_FAILURE)
             atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);

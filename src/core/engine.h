@@ -119,6 +119,7 @@ struct bw_breaker {
     uint8_t unrecorded; /* bit per outcome that records nothing outside HALF_OPEN */
     uint8_t fast;       /* FAST_*: what a CLOSED settle records without the machine's general path */
     uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
+    uint8_t reject_now; /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
     bw_listener_cb listener;
     void *listener_user;
     bw_clock *clock;

@@ -164,13 +164,6 @@ static void expire_half_open(bw__machine *m, bw__now *now)
     }
 }
 
-static int probe_cap_reached(const bw__machine *m)
-{
-    if (m->cfg.policy == BW_POLICY_RATE)
-        return m->in_flight >= m->cfg.max_concurrent || m->admitted >= m->cfg.permitted;
-    return m->in_flight >= m->cfg.half_open_capacity;
-}
-
 int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
 {
     expire_half_open(m, now);
@@ -183,8 +176,6 @@ int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
         break; /* the caller becomes probe 1 */
     }
     case BW_STATE_HALF_OPEN:
-        if (probe_cap_reached(m))
-            return 0;
         break;
     case BW_STATE_FORCED_OPEN:
         return 0;
@@ -192,8 +183,8 @@ int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
         *gen = m->gen;
         return 1;
     }
-    m->admitted++;
-    m->in_flight++;
+    if (!bw__machine_probe_admit(m))
+        return 0;
     *gen = m->gen;
     return 1;
 }

@@ -200,6 +200,50 @@ static inline int bw__rate_reached(uint64_t part, uint64_t total, double rate)
 }
 
 /*
+ * HALF_OPEN, split for the engine's fast path (the caller checked the state and
+ * the generation). bw__machine_round_expired: whether the round has outlived
+ * max_wait_in_half_open at `now` (then the general path must reopen it).
+ * bw__machine_probe_admit: admit one more probe, as bw__machine_acquire does,
+ * or return 0 for the caps. bw__machine_probe_tally: tally a SUCCESS or
+ * FAILURE probe as bw__machine_record does when that decides nothing, and
+ * return 1; return 0 without changing anything when it would decide the round.
+ */
+static inline int bw__machine_round_expired(const bw__machine *m, int64_t now)
+{
+    return m->cfg.max_wait_ho > 0 && now >= bw__sat_add(m->ho_since, m->cfg.max_wait_ho);
+}
+
+static inline int bw__machine_probe_admit(bw__machine *m)
+{
+    uint32_t cap = m->cfg.policy == BW_POLICY_RATE ? m->cfg.max_concurrent : m->cfg.half_open_capacity;
+    if (m->in_flight >= cap || (m->cfg.policy == BW_POLICY_RATE && m->admitted >= m->cfg.permitted))
+        return 0;
+    m->admitted++;
+    m->in_flight++;
+    return 1;
+}
+
+static inline int bw__machine_probe_tally(bw__machine *m, unsigned failed, unsigned slow)
+{
+    if (m->cfg.policy == BW_POLICY_RATE) {
+        if (m->completed + 1 >= m->cfg.permitted)
+            return 0;
+    } else if (failed ? m->cerr + 1 >= m->cfg.error_threshold : m->csucc + 1 >= m->cfg.success_threshold) {
+        return 0;
+    }
+    if (m->in_flight)
+        m->in_flight--;
+    m->completed++;
+    m->probe_failures += failed;
+    m->probe_slows += slow;
+    if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
+        m->cerr = failed ? m->cerr + 1 : 0;
+        m->csucc = failed ? 0 : m->csucc + 1;
+    }
+    return 1;
+}
+
+/*
  * The CLOSED trip test over the whole window as of now (for an engine that
  * recorded into a stripe itself). Returns 1 when it tripped, 0 when the window
  * holds at least min_calls and stayed below both thresholds, -1 otherwise (not

@@ -171,12 +171,58 @@ static void test_fini(void)
     CHECK_INT(threads_settle(before), before);
 }
 
+static int rejected_events;
+
+static void count_rejected(const bw_event *e, void *user)
+{
+    (void)user;
+    if (e->type == BW_EVENT_REJECTED)
+        rejected_events++;
+}
+
+/*
+ * An OPEN rejection on the system clock, with and without a listener (without
+ * one, bw_acquire answers from the coarse clock without a call): the state, a
+ * retry_after within the open wait, the last failure, a settled permit.
+ */
+static void test_open_rejection_system_clock(void)
+{
+    for (int listen = 0; listen < 2; listen++) {
+        bw_config *c = bw_config_new();
+        bw_error err = {0};
+        CHECK_OK(bw_config_parse(c, "min_calls=1 wait=1h", &err));
+        if (listen)
+            bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_REJECTED), count_rejected, NULL);
+        bw_breaker *b = NULL;
+        CHECK_OK(bw_breaker_new("sys", c, &b, &err));
+        bw_config_free(c);
+        bw_permit p;
+        CHECK_OK(bw_acquire(b, &p, NULL));
+        CHECK_OK(bw_settle_ex(b, &p, BW_FAILURE, 42));
+        CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+        rejected_events = 0;
+        bw_rejection why;
+        memset(&why, 0xff, sizeof why);
+        CHECK_INT(bw_acquire(b, &p, &why), BW_REJECTED);
+        CHECK_INT(why.state, BW_STATE_OPEN);
+        CHECK(why.retry_after_ns > 3600 * BW_NS_PER_S - 60 * BW_NS_PER_S);
+        CHECK(why.retry_after_ns <= 3600 * BW_NS_PER_S);
+        CHECK_INT(why.has_last_failure, 1);
+        CHECK_INT(why.last_failure, 42);
+        CHECK_INT(bw_settle(b, &p, BW_SUCCESS), BW_EPERMIT); /* a rejected permit is not live */
+        CHECK_INT(bw_acquire(b, &p, NULL), BW_REJECTED);
+        CHECK_INT(rejected_events, listen ? 2 : 0);
+        bw_breaker_free(b);
+    }
+}
+
 int main(void)
 {
     RUN(test_version);
     RUN(test_strerror);
     RUN(test_names);
     RUN(test_stable_values);
+    RUN(test_open_rejection_system_clock);
     RUN(test_fini);
     return TEST_SUMMARY();
 }
