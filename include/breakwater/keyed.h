@@ -54,10 +54,15 @@
  * So a flood of new keys cannot reset a failing key's history: a failing or open
  * circuit is evicted only after keyed_history_idle without use. The flood
  * recycles quiet circuits, and memory stays within keyed_limit circuits.
- * "Least recently used" is the order of lookups. Step 1 looks past at most 32
- * circuits that are unpinned but recently used, so it may evict a slightly more
- * recent idle circuit than the very oldest; step 2 is exact. "Used" means looked
- * up, or unpinned (a settle of a bw_keyed_acquire permit, or a handle's release).
+ * "Least recently used" is kept as a second-chance list: a lookup marks its
+ * circuit and moves nothing; eviction scans from the least recently placed end,
+ * and a marked circuit it meets is moved to the front with its mark cleared
+ * instead of being considered. So the order is that of lookups to within one
+ * pass of the scan. Step 1 looks past at most 32 circuits that are marked or
+ * unpinned but recently used, so it may evict a slightly more recent idle
+ * circuit than the very oldest. "Used" means looked up, or unpinned (a settle
+ * of a bw_keyed_acquire permit, or a handle's release), and the idle times are
+ * exact.
  * An evicted key that comes back starts afresh in its initial state.
  *
  * MEMORY SAFETY. A circuit is freed only when nothing can reach it: eviction and
@@ -71,8 +76,9 @@
  *
  * Cost: a lookup hashes the key (a per-breaker random seed, so crafted keys
  * cannot collide on purpose) and holds the breaker's map lock (a spin lock) for
- * a table probe and an LRU move; the call itself is then lock-free as for any
- * breaker. Lookups of different keys of one breaker share that lock; keep a
+ * a table probe and a mark; the call itself is then as for any breaker, and its
+ * settle releases the pin in the same critical section as its record (one lock
+ * for the lookup, one for the settle). Lookups of different keys of one breaker share that lock; keep a
  * handle (bw_keyed_get) for a key you call very often from many threads.
  *
  * Thread safety: every function here is safe from any number of threads at once,

@@ -52,6 +52,19 @@ static inline uint64_t bw__rd4(const char *p)
 }
 
 /*
+ * Whether the n bytes at a and b are equal: keys and names of up to 16 bytes
+ * compared as two overlapping words each, inline; longer ones by memcmp.
+ */
+static inline int bw__same(const char *a, const char *b, size_t n)
+{
+    if (n >= 8 && n <= 16)
+        return ((bw__rd8(a) ^ bw__rd8(b)) | (bw__rd8(a + n - 8) ^ bw__rd8(b + n - 8))) == 0;
+    if (n >= 4 && n < 8)
+        return ((bw__rd4(a) ^ bw__rd4(b)) | (bw__rd4(a + n - 4) ^ bw__rd4(b + n - 4))) == 0;
+    return memcmp(a, b, n) == 0;
+}
+
+/*
  * The structure of wyhash (final version 4): 16 bytes a step through one
  * 64x64->128 multiply, short strings read as overlapping words, so a 30-byte
  * name costs three multiplies.

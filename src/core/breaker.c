@@ -274,7 +274,9 @@ static size_t align_up(size_t n, size_t a)
 static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t klen, int copy_cfg, size_t tail)
 {
     layout L;
-    size_t at = offsetof(bw_breaker, data);
+    size_t at = offsetof(bw_breaker, data); /* 64-aligned */
+    L.tail = at;                            /* the owner's first: its lookups read it, at a line's start */
+    at += align_up(tail, 8);
     L.window = at;
     at += nstripes ? 0 : wbytes; /* the machine's own window, unless striped */
     L.name = at;
@@ -283,8 +285,6 @@ static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t kl
     at += klen ? klen + 1 : 0;
     L.cfg = at = align_up(at, 8);
     at += copy_cfg ? sizeof(bw_config) : 0;
-    L.tail = at = align_up(at, 8);
-    at += tail;
     L.stripes = at = align_up(at, 64);
     at += nstripes ? nstripes * (sizeof(bw_stripe) + align_up(wbytes, 64)) : 0;
     L.size = at;
@@ -319,6 +319,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
         b->owned = 1;
         b->owner = *owner;
         b->owner.key = b->key;
+        b->parent = owner->parent;
     }
     if (owner && !owner->node && tail)
         b->owner.node = base + L.tail;
@@ -352,6 +353,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     atomic_init(&b->last_failure, 0);
     atomic_init(&b->eval_sec, INT64_MIN);
     atomic_init(&b->ext, NULL);
+    b->released_at = INT64_MIN;
     bw__machine_init(&b->m, &mc, nstripes ? NULL : base + L.window);
     atomic_init(&b->word, word_of(&b->m));
     atomic_init(&b->open_until, 0);
@@ -448,26 +450,40 @@ int64_t bw__breaker_span_stamp(const bw_breaker *b, int64_t ns)
     return ns_stamp(b, ns, 0);
 }
 
-int bw__breaker_class(bw_breaker *c, int64_t now, int64_t *wait_end)
+bw__class bw__breaker_class(bw_breaker *c, int64_t now)
 {
     lazy_clock lc = {c, now, 1};
     bw__now t = {0, 0, bw__lazy_read, &lc};
     bw_snapshot s;
+    bw__class k = {BW__HELD, INT64_MIN, 0, INT64_MIN};
     lock_all(c);
     bw__machine_snapshot(&c->m, &t, &s);
+    k.releases = c->releases;
+    k.released_at = c->released_at;
     unlock_all(c);
-    *wait_end = INT64_MIN;
     switch (s.state) {
     case BW_STATE_CLOSED:
-        return s.failed_calls || s.slow_calls || s.consecutive_failures || s.failed_rounds ? BW__HISTORY : BW__QUIET;
+        k.cls = s.failed_calls || s.slow_calls || s.consecutive_failures || s.failed_rounds ? BW__HISTORY : BW__QUIET;
+        break;
     case BW_STATE_OPEN:
-        *wait_end = atomic_load_explicit(&c->open_until, memory_order_relaxed);
-        return BW__HISTORY;
+        k.wait_end = atomic_load_explicit(&c->open_until, memory_order_relaxed);
+        k.cls = BW__HISTORY;
+        break;
     case BW_STATE_HALF_OPEN:
-        return BW__HISTORY;
+        k.cls = BW__HISTORY;
+        break;
     default:
-        return BW__HELD;
+        break;
     }
+    return k;
+}
+
+void bw__breaker_unpin(bw_breaker *b, int64_t stamp)
+{
+    bw__spin_lock(&b->lock);
+    b->releases++;
+    b->released_at = stamp;
+    bw__spin_unlock(&b->lock);
 }
 
 const char *bw_breaker_key(const bw_breaker *b)
@@ -979,6 +995,71 @@ static BW_NOINLINE int settle_quick_time_wake(bw_stripe *s)
 }
 
 /*
+ * Whether a quick settle's call was slow (0 or 1), from the coarse clock or the
+ * TSC as b->quick allows; -1 when the tick is not running (a forked child): the
+ * general path then starts it.
+ */
+static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p)
+{
+    if (!b->timed)
+        return 0;
+    int64_t t;
+    if (BW_LIKELY(b->stamp_mode == STAMP_TICK)) {
+        t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+        if (BW_UNLIKELY(t == 0))
+            return -1;
+    } else {
+        t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
+    }
+    return t - p->start_ns_ >= b->slow_stamp;
+}
+
+/* The end of a quick pinned settle that tripped its circuit: then release its pin. */
+static BW_NOINLINE int settle_quick_pinned_trip(bw_breaker *c, uint64_t w, int64_t t)
+{
+    settle_quick_trip(c, w);
+    bw__breaker_unpin(c, t); /* the last touch */
+    return BW_OK;
+}
+
+/*
+ * A pinned permit (a keyed circuit's, from bw_keyed_acquire) of a quick count
+ * window in CLOSED, settled through the circuit's breaker or its parent: the
+ * record and the pin's release in one critical section (core.h's Pins); the
+ * lock's release is the last touch. Anything else goes to the general path.
+ */
+static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
+{
+    bw_breaker *c = p->breaker_;
+    if (BW_UNLIKELY(!c || (c != b && c->parent != b) || !c->quick || c->fast != FAST_COUNT ||
+                    ((c->unrecorded >> outcome) & 1)))
+        return settle_general_entry(b, p, outcome, code);
+    uint64_t w = load_word(c);
+    int64_t t = 0; /* the stamp of the release: the tick, or the TSC (STAMP_SYS); else the general path */
+    if (BW_LIKELY(c->stamp_mode == STAMP_TICK))
+        t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
+    else if (c->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc)
+        t = bw__sys_tsc();
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t == 0 || !bw__spin_try(&c->lock)))
+        return settle_general_entry(b, p, outcome, code);
+    if (BW_UNLIKELY(atomic_load_explicit(&c->word, memory_order_relaxed) != w)) {
+        bw__spin_unlock(&c->lock);
+        return settle_general_entry(b, p, outcome, code);
+    }
+    p->magic_ = PERMIT_SETTLED;
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&c->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    int slow = c->timed && t - p->start_ns_ >= c->slow_stamp;
+    if (BW_UNLIKELY(bw__machine_closed_count(&c->m, outcome == BW_FAILURE, slow)))
+        return settle_quick_pinned_trip(c, w, t);
+    c->releases++;
+    c->released_at = t;
+    if (BW_UNLIKELY(bw__spin_release(&c->lock)))
+        return settle_quick_wake(c);
+    return BW_OK;
+}
+
+/*
  * A probe's SUCCESS or FAILURE on the quick settle (settle_quick's case): the
  * probe path of settle_probe without the general settle's frame; whatever it
  * cannot tally goes to the general path, which decides as if it had not looked.
@@ -1044,30 +1125,14 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
  * path, which decides as if the quick one had not looked. Every call out of it
  * is a tail call, so that it needs no frame of its own.
  */
-/*
- * Whether a quick settle's call was slow (0 or 1), from the coarse clock or the
- * TSC as b->quick allows; -1 when the tick is not running (a forked child): the
- * general path then starts it.
- */
-static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p)
-{
-    if (!b->timed)
-        return 0;
-    int64_t t;
-    if (BW_LIKELY(b->stamp_mode == STAMP_TICK)) {
-        t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
-        if (BW_UNLIKELY(t == 0))
-            return -1;
-    } else {
-        t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
-    }
-    return t - p->start_ns_ >= b->slow_stamp;
-}
 
 static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
-    if (BW_UNLIKELY(!b || !p || p->breaker_ != b || p->magic_ != PERMIT_LIVE || (unsigned)outcome > BW_UNREACHABLE))
+    if (BW_UNLIKELY(!b || !p || p->breaker_ != b || p->magic_ != PERMIT_LIVE || (unsigned)outcome > BW_UNREACHABLE)) {
+        if (b && p && p->magic_ == (PERMIT_LIVE | PERMIT_PIN) && outcome <= BW_FAILURE)
+            return settle_quick_pinned(b, p, outcome, code);
         return settle_general_entry(b, p, outcome, code);
+    }
     uint64_t w = load_word(b);
     if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || !b->quick)) {
         if (w == ((p->generation_ << 3) | BW_STATE_HALF_OPEN) && outcome <= BW_FAILURE)
@@ -1142,8 +1207,8 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
     else
         rc = timed_out ? settle_timed_out(c, p, outcome, failure_code)
                        : settle_general_entry(c, p, outcome, failure_code);
-    if (pinned && c->owner.ops)
-        c->owner.ops->unpin(c->owner.node, stamp_of(c));
+    if (pinned)
+        bw__breaker_unpin(c, stamp_of(c)); /* the last touch */
     return rc;
 }
 

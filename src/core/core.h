@@ -5,8 +5,17 @@
  *
  * An owner makes breakers with bw__breaker_make and frees them with
  * bw__breaker_destroy; bw_breaker_free ignores them. A registry owns its
- * breakers; a breaker's keyed-circuit family owns its circuits. The engine
- * tells an owner something only through the bw__owner_ops it registered.
+ * breakers; a breaker's keyed-circuit family owns its circuits.
+ *
+ * Pins: an owner that may free a breaker while calls run on it (keyed.c's
+ * eviction) counts the pins it hands out itself, and the engine counts their
+ * releases: a pinned permit's settle (bw__permit_pin) and bw__breaker_unpin
+ * each add one release, with its stamp, under the breaker's lock, as the
+ * engine's last touch of the breaker in that call (a lock release may still
+ * wake a waiter on the lock's address afterwards, as a mutex's unlock may).
+ * bw__breaker_class reads the count under the same lock, so an owner that
+ * finds every pin it handed out released (and hands out no new one meanwhile)
+ * may free the breaker.
  */
 #ifndef BW_CORE_CORE_H
 #define BW_CORE_CORE_H
@@ -15,23 +24,11 @@
 
 #include "core/config.h"
 
-/* What the engine calls on an owner. */
-typedef struct bw__owner_ops {
-    /*
-     * A permit marked pinned (bw__permit_pin) was settled: drop its pin. `node`
-     * is the owner's node, `stamp` the settle's time (bw__breaker_stamp). Runs on
-     * the settling thread with no lock held; it is the engine's last touch of
-     * the breaker in that settle.
-     */
-    void (*unpin)(void *node, int64_t stamp);
-} bw__owner_ops;
-
 /* Who owns a breaker, given to bw__breaker_make. */
 typedef struct bw__owner {
-    const bw__owner_ops *ops; /* NULL: the owner needs no call (a registry) */
-    void *node;               /* the owner's data for this breaker, handed to ops (NULL: the tail, below) */
-    bw_breaker *parent;       /* a keyed circuit: its breaker (whose bw_settle also settles the circuit's permits) */
-    const char *key;          /* a keyed circuit: its key (copied; events carry it, its store key is "NAME KEY") */
+    void *node;         /* the owner's data for this breaker (NULL: the tail, below) */
+    bw_breaker *parent; /* a keyed circuit: its breaker (whose bw_settle also settles the circuit's permits) */
+    const char *key;    /* a keyed circuit: its key (copied; events carry it, its store key is "NAME KEY") */
 } bw__owner;
 
 /*
@@ -68,20 +65,27 @@ bw__ext *bw__breaker_ext_install(bw_breaker *b, bw__ext *e);
 void bw__breaker_preset(bw_breaker *b, int state);
 /* The state a verb puts a breaker in, or -1 for an unknown verb. */
 int bw__verb_state(bw_verb v);
-/* Mark an admitted permit as pinning its breaker: its settle calls the owner's unpin. */
+/* Mark an admitted permit as pinning its breaker: its settle releases the pin (see Pins, above). */
 void bw__permit_pin(bw_permit *p);
+/* Release one pin of b at `stamp` (bw__breaker_stamp) other than a permit's (see Pins, above). */
+void bw__breaker_unpin(bw_breaker *b, int64_t stamp);
 /* The breaker's clock, as a stamp (base/systime.h); and a span of ns as stamp units. */
 int64_t bw__breaker_stamp(const bw_breaker *b);
 int64_t bw__breaker_span_stamp(const bw_breaker *b, int64_t ns);
 
-/* What eviction may do with a circuit (read under its lock at stamp `now`). */
+/* What eviction may do with a circuit (read under its lock at stamp `now`), and its pins' releases. */
 enum {
     BW__HELD = 0,   /* an operator state: never evicted */
     BW__QUIET = 1,  /* CLOSED with a clean window: nothing to lose */
     BW__HISTORY = 2 /* OPEN, HALF_OPEN, or failures or slow calls in the window */
 };
-/* The class; for an OPEN breaker *wait_end is the stamp its wait ends, else INT64_MIN. */
-int bw__breaker_class(bw_breaker *b, int64_t now, int64_t *wait_end);
+typedef struct bw__class {
+    int cls;             /* BW__HELD, BW__QUIET or BW__HISTORY */
+    int64_t wait_end;    /* OPEN: the stamp its wait ends; else INT64_MIN */
+    uint32_t releases;   /* pins released so far (wraps) */
+    int64_t released_at; /* the stamp of the last release, or INT64_MIN */
+} bw__class;
+bw__class bw__breaker_class(bw_breaker *b, int64_t now);
 
 /* ---- for the pipeline (resilience/) ---- */
 

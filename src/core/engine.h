@@ -121,12 +121,16 @@ struct bw_breaker {
     uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
     uint8_t reject_now; /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
     bw_listener_cb listener;
-    void *listener_user;
+    struct bw_breaker *parent; /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
     bw_clock *clock;
-    /* Line 1, written by every unstriped settle: the lock, then what a CLOSED record writes (machine.h). */
+    /* Line 1, written by every unstriped settle: the lock, a keyed circuit's pin releases, then what a CLOSED
+       record writes (machine.h). */
     alignas(64) bw__spin lock;
+    uint32_t releases;   /* pins released (core.h's Pins), under `lock` */
+    int64_t released_at; /* the stamp of the last, under `lock`; INT64_MIN = none */
     bw__machine m;
     /* Cold. */
+    void *listener_user;
     _Atomic int64_t eval_sec; /* striped windows: breaker.c's design notes; INT64_MIN = none */
     uint64_t headroom;        /* failed or slow calls eval_sec's test leaves before a rate could reach its threshold */
     uint8_t clear_tallies;    /* unlock_all zeroes the stripes' tallies (a new base) */
@@ -137,7 +141,7 @@ struct bw_breaker {
     const char *name;
     const char *key;      /* a keyed circuit's key, else NULL */
     const bw_config *cfg; /* what it was made with: its own copy, or its owner's */
-    bw__owner owner;      /* owned breakers: who, and how to tell them */
+    bw__owner owner;      /* owned breakers: who */
     bw_stripe *stripes;   /* NULL when the window is not striped */
     uint32_t nstripes;    /* 0 when not striped, else a power of two >= 2 */
     uint32_t bytes;

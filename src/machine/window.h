@@ -17,7 +17,7 @@ typedef struct bw__bucket {
     uint32_t total, failed, slow;
 } bw__bucket;
 
-/* What a count window's record touches comes first (41 bytes: one cache line with the engine's lock). */
+/* What a count window's record touches comes first (40 bytes: one cache line with the engine's lock). */
 typedef struct bw__window {
     uint64_t total, failed, slow;
     void *mem;              /* count: uint8_t[size]; time: bw__bucket[size] */

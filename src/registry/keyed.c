@@ -1,6 +1,7 @@
 /*
  * keyed.c — keyed circuits: one family per breaker, mapping key -> circuit in
- * LRU order, bounded as keyed.h describes. A circuit is a breaker the family
+ * LRU order (a second-chance list: a lookup only marks its circuit; eviction
+ * moves a marked circuit to the head as it scans), bounded as keyed.h describes. A circuit is a breaker the family
  * owns (core/core.h): made from its breaker's configuration, with its node in
  * the same block, freed by the family. The family hangs on its breaker as the
  * breaker's attachment, so it goes with it.
@@ -8,13 +9,14 @@
  * Locking: a family's `lock` (a spin lock) guards the table, the LRU list,
  * `count`, `bytes` and `preset`. bw_keyed_apply calls on one family are
  * serialised by its `apply_mu`, so two at once cannot leave its circuits in a
- * mix of their verbs; different families apply at once. Pins are atomic: a pin
- * is taken only under `lock` (by a lookup) and dropped without it (the engine's
- * settle of a pinned permit, a release). Eviction, also under `lock`, removes
- * only a circuit with no pin; once removed nobody can find it, so nobody can pin
- * it again, and it is freed after `lock` is released. The unpin stores
- * `touched` before dropping the pin (release order) and is the dropping
- * thread's last access to the circuit.
+ * mix of their verbs; different families apply at once. Pins: a lookup takes
+ * one under `lock` (the node's `taken`, a plain count); the engine counts their
+ * releases on the circuit, under the circuit's own lock (core.h's Pins: a
+ * pinned permit's settle, bw__breaker_unpin), as the releasing thread's last
+ * touch. Eviction, also under `lock`, reads the releases under the circuit's
+ * lock (bw__breaker_class) and removes only a circuit whose every pin is
+ * released; once removed nobody can find it, so nobody can pin it again, and it
+ * is freed after `lock` is released.
  * Lock order: `apply_mu`, then a family's `lock`, then a circuit's own lock (its
  * class is read under it); nothing takes a family lock while holding a
  * circuit's. No listener runs and no circuit is freed with `lock` held.
@@ -35,16 +37,22 @@
 #define SCAN_RECENT 32 /* step 1 looks past at most this many recently used circuits */
 #define FOUND_NOT 1    /* lookup without creation: not resident */
 
-/* A circuit's node: its family's bookkeeping, in the circuit's own block. */
+/*
+ * A circuit's node: its family's bookkeeping, first in the circuit's own block
+ * (at a cache line's start): what a lookup reads comes first.
+ */
+#define PREFIX 16
 typedef struct node {
-    struct node *hnext;       /* hash chain */
-    struct node *prev, *next; /* LRU list: head is the most recently looked up */
-    bw_breaker *b;            /* the circuit itself */
+    struct node *hnext; /* hash chain */
     uint64_t hash;
-    _Atomic int64_t touched; /* stamp of the last lookup or unpin */
-    _Atomic uint32_t pins;   /* permits in flight and handles held */
-    uint32_t klen;
-    const char *key; /* the circuit's copy (bw_breaker_key) */
+    uint16_t klen;
+    uint8_t used;             /* looked up since it was last placed at the head (second chance) */
+    uint32_t taken;           /* pins handed out (wraps); the circuit counts their releases */
+    char prefix[PREFIX];      /* the key's first PREFIX bytes, NUL-padded */
+    struct node *prev, *next; /* LRU list: head is the most recently placed (see `used`) */
+    bw_breaker *b;            /* the circuit itself */
+    const char *key;          /* the circuit's copy (bw_breaker_key) */
+    int64_t touched;          /* stamp it was made at (its last use since: the circuit's last release) */
 } node;
 
 /* The keyed_* knobs in the units eviction uses. */
@@ -63,32 +71,24 @@ typedef struct family {
     node **tab;
     uint32_t mask; /* buckets - 1 */
     uint32_t count;
-    node *head, *tail; /* LRU: head is the most recently looked up */
+    node *head, *tail; /* LRU: head is the most recently placed */
     params p;
     uint64_t seed;
     size_t bytes; /* of the resident circuits */
     int preset;   /* the state new circuits start in (bw_keyed_apply), or -1 */
 } family;
 
-static void unpin(node *n, int64_t stamp)
+/* Release one pin of circuit c (not a permit's: its settle does that). The last touch of c. */
+static void unpin(bw_breaker *c)
 {
-    atomic_store_explicit(&n->touched, stamp, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&n->pins, 1, memory_order_release);
+    bw__breaker_unpin(c, bw__breaker_stamp(c));
 }
-
-static void circuit_unpin(void *n, int64_t stamp)
-{
-    unpin(n, stamp);
-}
-
-/* How the engine tells a family that a pinned permit of one of its circuits settled. */
-static const bw__owner_ops circuit_ops = {circuit_unpin};
 
 /* The node of circuit c, or NULL when c is not a keyed circuit. */
 static node *node_of(const bw_breaker *c)
 {
     const bw__owner *o = bw__breaker_owner(c);
-    return o && o->ops == &circuit_ops ? o->node : NULL;
+    return o && o->parent ? o->node : NULL;
 }
 
 static void free_family(bw__ext *x)
@@ -141,7 +141,10 @@ static node *find_locked(const family *k, const char *key, size_t len, uint64_t 
     if (!k->tab)
         return NULL;
     for (node *c = k->tab[h & k->mask]; c; c = c->hnext)
-        if (c->hash == h && c->klen == len && memcmp(c->key, key, len) == 0)
+        if (c->hash == h && c->klen == len &&
+            (len <= PREFIX
+                 ? bw__same(c->prefix, key, len)
+                 : bw__same(c->prefix, key, PREFIX) && memcmp(c->key + PREFIX, key + PREFIX, len - PREFIX) == 0))
             return c;
     return NULL;
 }
@@ -169,23 +172,22 @@ static void lru_push(family *k, node *c)
     k->head = c;
 }
 
-static void pin_locked(family *k, node *c)
+/* A lookup's pin: marked used, and left in place (eviction moves it: its second chance). */
+static void pin_locked(node *c)
 {
-    atomic_fetch_add_explicit(&c->pins, 1, memory_order_relaxed);
-    if (k->head != c) {
-        lru_unlink(k, c);
-        lru_push(k, c);
-    }
+    c->taken++;
+    c->used = 1;
 }
 
 /*
- * Double the buckets when the table is full (the first table has 16). Returns
+ * Double the buckets when the table is half full (the first table has 16), so that a
+ * lookup walks a chain of one node, mostly. Returns
  * BW_ENOMEM only when there is no table at all; a failed growth keeps longer
  * chains instead.
  */
 static int grow_locked(family *k)
 {
-    if (k->tab && (k->count < k->mask + 1 || k->mask >= (UINT32_MAX >> 1)))
+    if (k->tab && (k->count < (k->mask + 1) / 2 || k->mask >= (UINT32_MAX >> 1)))
         return BW_OK;
     uint32_t mask = k->tab ? k->mask * 2 + 1 : 15;
     node **tab = calloc((size_t)mask + 1, sizeof *tab);
@@ -227,27 +229,54 @@ static void remove_locked(family *k, node *c)
 
 /* ---- eviction (keyed.h has the rule) ---- */
 
-static int unpinned(node *c)
+/*
+ * What eviction knows of circuit c at `now`: its class, whether every pin it
+ * handed out is released, and the stamp of its last use (lookup or release).
+ */
+typedef struct seen {
+    bw__class k;
+    int unpinned;
+    int64_t used;
+} seen;
+
+static seen look(const node *c, int64_t now)
 {
-    return atomic_load_explicit(&c->pins, memory_order_acquire) == 0;
+    seen s;
+    s.k = bw__breaker_class(c->b, now);
+    s.unpinned = s.k.releases == c->taken;
+    s.used = s.k.released_at > c->touched ? s.k.released_at : c->touched;
+    return s;
 }
 
 /* Step 1: the least recently used idle circuit, or NULL. */
 static node *idle_victim(family *k, int64_t now)
 {
     int recent = 0;
-    for (node *c = k->tail; c; c = c->prev) {
-        if (!unpinned(c))
+    for (node *c = k->tail, *prev; c; c = prev) {
+        prev = c->prev;
+        if (c->used) { /* looked up since it was placed: its second chance, at the head */
+            c->used = 0;
+            lru_unlink(k, c);
+            lru_push(k, c);
+            if (++recent >= SCAN_RECENT)
+                break;
             continue;
-        int64_t unused = now - atomic_load_explicit(&c->touched, memory_order_relaxed);
+        }
+        if (now - c->touched < k->p.idle) { /* made lately: used lately */
+            if (++recent >= SCAN_RECENT)
+                break;
+            continue;
+        }
+        seen s = look(c, now);
+        if (!s.unpinned)
+            continue;
+        int64_t unused = now - s.used;
         if (unused < k->p.idle) {
             if (++recent >= SCAN_RECENT)
                 break;
             continue;
         }
-        int64_t wait_end;
-        int cls = bw__breaker_class(c->b, now, &wait_end);
-        if (cls == BW__QUIET || (cls == BW__HISTORY && unused >= k->p.hidle && now >= wait_end))
+        if (s.k.cls == BW__QUIET || (s.k.cls == BW__HISTORY && unused >= k->p.hidle && now >= s.k.wait_end))
             return c;
     }
     return NULL;
@@ -257,8 +286,8 @@ static node *idle_victim(family *k, int64_t now)
 static node *quiet_victim(family *k, int64_t now)
 {
     for (node *c = k->tail; c; c = c->prev) {
-        int64_t wait_end;
-        if (unpinned(c) && bw__breaker_class(c->b, now, &wait_end) == BW__QUIET)
+        seen s = look(c, now);
+        if (s.unpinned && s.k.cls == BW__QUIET)
             return c;
     }
     return NULL;
@@ -307,7 +336,7 @@ static int no_room(const family *k, const char *key, bw_error *err)
 static int circuit_new(family *k, const char *key, size_t len, uint64_t h, int64_t now, node **out, bw_error *err)
 {
     bw_breaker *b = k->parent;
-    bw__owner o = {&circuit_ops, NULL, b, key};
+    bw__owner o = {NULL, b, key};
     bw_breaker *c;
     void *tail;
     int rc = bw__breaker_make(bw_breaker_name(b), bw__breaker_config(b), 1, &o, sizeof(node), &c, &tail, err);
@@ -317,10 +346,11 @@ static int circuit_new(family *k, const char *key, size_t len, uint64_t h, int64
     memset(n, 0, sizeof *n);
     n->b = c;
     n->hash = h;
-    n->klen = (uint32_t)len;
+    n->klen = (uint16_t)len;
     n->key = bw_breaker_key(c);
-    atomic_init(&n->touched, now);
-    atomic_init(&n->pins, 1);
+    memcpy(n->prefix, key, len < PREFIX ? len : PREFIX); /* the rest stays 0 (memset above) */
+    n->touched = now;
+    n->taken = 1;
     *out = n;
     return BW_OK;
 }
@@ -348,7 +378,7 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
     bw__spin_lock(&k->lock);
     node *c = find_locked(k, key, len, h);
     if (BW_LIKELY(c != NULL)) {
-        pin_locked(k, c);
+        pin_locked(c);
         bw__spin_unlock(&k->lock);
         *out = c->b;
         return BW_OK;
@@ -385,7 +415,7 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
         bw__spin_lock(&k->lock);
         c = find_locked(k, key, len, h);
         if (c) {
-            pin_locked(k, c);
+            pin_locked(c);
             bw__spin_unlock(&k->lock);
             bw__breaker_destroy(n->b);
             *out = c->b;
@@ -424,7 +454,7 @@ static inline int keyed_acquire(bw_breaker *b, const char *key, bw_permit *permi
         return rc;
     rc = bw_acquire(c, permit, why);
     if (BW_UNLIKELY(rc != BW_OK)) {
-        unpin(node_of(c), bw__breaker_stamp(c));
+        unpin(c);
         return rc;
     }
     bw__permit_pin(permit);
@@ -479,15 +509,14 @@ int bw_keyed_drop(bw_keyed_handle *h)
     bw_breaker *c = h->circuit;
     h->magic_ = HANDLE_DROPPED;
     h->circuit = NULL;
-    unpin(node_of(c), bw__breaker_stamp(c)); /* the last touch: the family may free it after this */
+    unpin(c); /* the last touch: the family may free it after this */
     return BW_OK;
 }
 
 void bw_keyed_release(bw_breaker *c)
 {
-    node *n = c ? node_of(c) : NULL;
-    if (n)
-        unpin(n, bw__breaker_stamp(c));
+    if (c && node_of(c))
+        unpin(c);
 }
 
 /* Pin every resident circuit of k into a new array (*out, *n). */
@@ -511,7 +540,7 @@ static int pin_all(family *k, node ***out, size_t *n)
     }
     size_t i = 0;
     for (node *c = k->head; c; c = c->next) {
-        atomic_fetch_add_explicit(&c->pins, 1, memory_order_relaxed);
+        c->taken++;
         all[i++] = c;
     }
     bw__spin_unlock(&k->lock);
@@ -536,7 +565,7 @@ int bw__keyed_apply(bw_breaker *b, bw_verb v, int state)
     int rc = pin_all(k, &all, &n);
     for (size_t i = 0; i < n; i++) {
         bw_breaker_apply(all[i]->b, v);
-        unpin(all[i], bw__breaker_stamp(all[i]->b));
+        unpin(all[i]->b);
     }
     pthread_mutex_unlock(&k->apply_mu);
     free(all);

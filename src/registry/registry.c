@@ -24,9 +24,12 @@
 #include "core/core.h"
 #include "registry/keyed_internal.h"
 
+/* A slot: the breaker, its name's hash, and the name's first bytes (so that a lookup reads no breaker). */
+#define PREFIX 16
 typedef struct rslot {
     _Atomic(bw_breaker *) b;
     uint64_t h;
+    char prefix[PREFIX]; /* the name's first PREFIX bytes, NUL-padded */
 } rslot;
 
 typedef struct rtab {
@@ -60,7 +63,9 @@ static void tab_put(rtab *t, bw_breaker *b, uint64_t h)
     size_t i = h & t->mask;
     while (atomic_load_explicit(&t->s[i].b, memory_order_relaxed))
         i = (i + 1) & t->mask;
+    const char *name = bw_breaker_name(b);
     t->s[i].h = h;
+    strncpy(t->s[i].prefix, name, PREFIX); /* NUL-padded when shorter */
     atomic_store_explicit(&t->s[i].b, b, memory_order_release);
 }
 
@@ -71,7 +76,12 @@ static bw_breaker *find(bw_registry *r, const char *name, size_t len, uint64_t h
         bw_breaker *b = atomic_load_explicit(&((rtab *)t)->s[i].b, memory_order_acquire);
         if (!b)
             return NULL;
-        if (t->s[i].h == h && memcmp(bw_breaker_name(b), name, len + 1) == 0)
+        if (t->s[i].h != h)
+            continue;
+        /* The name with its NUL: what fits in the prefix, then the rest from the breaker. */
+        if (len < PREFIX ? bw__same(t->s[i].prefix, name, len + 1)
+                         : bw__same(t->s[i].prefix, name, PREFIX) &&
+                               memcmp(bw_breaker_name(b) + PREFIX, name + PREFIX, len + 1 - PREFIX) == 0)
             return b;
     }
 }
@@ -197,7 +207,7 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
         return bw__fail(err, rc, "", "out of memory");
     }
     /* The registry's defaults live as long as its breakers: borrowed; an override is copied. */
-    static const bw__owner registry_owner = {NULL, NULL, NULL, NULL};
+    static const bw__owner registry_owner = {NULL, NULL, NULL};
     rc = bw__breaker_make(name, override ? &merged : &r->cfg, !override, &registry_owner, 0, &b, NULL, err);
     if (rc != BW_OK) {
         pthread_mutex_unlock(&r->mu);

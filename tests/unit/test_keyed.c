@@ -299,6 +299,32 @@ static void test_lru_order(void)
     bw_breaker_free(b);
 }
 
+/*
+ * On the system clock a keyed permit's settle releases its pin on the quick
+ * path (the record and the release in one critical section): a circuit is
+ * kept while its permit is in flight and evictable right after its settle.
+ */
+static void test_pin_released_by_quick_settle(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_parse(c, "window=count:4 keyed_maxsize=1 keyed_idle=0s keyed_history_idle=1h", &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("sys", c, &b, &e));
+    bw_config_free(c);
+    bw_permit pa;
+    CHECK_OK(bw_keyed_acquire(b, "a", &pa, NULL));
+    CHECK_OK(call(b, "b", BW_SUCCESS)); /* a is marked used: its second chance */
+    CHECK_OK(call(b, "c", BW_SUCCESS)); /* a is pinned: b goes */
+    CHECK_INT(bw_keyed_count(b), 2);
+    CHECK_OK(bw_settle(b, &pa, BW_SUCCESS));
+    CHECK_OK(call(b, "d", BW_SUCCESS)); /* a is idle now: a and c go, down to below keyed_maxsize */
+    CHECK_INT(bw_keyed_count(b), 1);
+    CHECK(resident(b, "d"));
+    CHECK(!resident(b, "a") && !resident(b, "b") && !resident(b, "c"));
+    bw_breaker_free(b);
+}
+
 static void test_maxsize_zero_is_unbounded(void)
 {
     opts o = {.maxsize = 0};
@@ -749,6 +775,7 @@ int main(void)
     RUN(test_idle_boundary);
     RUN(test_in_flight_never_evicted);
     RUN(test_lru_order);
+    RUN(test_pin_released_by_quick_settle);
     RUN(test_maxsize_zero_is_unbounded);
     RUN(test_history_kept_until_history_idle);
     RUN(test_operator_states_never_evicted);
