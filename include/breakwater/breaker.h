@@ -128,6 +128,23 @@ BW_API const char *bw_breaker_name(const bw_breaker *b);
 BW_API const char *bw_breaker_key(const bw_breaker *b);
 
 /*
+ * TIME. On the system clock (no bw_config_set_clock) a breaker whose
+ * slow_call_duration is 100 ms or more (the default is 60 s) or off, and whose
+ * listener takes no BW_EVENT_CALL, reads the library's coarse clock: the system
+ * clock as of the last tick of a ticker thread (one per process, started by the
+ * first such breaker, stopped by bw_fini), read with one load. Its period is a
+ * hundredth of the smallest such threshold in the process, at least 1 ms and at
+ * most 10 ms. So a call is timed, an open wait ends and a retry_after is
+ * reported to within one period (plus however long the ticker waits for a CPU):
+ * a slow call is one whose duration reached the threshold to within 1 %, and a
+ * breaker may reject for up to a period after its wait has ended. A breaker
+ * with a shorter threshold, or CALL events (which carry durations), reads the
+ * precise clock (the TSC where it is reliable). A forked child starts its own
+ * ticker on first use. With a clock of your own (a manual clock in tests)
+ * everything is exact.
+ */
+
+/*
  * bw_acquire — ask to make a call.
  * Returns BW_OK and fills *permit: make the call, then settle the permit exactly
  * once. Returns BW_REJECTED (not an error) when the breaker refuses: OPEN before
@@ -137,7 +154,8 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * An OPEN breaker whose wait has ended moves to HALF_OPEN and admits this caller
  * as the first probe.
  * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection or
- * a call listener needs durations); no lock, no allocation. With a store
+ * a call listener needs durations); no lock, no allocation. An OPEN rejection
+ * is two loads more. With a store
  * (store.h): a coordinated breaker costs the same in CLOSED and OPEN, and one
  * store update (a probe lease) in HALF_OPEN; a stored breaker reads or updates
  * its store on every call, which may block as long as the store does.

@@ -118,7 +118,8 @@ BW_API void bw_config_free(bw_config *cfg);
 BW_API int bw_config_set_policy(bw_config *cfg, bw_policy policy, bw_error *err);
 BW_API int bw_config_set_failure_rate(bw_config *cfg, double rate, bw_error *err);
 BW_API int bw_config_set_slow_call_rate(bw_config *cfg, double rate, bw_error *err);
-/* 0 turns slow-call detection off; then a CLOSED count-window call reads no clock. */
+/* 0 turns slow-call detection off; then a CLOSED count-window call reads no clock. A threshold of 100 ms or more
+ * is measured on the coarse clock, to within 1 % (breaker.h, TIME). */
 BW_API int bw_config_set_slow_call_duration(bw_config *cfg, int64_t ns, bw_error *err);
 BW_API int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err);
 /* size is calls for BW_WINDOW_COUNT and seconds for BW_WINDOW_TIME. */

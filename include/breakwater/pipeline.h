@@ -262,7 +262,12 @@ BW_API int bw_pipeline_add_bulkhead(bw_pipeline *p, bw_bulkhead *bulkhead, bw_er
  * (borrowed): the inner layers run on its workers and the caller gets
  * BW_ETIMEDOUT on time, abandoned work running on (timeout.h); the call's arg
  * must then stay valid until the work returns, and the limiter must be freed
- * (it waits for that work) before the objects that work uses.
+ * (it waits for that work) before the objects that work uses. Without a
+ * limiter, on the system clock, a timeout of 100 ms or more is timed on the
+ * library's coarse clock (two loads instead of two clock reads): the deadline
+ * and the check that the call overran it are then exact to within a hundredth
+ * of the timeout, and never more than 10 ms (breaker.h says the same of
+ * slow-call detection).
  */
 BW_API int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limiter, bw_error *err);
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "breakwater/keyed.h"
+#include "base/tick.h"
 #include "resilience/resilience.h"
 
 #define MAX_LAYERS 32
@@ -330,7 +331,14 @@ static int bulkhead_exec(void *state, bw_ctx *c)
 typedef struct timeout_layer {
     int64_t ns;
     bw_limiter *limiter;
+    int coarse; /* no limiter and ns >= 100 ms: on the system clock it reads the coarse clock (base/tick.h) */
 } timeout_layer;
+
+/* The time a timeout layer reads: the coarse clock when it may, else the pipeline's clock. */
+static inline int64_t timeout_now(const timeout_layer *t, const bw_ctx *c)
+{
+    return t->coarse && !c->p->clock ? bw__tick_now() : ctx_now(c);
+}
 
 /* A limiter job: the inner layers on a copy of the context. */
 static int run_inner(void *payload)
@@ -343,7 +351,7 @@ static int run_inner(void *payload)
 static int timeout_exec(void *state, bw_ctx *c)
 {
     const timeout_layer *t = state;
-    int64_t start = ctx_now(c);
+    int64_t start = timeout_now(t, c);
     int64_t outer = c->deadline;
     int64_t d = start + t->ns;
     if (outer != BW_NO_TIME && outer < d)
@@ -360,7 +368,7 @@ static int timeout_exec(void *state, bw_ctx *c)
             status = c->job_status;
     }
     c->deadline = outer;
-    if (status == BW_OK && ctx_now(c) >= d)
+    if (status == BW_OK && timeout_now(t, c) >= d)
         status = BW_ETIMEDOUT;
     return status;
 }
@@ -538,6 +546,7 @@ int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limi
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     t->ns = timeout_ns;
     t->limiter = limiter;
+    t->coarse = !limiter && timeout_ns >= 100 * BW_NS_PER_MS && bw__tick_need(bw__tick_period_for(timeout_ns)) == 0;
     push(p, &timeout_strategy, t);
     return BW_OK;
 }
