@@ -23,6 +23,16 @@
  *                               window: one lock), each timing every acquire +
  *                               settle(SUCCESS); the 99.9th percentile over all
  *                               calls of all threads (the worst also printed)
+ *   closed_success_vs_noclock_ratio
+ *                               closed_success / closed_success_noclock, both timed in
+ *                               each of RUNS rounds (the empty loop subtracted in each);
+ *                               the median of the rounds' ratios
+ *   two_threads_time_window_vs_one_ratio
+ *                               the same for two_threads_one_breaker (a striped time window)
+ *   two_threads_count_window_vs_one_ratio
+ *                               per call, two threads on one count-window breaker over
+ *                               one thread on it, both timed in each round; the median
+ *                               ratio (1 = no slower per call; 0.5 = twice the throughput)
  *   allocations_per_call        heap allocations per acquire + settle after setup
  *   breaker_bytes               bw_breaker_bytes() of a 100-call count-window breaker
  *
@@ -108,6 +118,43 @@ static long success_loop(void *breaker, long iters)
         BARRIER();
     }
     return bad;
+}
+
+static long empty_loop(void *unused, long iters)
+{
+    (void)unused;
+    for (long i = 0; i < iters; i++)
+        BARRIER();
+    return 0;
+}
+
+/* ns per iteration of one run of loop. */
+static double run_ns(bench_loop loop, void *ctx, long iters, const char *what)
+{
+    int64_t t0 = mono_ns();
+    bench_check(what, loop(ctx, iters));
+    return (double)(mono_ns() - t0) / (double)iters;
+}
+
+/*
+ * The median over RUNS rounds of a / b, where each round times a, b and the
+ * empty loop back to back and subtracts the empty loop from both: what a wall
+ * figure means on a machine whose speed changes from second to second.
+ * two_threads: a runs on two threads (per call: wall time / both threads' calls).
+ */
+static double ratio_median(bench_loop la, void *ca, bench_loop lb, void *cb, int two_threads, long iters)
+{
+    double v[RUNS];
+    run_ns(la, ca, iters / 4, "a warm-up");
+    run_ns(lb, cb, iters / 4, "a warm-up");
+    for (int r = 0; r < RUNS; r++) {
+        double a = two_threads ? bench_two_threads_ns(la, ca, ca, iters / 2, "the two-thread loop")
+                               : run_ns(la, ca, iters, "the success loop");
+        double b = run_ns(lb, cb, iters, "the success loop");
+        double e = run_ns(empty_loop, NULL, iters, "the empty loop");
+        v[r] = (a - e) / (b - e);
+    }
+    return median(v, RUNS);
 }
 
 static double bench_closed(bw_breaker *b, long iters)
@@ -360,6 +407,8 @@ int main(int argc, char **argv)
 
     bw_breaker *noclock = make_breaker("bench-noclock", NULL, 1);
     report("closed_success_noclock_ns", bench_closed(noclock, ITERS_CLOSED), "ns");
+    printf("BENCH closed_success_vs_noclock_ratio %.3f ratio\n",
+           ratio_median(success_loop, closed, success_loop, noclock, 0, ITERS_CLOSED / 4));
     bw_breaker_free(noclock);
 
     report("open_reject_ns", bench_open_reject(ITERS_OPEN), "ns");
@@ -370,16 +419,20 @@ int main(int argc, char **argv)
     double two, naive_two;
     bench_two_threads(timed, &n, &two, &naive_two);
     expect_state(timed, BW_STATE_CLOSED, "after the two-thread loop");
+    double two_timed_ratio = ratio_median(success_loop, timed, success_loop, timed, 1, ITERS_THREADS);
     bw_breaker_free(timed);
     pthread_mutex_destroy(&n.mu);
     report("two_threads_one_breaker_ns", two, "ns");
+    printf("BENCH two_threads_time_window_vs_one_ratio %.3f ratio\n", two_timed_ratio);
 
     /* The same load on a count window, which is not striped (one lock). */
     bw_breaker *counted = make_breaker("bench-threads-count", NULL, 0);
     double two_counted =
         bench_two_threads_median_ns(success_loop, counted, counted, ITERS_THREADS, "the two-thread loop");
-    bw_breaker_free(counted);
     report("two_threads_count_window_ns", two_counted, "ns");
+    printf("BENCH two_threads_count_window_vs_one_ratio %.3f ratio\n",
+           ratio_median(success_loop, counted, success_loop, counted, 1, ITERS_THREADS));
+    bw_breaker_free(counted);
 
     double v[RUNS], w[RUNS];
     for (int r = 0; r < RUNS; r++)
