@@ -137,7 +137,12 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * most 10 ms. So a call is timed, an open wait ends and a retry_after is
  * reported to within one period (plus however long the ticker waits for a CPU):
  * a slow call is one whose duration reached the threshold to within 1 %, and a
- * breaker may reject for up to a period after its wait has ended. A breaker
+ * breaker may reject for up to a period after its wait has ended. Waking up
+ * costs the ticker CPU (tens of microseconds a tick on a virtual machine), so
+ * it ticks only while it pays: for 2 s after a breaker is made, and then for 2 s
+ * at a time whenever one thread reads the clock a thousand times within 10 ms;
+ * otherwise these breakers read the precise clock, and an idle process has a
+ * sleeping ticker. A breaker
  * with a shorter threshold, or CALL events (which carry durations), reads the
  * precise clock (the TSC where it is reliable). A forked child starts its own
  * ticker on first use. With a clock of your own (a manual clock in tests)

@@ -11,9 +11,13 @@
  * reading is never ahead of the system clock and lags it by at most a period
  * plus however long the ticker waits for a CPU.
  *
- * The ticker starts with the first breaker that asks for it and runs until
- * bw__tick_fini (bw_fini). A forked child has no ticker: the word reads 0 there,
- * and a reader that finds 0 reads the system clock and starts a ticker again.
+ * The ticker thread starts with the first breaker that asks for it and ticks on
+ * a lease (tick.c's design notes): for 2 s after an ask, and after that only if
+ * a thread keeps reading the clock a thousand times in 10 ms or faster. While
+ * it does not tick the word reads 0, and a reader that finds 0 reads the system
+ * clock (bw__tick_slow), and asks again when it reads that often. A forked
+ * child has no ticker: its word reads 0 until it asks. bw__tick_fini (bw_fini)
+ * stops the thread; it starts again when needed.
  */
 #ifndef BW_BASE_TICK_H
 #define BW_BASE_TICK_H
@@ -28,10 +32,11 @@ extern _Atomic int64_t bw__tick_word;
 /* The ticker's period for a threshold: a hundredth of it, in [1 ms, 10 ms]. */
 int64_t bw__tick_period_for(int64_t threshold_ns);
 
-/* Make the ticker run with a period of at most `period_ns`. Returns 0, or -1 when its thread cannot start. */
+/* Make the ticker tick, with a period of at most `period_ns`, for a lease. Returns 0, or -1 when its thread cannot
+ * start. */
 int bw__tick_need(int64_t period_ns);
 
-/* No tick yet (no ticker, or a forked child): the system clock, and a new ticker. */
+/* The word read 0 (no lease, no ticker yet, a forked child): the system clock; a busy reader asks for a lease. */
 int64_t bw__tick_slow(void);
 
 /* The coarse time, in the system clock's nanoseconds. */
@@ -43,5 +48,10 @@ static BW_ALWAYS_INLINE int64_t bw__tick_now(void)
 
 /* Stop and join the ticker, if it runs (bw_fini); it starts again when needed. */
 void bw__tick_fini(void);
+
+#ifdef BW_TESTING
+/* End the lease now, as if it had run out (the tests' build only). */
+void bw__tick_lapse(void);
+#endif
 
 #endif
