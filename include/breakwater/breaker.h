@@ -141,8 +141,10 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * costs the ticker CPU (tens of microseconds a tick on a virtual machine), so
  * it ticks only while it pays: for 2 s after a breaker is made, and then for 2 s
  * at a time whenever one thread reads the clock a thousand times within 10 ms;
- * otherwise these breakers read the precise clock, and an idle process has a
- * sleeping ticker. A breaker
+ * otherwise these breakers read the precise clock, and the ticker sleeps: an
+ * idle process spends nothing on it. (It is a thread, so a process forks with
+ * it: the child has none, and starts its own when it needs one; glibc allows
+ * this, ThreadSanitizer only with die_after_fork=0. bw_fini ends it.) A breaker
  * with a shorter threshold, or CALL events (which carry durations), reads the
  * precise clock (the TSC where it is reliable). A forked child starts its own
  * ticker on first use. With a clock of your own (a manual clock in tests)

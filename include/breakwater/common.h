@@ -56,8 +56,8 @@ BW_API unsigned bw_components(void);
  * joins the two process-wide threads, each started on first need: the system
  * clock's timer thread (it runs the auto_transition timers of every breaker on
  * the system clock) and the coarse clock's ticker (breakers on the system clock
- * whose slow-call threshold is 100 ms or more time their calls with it:
- * breaker.h, bw_breaker_new), and frees the timer's scheduler. Nothing else is
+ * whose slow-call threshold is 100 ms or more, and pipeline timeout layers of
+ * 100 ms or more, read it: breaker.h, TIME), and frees the timer's scheduler. Nothing else is
  * process-wide: a custom or manual clock's timer thread ends with
  * bw_clock_free, a store's lane threads with bw_store_close, a time limiter's
  * workers with bw_limiter_free. Call it with no other breakwater call running,

@@ -264,9 +264,10 @@ BW_API int bw_pipeline_add_bulkhead(bw_pipeline *p, bw_bulkhead *bulkhead, bw_er
  * must then stay valid until the work returns, and the limiter must be freed
  * (it waits for that work) before the objects that work uses. Without a
  * limiter, on the system clock, a timeout of 100 ms or more is timed on the
- * library's coarse clock (two loads instead of two clock reads): the deadline
- * and the check that the call overran it are then exact to within a hundredth
- * of the timeout, and never more than 10 ms (breaker.h says the same of
+ * library's coarse clock while it ticks (two loads instead of two clock reads):
+ * the deadline and the check that the call overran it are then exact to within
+ * the coarse clock's lag, a hundredth of the timeout and at most 10 ms, plus
+ * however long its ticker waits for a CPU (breaker.h, TIME, says the same of
  * slow-call detection).
  */
 BW_API int bw_pipeline_add_timeout(bw_pipeline *p, int64_t timeout_ns, bw_limiter *limiter, bw_error *err);

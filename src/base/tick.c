@@ -14,12 +14,16 @@
  * clock; a busy one reads the word, and spends a few slow reads a lease on
  * asking again.
  *
+ * Between leases the thread sleeps on `cv` (it costs nothing then); it ends
+ * only with bw__tick_fini, which joins it (bw_fini, before a dlclose).
+ *
  * Locking: `mu` guards the ticker's state (running, stopping, ticking, the
- * lease, the period, the thread) and serialises starting and stopping it; the
- * ticker waits on `cv`, so that a stop, an ask or a shorter period wakes it at
- * once. `asked` lets one reader of many ask while the ticker is not ticking.
+ * lease, the period, the thread) and serialises starting and
+ * stopping it; the ticker waits on `cv`, so that a stop or a shorter period
+ * wakes it at once. `asked` lets one reader of many ask while no lease runs.
  * The word itself is an atomic written under `mu` (and by a forked child's
- * handler).
+ * handler). fork holds `mu` (pthread_atfork), so a child never inherits it
+ * held, and starts with a fresh mutex and condition variable.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "base/tick.h"
@@ -40,40 +44,54 @@ _Atomic int64_t bw__tick_word;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
-static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_t thread;
-static int running, stopping, ticking;
+static int running; /* the thread was made (it ticks, or sleeps between leases) */
+static int stopping, ticking;
 static int64_t period = PERIOD_MAX;
 static int64_t lease_end; /* bw__mono_now() */
 static atomic_int asked;  /* an ask is under way or granted: the others need not */
 
-static void cv_init(void)
+/* fork: no thread of this file's runs in the child, and its mutex and condition variable start afresh there. */
+static void before_fork(void)
 {
-    bw__cond_init_mono(&cv);
+    pthread_mutex_lock(&mu);
 }
 
-/* In a forked child the ticker is gone: clear the word so that readers notice, and forget the thread. */
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&mu);
+}
+
 static void after_fork_child(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    mu = fresh; /* the parent's ticker may have held it at the fork */
+    mu = fresh;
+    bw__cond_init_mono(&cv);
     running = stopping = ticking = 0;
     atomic_store_explicit(&bw__tick_word, 0, memory_order_relaxed);
     atomic_store_explicit(&asked, 0, memory_order_relaxed);
 }
 
+static void init(void)
+{
+    bw__cond_init_mono(&cv);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* The ticker: ticks while its lease runs, then clears the word and sleeps until the next lease. */
 static void *ticker(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
     while (!stopping) {
-        if (ticking && bw__mono_now() >= lease_end) { /* the lease ran out: stop until asked again */
+        if (ticking && bw__mono_now() >= lease_end) { /* the lease ran out */
             ticking = 0;
             atomic_store_explicit(&bw__tick_word, 0, memory_order_relaxed);
             atomic_store_explicit(&asked, 0, memory_order_relaxed);
         }
         if (!ticking) {
-            pthread_cond_wait(&cv, &mu);
+            pthread_cond_wait(&cv, &mu); /* a lease or a stop signals */
             continue;
         }
         atomic_store_explicit(&bw__tick_word, bw__sys_now(), memory_order_relaxed);
@@ -90,19 +108,14 @@ int64_t bw__tick_period_for(int64_t threshold_ns)
     return p < PERIOD_MIN ? PERIOD_MIN : p > PERIOD_MAX ? PERIOD_MAX : p;
 }
 
-static void register_fork_handler(void)
-{
-    pthread_atfork(NULL, NULL, after_fork_child);
-}
-
-/* A lease from now, the ticker started when it is not running. Call with mu held. Returns 0, or -1. */
+/* A lease from now; the ticker made when there is none. Call with mu held. Returns 0, or -1. */
 static int lease_locked(void)
 {
     lease_end = bw__mono_now() + LEASE_NS;
     atomic_store_explicit(&bw__tick_word, bw__sys_now(), memory_order_relaxed); /* valid at once */
     ticking = 1;
     if (running) {
-        pthread_cond_signal(&cv);
+        pthread_cond_signal(&cv); /* it may sleep between leases, or keep a longer period */
         return 0;
     }
     stopping = 0;
@@ -118,9 +131,7 @@ static int lease_locked(void)
 
 int bw__tick_need(int64_t p)
 {
-    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-    pthread_once(&cv_once, cv_init);
-    pthread_once(&fork_once, register_fork_handler);
+    pthread_once(&init_once, init);
     pthread_mutex_lock(&mu);
     if (p < period)
         period = p; /* the ticker picks it up at its next wake-up, which the lease below brings forward */
@@ -141,7 +152,7 @@ int64_t bw__tick_slow(void)
     }
     if (++reads >= BUSY_READS && !atomic_exchange_explicit(&asked, 1, memory_order_relaxed)) {
         reads = 0;
-        pthread_once(&cv_once, cv_init);
+        pthread_once(&init_once, init);
         pthread_mutex_lock(&mu);
         lease_locked();
         pthread_mutex_unlock(&mu);
@@ -151,7 +162,7 @@ int64_t bw__tick_slow(void)
 
 void bw__tick_fini(void)
 {
-    pthread_once(&cv_once, cv_init);
+    pthread_once(&init_once, init);
     pthread_mutex_lock(&mu);
     int was = running;
     stopping = 1;
@@ -167,6 +178,7 @@ void bw__tick_fini(void)
 #ifdef BW_TESTING
 void bw__tick_lapse(void)
 {
+    pthread_once(&init_once, init);
     pthread_mutex_lock(&mu);
     lease_end = bw__mono_now();
     ticking = 0;

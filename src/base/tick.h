@@ -16,8 +16,8 @@
  * a thread keeps reading the clock a thousand times in 10 ms or faster. While
  * it does not tick the word reads 0, and a reader that finds 0 reads the system
  * clock (bw__tick_slow), and asks again when it reads that often. A forked
- * child has no ticker: its word reads 0 until it asks. bw__tick_fini (bw_fini)
- * stops the thread; it starts again when needed.
+ * child has no ticker: its word reads 0 until it asks. Between leases the
+ * thread sleeps; bw__tick_fini (bw_fini) ends it, and the next ask makes a new one.
  */
 #ifndef BW_BASE_TICK_H
 #define BW_BASE_TICK_H

@@ -661,7 +661,12 @@ static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome,
                                 int *after)
 {
     change c = change_begin(b);
-    uint32_t stripe = b->stripes ? (uint32_t)(my_stripe(b) - b->stripes) : 0;
+    uint32_t stripe = 0;
+    if (b->stripes) {
+        stripe = (uint32_t)(my_stripe(b) - b->stripes);
+        /* A record into a stripe without a tally: no later call may skip the trip test on the last base. */
+        atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
+    }
     int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
     *before = c.before;
     *after = change_end(b, &c);

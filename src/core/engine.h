@@ -25,9 +25,10 @@
  *   ended, HALF_OPEN) takes the lock and decides again.
  * - The generation only grows, so a settle whose permit generation differs from
  *   the published one is stale and is dropped without taking the lock.
- * - Striped time windows: a rate-policy breaker with a time window on a machine
- *   with several CPUs splits its window into `nstripes` stripes, each behind its
- *   own spin lock. A CLOSED or METRICS_ONLY settle records into its thread's
+ * - Striped time windows: a rate-policy breaker with a time window (that is
+ *   neither a keyed circuit nor stored) splits its window into `nstripes`
+ *   stripes, one per CPU up to 8 (one on one CPU), each behind its own tally
+ *   lock (base/spin.h). A CLOSED or METRICS_ONLY settle records into its thread's
  *   stripe holding only that stripe's lock; everything else holds `lock` and
  *   then every stripe lock in order (lock_all). So the word read under one
  *   stripe lock is exact: nobody can publish while that lock is held. Lock
@@ -143,7 +144,7 @@ struct bw_breaker {
     const bw_config *cfg; /* what it was made with: its own copy, or its owner's */
     bw__owner owner;      /* owned breakers: who */
     bw_stripe *stripes;   /* NULL when the window is not striped */
-    uint32_t nstripes;    /* 0 when not striped, else a power of two >= 2 */
+    uint32_t nstripes;    /* 0 when not striped, else a power of two (1 on one CPU) */
     uint32_t bytes;
     uint8_t owned;          /* made by bw__breaker_make: its owner frees it */
     _Atomic(bw__ext *) ext; /* what a layer above hangs on it (core.h) */

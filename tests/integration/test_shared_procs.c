@@ -17,9 +17,10 @@
  *
  * Only the public API. Children never share a store or a breaker with the
  * parent: each opens its own after fork. The parent forks only while it runs
- * no thread of its own (no coordinated breaker alive, every store closed or
- * without a lane), so children may start threads (ThreadSanitizer refuses a
- * thread started after a multi-threaded fork). Results come back through a
+ * no thread of its own but, possibly, the coarse clock's ticker (breaker.h,
+ * TIME): no coordinated breaker alive, every store closed or without a lane.
+ * Children start threads, which ThreadSanitizer refuses after a multi-threaded
+ * fork unless die_after_fork=0 (the Makefile's tsan leg sets it). Results come back through a
  * pipe as fixed-size records; children are released together by closing a
  * pipe. Every wait is bounded: the parent arms alarm() around each test and,
  * when it fires, kills every child, removes the store and exits; children die

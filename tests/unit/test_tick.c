@@ -41,8 +41,8 @@ static void test_lease(void)
 {
     bw_breaker *b = make("min_calls=1 wait=1h"); /* slow_call_duration 60 s: the coarse clock */
     int64_t w = word();
-    CHECK(w != 0);               /* asked at creation: ticking */
-    CHECK(w <= bw__sys_now());   /* never ahead of the system clock */
+    CHECK(w != 0);             /* asked at creation: ticking */
+    CHECK(w <= bw__sys_now()); /* never ahead of the system clock */
     bw__tick_lapse();
     CHECK_INT(word(), 0);
     for (int i = 0; i < 10; i++) /* a few calls read the system clock, and ask for nothing */
