@@ -213,8 +213,7 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
     p->magic_ = PERMIT_SETTLED;
     int64_t span = stamp_of(b) - p->start_ns_;
     int slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
+    note_failure(b, outcome, failure_code);
     int applied = -1, stored = 0, before = 0, after = 0;
     int st = bw__link_stored_state(l);
     if (!leased && ((b->unrecorded >> outcome) & 1) &&

@@ -905,8 +905,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         span = stamp - p->start_ns_;
         slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
     }
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)failure_code << 1) | 1, memory_order_relaxed);
+    note_failure(b, outcome, failure_code);
 
     int applied = -1;
     int before = 0, after = 0;
@@ -1052,8 +1051,7 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
         return settle_general_entry(b, p, outcome, code);
     }
     p->magic_ = PERMIT_SETTLED;
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&c->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    note_failure(c, outcome, code);
     int slow = c->timed && t - p->start_ns_ >= c->slow_stamp;
     if (BW_UNLIKELY(bw__machine_closed_count(&c->m, outcome == BW_FAILURE, slow)))
         return settle_quick_pinned_trip(c, w, t);
@@ -1082,8 +1080,7 @@ static BW_NOINLINE int settle_quick_probe(bw_breaker *b, bw_permit *p, bw_outcom
     if (settle_probe(b, w, outcome, slow, stamp, 1) == -2)
         return settle_general_entry(b, p, outcome, code);
     p->magic_ = PERMIT_SETTLED;
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    note_failure(b, outcome, code);
     return BW_OK;
 }
 
@@ -1112,8 +1109,7 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
     bw__window_time_record(&s->win, failed, slow, t); /* within the current second: no call */
     int done = stripe_done(b, s, bad, 1);
     p->magic_ = PERMIT_SETTLED;
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    note_failure(b, outcome, code);
     int wake = bw__spin_release_tally(&s->lock, 0);
     if (BW_UNLIKELY(!done))
         return settle_quick_time_test(b, w >> 3, t, wake ? s : NULL);
@@ -1164,8 +1160,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(slow < 0))
         return settle_general_entry(b, p, outcome, code);
     if ((b->unrecorded >> outcome) & 1) {
-        if (outcome == BW_FAILURE)
-            atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+        note_failure(b, outcome, code);
         p->magic_ = PERMIT_SETTLED; /* nothing to record: no lock */
         return BW_OK;
     }
@@ -1174,8 +1169,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w))
         return settle_quick_moved(b, p, outcome, code);
     p->magic_ = PERMIT_SETTLED;
-    if (outcome == BW_FAILURE)
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+    note_failure(b, outcome, code);
     int failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
     int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
                                      : bw__machine_closed_consecutive(&b->m, failed);

@@ -185,6 +185,13 @@ static BW_ALWAYS_INLINE int following(const bw_breaker *b)
            bw__view_governs(&b->extra->view, b->m.state);
 }
 
+/* A BW_FAILURE settle's code becomes the breaker's last failure (in any state; no lock). */
+static BW_ALWAYS_INLINE void note_failure(bw_breaker *b, bw_outcome outcome, int code)
+{
+    if (outcome == BW_FAILURE)
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+}
+
 static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
 {
     if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
