@@ -958,17 +958,11 @@ static BW_NOINLINE int settle_quick_moved(bw_breaker *b, bw_permit *p, bw_outcom
     return settle_general_entry(b, p, outcome, code);
 }
 
-/* The end of a quick settle whose lock release found a parked waiter. */
-static BW_NOINLINE int settle_quick_wake(bw_breaker *b)
+/* The end of a quick settle whose lock release (the breaker's or a stripe's) found a parked waiter. */
+static BW_NOINLINE int settle_quick_wake(bw__spin *l)
 {
-    bw__spin_wake(&b->lock);
+    bw__spin_wake(l);
     return BW_OK;
-}
-
-/* A quick time settle whose stripe lock was held or whose tally was full: the general path. */
-static BW_NOINLINE int settle_quick_time_busy(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
-{
-    return settle_general_entry(b, p, outcome, code);
 }
 
 /* A quick time settle that found, under the stripe lock, that the breaker moved or the second changed. */
@@ -988,13 +982,6 @@ static BW_NOINLINE int settle_quick_time_test(bw_breaker *b, uint64_t gen, int64
     bw__now now = {0, 0, bw__lazy_read, &lc};
     int before, after;
     striped_test(b, gen, &now, t, &before, &after);
-    return BW_OK;
-}
-
-/* The end of a quick time settle whose release found a parked waiter. */
-static BW_NOINLINE int settle_quick_time_wake(bw_stripe *s)
-{
-    bw__spin_wake(&s->lock);
     return BW_OK;
 }
 
@@ -1058,7 +1045,7 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
     c->releases++;
     c->released_at = t;
     if (BW_UNLIKELY(bw__spin_release(&c->lock)))
-        return settle_quick_wake(c);
+        return settle_quick_wake(&c->lock);
     return BW_OK;
 }
 
@@ -1102,7 +1089,7 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(t == 0 || (v & BW__SPIN_STATE) || add != bad * BW__TALLY_ONE ||
                     !atomic_compare_exchange_strong_explicit(&s->lock.v, &v, (v | 1u) + add, memory_order_seq_cst,
                                                              memory_order_relaxed)))
-        return settle_quick_time_busy(b, p, outcome, code); /* no tick (a forked child), held, or full */
+        return settle_general_entry(b, p, outcome, code); /* no tick (a forked child), held, or full */
     uint64_t w = atomic_load_explicit(&b->word, memory_order_relaxed);
     if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t < s->win.sec_lo || t >= s->win.sec_hi))
         return settle_quick_time_other(b, p, outcome, code, s);
@@ -1114,7 +1101,7 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(!done))
         return settle_quick_time_test(b, w >> 3, t, wake ? s : NULL);
     if (BW_UNLIKELY(wake))
-        return settle_quick_time_wake(s);
+        return settle_quick_wake(&s->lock);
     return BW_OK;
 }
 
@@ -1151,7 +1138,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
         if (BW_UNLIKELY(bw__machine_closed_count(&b->m, 0, slow)))
             return settle_quick_trip(b, w);
         if (BW_UNLIKELY(bw__spin_release(&b->lock)))
-            return settle_quick_wake(b);
+            return settle_quick_wake(&b->lock);
         return BW_OK;
     }
     if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
@@ -1176,7 +1163,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(test))
         return settle_quick_trip(b, w);
     if (BW_UNLIKELY(bw__spin_release(&b->lock)))
-        return settle_quick_wake(b);
+        return settle_quick_wake(&b->lock);
     return BW_OK;
 }
 

@@ -159,7 +159,7 @@ static void expire_half_open(bw__machine *m, bw__now *now)
 {
     if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0) {
         int64_t t = bw__now_get(now);
-        if (t >= bw__sat_add(m->ho_since, m->cfg.max_wait_ho))
+        if (bw__machine_round_expired(m, t))
             reopen(m, t, 1);
     }
 }
