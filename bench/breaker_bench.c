@@ -5,9 +5,16 @@
  * median of RUNS runs after a warm-up; lines starting with '#' are comments.
  *
  *   closed_success_ns           acquire + settle(SUCCESS), CLOSED, count window of
- *                               100, slow-call detection on (default config), system clock
- *   closed_success_noclock_ns   the same with slow_call_duration off (no clock read)
+ *                               100, slow-call detection on, system clock, counters off
+ *                               (the default config but for counters: the path before them)
+ *   closed_success_counters_ns  the same with counters on (the default config)
+ *   closed_success_counters_minus_plain_ns
+ *                               closed_success_counters - closed_success, both timed in
+ *                               each of RUNS rounds; the median of the rounds' differences
+ *   closed_success_noclock_ns   closed_success with slow_call_duration off (no clock read)
  *   open_reject_ns              acquire rejected by an OPEN breaker, with a bw_rejection
+ *                               (counters on: the rejection is counted with one atomic addition)
+ *   open_reject_nocounters_ns   the same with counters=false
  *   two_threads_one_breaker_ns  2 threads (pinned to 2 CPUs), one breaker
  *                               (window=time:60s), acquire + settle(SUCCESS);
  *                               wall time / total calls
@@ -157,6 +164,20 @@ static double ratio_median(bench_loop la, void *ca, bench_loop lb, void *cb, int
     return median(v, RUNS);
 }
 
+/* The median over RUNS rounds of (a - b) per call, both timed in each round (the empty loop cancels). */
+static double diff_median(bench_loop la, void *ca, bench_loop lb, void *cb, long iters)
+{
+    double v[RUNS];
+    run_ns(la, ca, iters / 4, "a warm-up");
+    run_ns(lb, cb, iters / 4, "a warm-up");
+    for (int r = 0; r < RUNS; r++) {
+        double a = run_ns(la, ca, iters, "the success loop");
+        double b = run_ns(lb, cb, iters, "the success loop");
+        v[r] = a - b;
+    }
+    return median(v, RUNS);
+}
+
 static double bench_closed(bw_breaker *b, long iters)
 {
     double ns = bench_median_ns(success_loop, b, iters, "the success loop");
@@ -177,9 +198,9 @@ static long reject_loop(void *breaker, long iters)
     return admitted;
 }
 
-static double bench_open_reject(long iters)
+static double bench_open_reject(long iters, const char *text)
 {
-    bw_breaker *b = make_breaker("bench-open", "wait=1h", 0);
+    bw_breaker *b = make_breaker("bench-open", text, 0);
     for (int i = 0; i < 100 && bw_breaker_state(b) == BW_STATE_CLOSED; i++) {
         bw_permit p;
         if (bw_acquire(b, &p, NULL) == BW_OK)
@@ -398,20 +419,26 @@ int main(int argc, char **argv)
 
     /* CLOSED, default config: count window of 100, slow calls at 60 s. */
     unsigned long setup_allocs = allocs_now();
-    bw_breaker *closed = make_breaker("bench-closed", NULL, 0);
+    bw_breaker *closed = make_breaker("bench-closed", "counters=false", 0);
     if (BENCH_COUNT_ALLOCS && allocs_now() == setup_allocs) {
         fprintf(stderr, "breaker_bench: the malloc interposition counted nothing\n");
         return 1;
     }
     report("closed_success_ns", bench_closed(closed, ITERS_CLOSED), "ns");
+    bw_breaker *with_counters = make_breaker("bench-counters", NULL, 0);
+    report("closed_success_counters_ns", bench_closed(with_counters, ITERS_CLOSED), "ns");
+    printf("BENCH closed_success_counters_minus_plain_ns %.2f ns\n",
+           diff_median(success_loop, with_counters, success_loop, closed, ITERS_CLOSED / 4));
+    bw_breaker_free(with_counters);
 
-    bw_breaker *noclock = make_breaker("bench-noclock", NULL, 1);
+    bw_breaker *noclock = make_breaker("bench-noclock", "counters=false", 1);
     report("closed_success_noclock_ns", bench_closed(noclock, ITERS_CLOSED), "ns");
     printf("BENCH closed_success_vs_noclock_ratio %.3f ratio\n",
            ratio_median(success_loop, closed, success_loop, noclock, 0, ITERS_CLOSED / 4));
     bw_breaker_free(noclock);
 
-    report("open_reject_ns", bench_open_reject(ITERS_OPEN), "ns");
+    report("open_reject_ns", bench_open_reject(ITERS_OPEN, "wait=1h"), "ns");
+    report("open_reject_nocounters_ns", bench_open_reject(ITERS_OPEN, "wait=1h counters=false"), "ns");
 
     bw_breaker *timed = make_breaker("bench-threads", "window=time:60s", 0);
     naive n;

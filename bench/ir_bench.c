@@ -15,8 +15,9 @@
  * Paths (the issue's table; every breaker has the default configuration unless
  * said otherwise: a 100-call count window, slow-call detection at 60 s):
  *   empty                     the loop alone
- *   closed_success            acquire + settle(SUCCESS), CLOSED
- *   closed_success_noclock    the same with slow_call_duration=off (nothing needs the clock)
+ *   closed_success            acquire + settle(SUCCESS), CLOSED (counters on, the default)
+ *   closed_success_nocounters the same with counters=false (the path before counters)
+ *   closed_success_noclock    the same with slow_call_duration=off counters=false (nothing needs the clock)
  *   closed_failure            acquire + settle(FAILURE) where the trip test runs and does not trip:
  *                             63 calls in 64 fail, failure_rate=1, so the window
  *                             holds about 98 % failures and the test runs on nearly every call
@@ -175,8 +176,11 @@ int main(int argc, char **argv)
     } else if (strcmp(path, "closed_success") == 0) {
         bw_breaker *b = make("svc", NULL);
         MEASURE(call(b, BW_SUCCESS));
+    } else if (strcmp(path, "closed_success_nocounters") == 0) {
+        bw_breaker *b = make("svc", "counters=false");
+        MEASURE(call(b, BW_SUCCESS));
     } else if (strcmp(path, "closed_success_noclock") == 0) {
-        bw_breaker *b = make("svc", "slow_call_duration=off");
+        bw_breaker *b = make("svc", "slow_call_duration=off counters=false");
         MEASURE(call(b, BW_SUCCESS));
     } else if (strcmp(path, "closed_failure") == 0) {
         bw_breaker *b = make("svc", "failure_rate=1");

@@ -35,16 +35,17 @@ static void narrate(const bw_event *e, void *user)
                secs(e->duration_ns));
         break;
     case BW_EVENT_STATE_CHANGE: {
-        /* A listener may call back into the breaker: no breakwater lock is held here. */
+        /* The event says why; a listener may also call back into the breaker (no breakwater lock is held). */
         bw_snapshot s;
         bw_breaker_snapshot(e->breaker, &s);
-        printf("t=%5.1fs   *** state %s -> %s", t, bw_state_name(e->from), bw_state_name(e->to));
-        if (e->from == BW_STATE_CLOSED && e->to == BW_STATE_OPEN)
-            printf(" (failure rate %.0f%% of the last %llu calls; open for %.0fs)", 100 * s.failure_rate,
-                   (unsigned long long)s.total_calls, secs(s.open_wait_ns));
-        else if (e->to == BW_STATE_OPEN)
-            printf(" (the probe round failed: %u in a row; the wait backs off to %.0fs)", s.failed_rounds,
-                   secs(s.open_wait_ns));
+        printf("t=%5.1fs   *** state %s -> %s: %s", t, bw_state_name(e->from), bw_state_name(e->to),
+               bw_reason_name(e->reason));
+        if (e->reason == BW_REASON_FAILURE_RATE || e->reason == BW_REASON_SLOW_RATE)
+            printf(" %.0f%% of %llu calls", 100 * e->rate, (unsigned long long)e->total);
+        else if (e->reason == BW_REASON_PROBES_FAILED || e->reason == BW_REASON_PROBES_PASSED)
+            printf(" (%.0f%% of %llu probes failed)", 100 * e->rate, (unsigned long long)e->total);
+        if (e->to == BW_STATE_OPEN)
+            printf("; open for %.0fs", secs(s.open_wait_ns));
         printf("\n");
         break;
     }
@@ -108,6 +109,16 @@ int main(void)
     bw_breaker_snapshot(b, &s);
     printf("\nend: state %s; %d calls reached the dependency and %d were rejected without touching it\n",
            bw_state_name(s.state), reached, rejected);
+    /* The same story in the breaker's cumulative counters (what a metrics exporter reads). */
+    bw_counters c;
+    bw_breaker_counters(b, &c);
+    printf("counters: calls success=%llu slow_success=%llu failure=%llu; rejected open=%llu half_open=%llu; "
+           "trips %llu, probe rounds passed %llu failed %llu; last failure code %d\n",
+           (unsigned long long)c.calls[BW_CALL_SUCCESS], (unsigned long long)c.calls[BW_CALL_SLOW_SUCCESS],
+           (unsigned long long)c.calls[BW_CALL_FAILURE], (unsigned long long)c.rejected[BW_STATE_OPEN],
+           (unsigned long long)c.rejected[BW_STATE_HALF_OPEN],
+           (unsigned long long)c.transitions[BW_STATE_CLOSED][BW_STATE_OPEN], (unsigned long long)c.rounds_passed,
+           (unsigned long long)c.rounds_failed, c.last_failure_code);
     bw_breaker_free(b);
     bw_clock_free(clk);
     return s.state == BW_STATE_CLOSED ? 0 : 1;

@@ -129,8 +129,9 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
 
 /*
  * TIME. On the system clock (no bw_config_set_clock) a breaker whose
- * slow_call_duration is 100 ms or more (the default is 60 s) or off, and whose
- * listener takes no BW_EVENT_CALL, reads the library's coarse clock: the system
+ * slow_call_duration is 100 ms or more (the default is 60 s) or off, and that
+ * was made with no listener taking BW_EVENT_CALL, reads the library's coarse
+ * clock (so do its counters' durations): the system
  * clock as of the last tick of a ticker thread (one per process, started by the
  * first such breaker, stopped by bw_fini), read with one load. Its period is a
  * hundredth of the smallest such threshold in the process, at least 1 ms and at
@@ -160,9 +161,9 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * BW_EVENT_REJECTED is emitted. Returns BW_EINVAL if b or permit is NULL.
  * An OPEN breaker whose wait has ended moves to HALF_OPEN and admits this caller
  * as the first probe.
- * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection or
- * a call listener needs durations); no lock, no allocation. An OPEN rejection
- * is two loads more. With a store
+ * Cost: in CLOSED, one atomic load (plus a clock read when slow-call detection,
+ * counters or a call listener need durations); no lock, no allocation. An OPEN
+ * rejection is two loads more, and one atomic addition when counting. With a store
  * (store.h): a coordinated breaker costs the same in CLOSED and OPEN, and one
  * store update (a probe lease) in HALF_OPEN; a stored breaker reads or updates
  * its store on every call, which may block as long as the store does.
@@ -246,6 +247,119 @@ BW_API int bw_breaker_state(const bw_breaker *b);
  * breaker's locks).
  */
 BW_API int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out);
+
+/*
+ * Cumulative counters. Every breaker counts from its creation (unless made with
+ * bw_config_set_counters(cfg, 0, ...)), and never resets them (not even
+ * bw_breaker_reset: they are counters in Prometheus' sense, totals that only
+ * grow). Kinds of settled call, as bw_counters.calls is indexed:
+ */
+typedef enum bw_call_kind {
+    BW_CALL_SUCCESS = 0,      /* SUCCESS, not slow */
+    BW_CALL_FAILURE = 1,      /* FAILURE (and bw_settle_timeout), not slow */
+    BW_CALL_SLOW_SUCCESS = 2, /* SUCCESS that took at least slow_call_duration */
+    BW_CALL_SLOW_FAILURE = 3, /* FAILURE that was slow (or timed out with slow-call detection on) */
+    BW_CALL_IGNORED = 4,      /* IGNORED */
+    BW_CALL_UNREACHABLE = 5,  /* UNREACHABLE */
+    BW_CALL_STALE = 6,        /* any outcome dropped as stale (the breaker moved on since its acquire) */
+    BW_CALL_KINDS = 7
+} bw_call_kind;
+
+/* bw_call_kind_name — "success", "failure", "slow_success", "slow_failure", "ignored", "unreachable", "stale"
+ * or "unknown". Static string. Thread safety: any thread. */
+BW_API const char *bw_call_kind_name(bw_call_kind kind);
+
+/*
+ * The call-duration histogram's buckets: fixed, in nanoseconds. Bucket i counts
+ * the settled calls (stale ones included) whose duration was at most
+ * BW_DURATION_BOUNDS[i] and more than the bound before it; the last bucket
+ * (index BW_DURATION_BUCKETS - 1) counts the rest (+Inf). The bounds in seconds:
+ * 0.001 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10. A duration is as precise
+ * as the breaker's clock (breaker.h, TIME): on the coarse clock, to within its
+ * period (at most 10 ms). A breaker that does not time its calls (no slow-call
+ * detection and counters off) has no histogram.
+ */
+#define BW_DURATION_BUCKETS 13
+#define BW_DURATION_BOUNDS_NS                                                                                          \
+    {                                                                                                                  \
+        1000000, 5000000, 10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000,       \
+            5000000000, 10000000000                                                                                    \
+    }
+
+/* Bytes of the short message kept with the last failure, its terminating NUL included. */
+#define BW_FAILURE_MESSAGE_MAX 64
+
+/* What bw_breaker_counters reads. Each counter is exact; they are read one after another, not at one instant. */
+typedef struct bw_counters {
+    uint64_t calls[BW_CALL_KINDS];                  /* settled calls by bw_call_kind */
+    uint64_t rejected[6];                           /* rejected acquires by the rejecting bw_state (OPEN, HALF_OPEN,
+                                                       FORCED_OPEN; the others stay 0) */
+    uint64_t transitions[6][6];                     /* state changes [from][to] (bw_state), operator verbs included */
+    uint64_t rounds_passed, rounds_failed;          /* half-open probe rounds that closed or reopened the breaker
+                                                       (inconclusive and timed-out rounds count as failed) */
+    uint64_t store_degraded;                        /* BW_EVENT_STORE_DEGRADED events */
+    uint64_t store_recovered;                       /* BW_EVENT_STORE_RECOVERED events */
+    uint64_t store_dropped;                         /* BW_EVENT_STORE_WRITE_DROPPED events */
+    uint64_t resets;                                /* bw_breaker_reset calls (BW_EVENT_RESET) */
+    uint64_t duration_buckets[BW_DURATION_BUCKETS]; /* per bucket, not cumulative (see BW_DURATION_BOUNDS_NS) */
+    uint64_t duration_count;                        /* sum of duration_buckets */
+    double duration_sum_s;                          /* the durations' sum, in seconds */
+    int timed;                                      /* 1 when the breaker times its calls (a histogram) */
+    int counting;                                   /* 0 when made with counters off: every count is 0 */
+    bw_state state;                                 /* the state now (bw_breaker_state) */
+    bw_reason reason;                               /* why the breaker is in it (BW_REASON_INITIAL: made so) */
+    int has_last_failure;                           /* 1 when a failure was settled since the last reset */
+    int last_failure_code;                          /* its failure code (bw_settle_ex) */
+    int64_t last_failure_age_ns;                    /* how long ago it was settled, on the breaker's clock */
+    char last_failure_message[BW_FAILURE_MESSAGE_MAX]; /* its message (bw_settle_msg), "" if none */
+} bw_counters;
+
+/*
+ * bw_breaker_counters — read b's cumulative counters into *out, without a lock
+ * and without stopping calls (each counter is read with atomic loads; calls
+ * settled meanwhile may or may not be in it). For a keyed breaker, the
+ * breaker's own circuit only: bw_keyed_counters adds its circuits'. Returns
+ * BW_OK or BW_EINVAL (NULL argument). Thread safety: any thread, at any time.
+ */
+BW_API int bw_breaker_counters(const bw_breaker *b, bw_counters *out);
+
+/*
+ * bw_counters_add — add every count of *src into *dst (for totals over many
+ * breakers); the other fields of *dst are left alone. NULL arguments are ignored.
+ */
+BW_API void bw_counters_add(bw_counters *dst, const bw_counters *src);
+
+/*
+ * bw_settle_msg — bw_settle_ex with a short message (may be NULL) that, when
+ * outcome is BW_FAILURE, is kept with the last failure (truncated to
+ * BW_FAILURE_MESSAGE_MAX - 1 bytes; copied) and reported in bw_counters and in
+ * the CALL event. Returns and consumes the permit as bw_settle_ex. Costs more
+ * than bw_settle_ex only when a message is given. Thread safety: as bw_settle_ex.
+ */
+BW_API int bw_settle_msg(bw_breaker *b, bw_permit *permit, bw_outcome outcome, int failure_code, const char *message);
+
+/*
+ * bw_breaker_add_listener — add a listener to b (listener.h): it receives the
+ * events of b, and of b's keyed circuits, that its mask selects, from the next
+ * event on. *id (may be NULL) receives a number for bw_breaker_remove_listener
+ * (never 0). A listener added after the breaker was made reports CALL
+ * durations as precisely as the breaker already timed its calls (breaker.h,
+ * TIME). Returns BW_OK; BW_EINVAL for NULL b or l, NULL l->fn, an empty mask,
+ * or b a keyed circuit (add it to the circuit's breaker); BW_ENOMEM.
+ * Thread safety: any thread, concurrently with calls and deliveries, also from
+ * inside a listener.
+ */
+BW_API int bw_breaker_add_listener(bw_breaker *b, const bw_listener *l, uint64_t *id);
+
+/*
+ * bw_breaker_remove_listener — remove the listener `id` of b. It receives no
+ * event that starts after this returns; deliveries already running on other
+ * threads finish, and then its release runs (bw_listener). Returns BW_OK;
+ * BW_EINVAL for NULL b; BW_ESTATE when b has no listener `id` (removed already,
+ * or the one of its configuration, which cannot be removed).
+ * Thread safety: as bw_breaker_add_listener.
+ */
+BW_API int bw_breaker_remove_listener(bw_breaker *b, uint64_t id);
 
 /*
  * bw_breaker_last_failure — the failure code of the most recent failure since the

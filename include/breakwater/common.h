@@ -43,7 +43,8 @@ BW_API const char *bw_version_string(void);
 
 /* Optional components, as bits of bw_components(). The core is always present. */
 #define BW_COMPONENT_CORE 0x1u
-#define BW_COMPONENT_SQLITE 0x2u /* the sqlite: store */
+#define BW_COMPONENT_SQLITE 0x2u       /* the sqlite: store */
+#define BW_COMPONENT_METRICS_HTTP 0x4u /* bw_metrics_serve (observe.h): libmicrohttpd */
 /*
  * bw_components — which components were compiled into this build, as a bit set
  * of BW_COMPONENT_* values. Thread safety: safe from any thread.
@@ -90,7 +91,9 @@ typedef enum bw_status {
     /* No slot: a bulkhead or a time limiter's pool is full (bulkhead.h,
        timeout.h). The call was never made; a breaker around it records
        BW_UNREACHABLE. */
-    BW_EFULL = -10
+    BW_EFULL = -10,
+    /* This build lacks the component the call needs (bw_components()). */
+    BW_ENOTSUP = -11
 } bw_status;
 
 /*

@@ -28,6 +28,7 @@
  *   wait_max              none, or [wait, 365d]                  none
  *   max_wait_in_half_open off, or (0, 365d]                      60s
  *   auto_transition       true | false                           false
+ *   counters              true | false                           true
  *   unreachable_counts    true | false                           true
  *   initial_state         closed | forced_open | disabled | metrics_only   closed
  *   error_threshold       [1, 1000000000]  (consecutive)         5
@@ -133,6 +134,13 @@ BW_API int bw_config_set_wait_max(bw_config *cfg, int64_t ns, bw_error *err);
 /* 0 lets a half-open round wait for its probes forever (interlock's behaviour). */
 BW_API int bw_config_set_max_wait_in_half_open(bw_config *cfg, int64_t ns, bw_error *err);
 BW_API int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err);
+/*
+ * counters: keep cumulative counters (bw_breaker_counters: calls by kind, a
+ * duration histogram, rejections, transitions) and time every call for the
+ * histogram. Off, a breaker without slow-call detection reads no clock in
+ * CLOSED. On by default; it costs about a nanosecond a call (docs/observability.md).
+ */
+BW_API int bw_config_set_counters(bw_config *cfg, int enabled, bw_error *err);
 /*
  * Whether a BW_UNREACHABLE outcome (a classifier's "the call never reached the
  * dependency", e.g. the HTTP client's own connection pool was exhausted) counts

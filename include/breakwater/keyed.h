@@ -191,6 +191,24 @@ BW_API size_t bw_keyed_count(bw_breaker *b);
  */
 BW_API size_t bw_keyed_bytes(bw_breaker *b);
 
+/*
+ * bw_keyed_counters — the counters (breaker.h) of b's keyed circuits, summed:
+ * every resident circuit's, plus what evicted circuits had counted. b's own
+ * circuit is not included (bw_breaker_counters). The state, reason and last
+ * failure fields are b's own. Returns BW_OK or BW_EINVAL (NULL argument, or b a
+ * keyed circuit). Holds b's map lock while it sums (no circuit's lock).
+ */
+BW_API int bw_keyed_counters(bw_breaker *b, bw_counters *out);
+
+/*
+ * bw_keyed_each — call fn(circuit, user) for at most `max` resident circuits of b
+ * (0: all), in no particular order, holding b's map lock. fn may read the
+ * circuit (bw_breaker_counters, bw_breaker_snapshot, bw_breaker_key, ...) but
+ * must not call a keyed function of b nor keep the pointer. Returns how many it
+ * visited; 0 for NULL arguments or b a keyed circuit.
+ */
+BW_API size_t bw_keyed_each(bw_breaker *b, size_t max, void (*fn)(bw_breaker *circuit, void *user), void *user);
+
 #ifdef __cplusplus
 }
 #endif

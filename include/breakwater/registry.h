@@ -100,6 +100,24 @@ BW_API size_t bw_registry_list(bw_registry *r, const char **names, bw_breaker **
  */
 BW_API int bw_registry_apply(bw_registry *r, bw_verb v);
 
+/*
+ * bw_registry_add_listener — add a listener (listener.h) that receives the
+ * events of every breaker of r, those made later included, and of their keyed
+ * circuits, after each breaker's own listeners. *id (may be NULL) receives its
+ * number for bw_registry_remove_listener. Returns BW_OK; BW_EINVAL for NULL r
+ * or l, NULL l->fn or an empty mask; BW_ENOMEM. Thread safety: any thread,
+ * concurrently with calls; not from a listener (it walks the registry's
+ * breakers under its lock).
+ */
+BW_API int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64_t *id);
+
+/*
+ * bw_registry_remove_listener — remove the registry's listener `id` (as
+ * bw_breaker_remove_listener). Returns BW_OK, BW_EINVAL (NULL r) or BW_ESTATE
+ * (no such listener). Thread safety: as bw_registry_add_listener.
+ */
+BW_API int bw_registry_remove_listener(bw_registry *r, uint64_t id);
+
 #ifdef __cplusplus
 }
 #endif

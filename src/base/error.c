@@ -55,6 +55,8 @@ const char *bw_strerror(int code)
         return "call timed out";
     case BW_EFULL:
         return "no free slot (bulkhead or time limiter full)";
+    case BW_ENOTSUP:
+        return "not supported by this build (a component is missing)";
     default:
         return "unknown error";
     }

@@ -38,8 +38,10 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     if (rc == BW_OK && stored && !bw__link_degraded(l)) {
         /* Stored, and nothing to recover: the word never changes, so no engine lock. */
         bw__link_health(l, rc, op);
-        if (BW_UNLIKELY(op->before != op->after))
-            bw__add_change(b, &ev, op->before, op->after);
+        if (BW_UNLIKELY(op->before != op->after)) {
+            bw__count_change(b, op->before, op->after, op->why);
+            bw__add_change(b, &ev, op->before, op->after | op->why << 8);
+        }
         bw__deliver(b, &ev);
         return;
     }
@@ -55,8 +57,10 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
         bw__view_adopt(&b->extra->view, &b->m, op->after, op->out_gen, bw__time_left(op->open_until, op->now),
                        op->open_wait, op->failed_rounds, now);
     int after = bw__change_end(b, &c);
-    if (rc == BW_OK && stored)
-        bw__add_change(b, &ev, op->before, op->after);
+    if (rc == BW_OK && stored && op->before != op->after) {
+        bw__count_change(b, op->before, op->after, op->why);
+        bw__add_change(b, &ev, op->before, op->after | op->why << 8);
+    }
     bw__announce(b, &ev, c.before, after, 0);
     if (c.trip)
         bw__coord_trip(b);
@@ -212,7 +216,7 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
     int leased = p->magic_ == PERMIT_LEASED;
     p->magic_ = PERMIT_SETTLED;
     int64_t span = stamp_of(b) - p->start_ns_;
-    int slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
+    int slow = timed_out ? b->slow_stamp != INT64_MAX : span >= b->slow_stamp;
     note_failure(b, outcome, failure_code);
     int applied = -1, stored = 0, before = 0, after = 0;
     int st = bw__link_stored_state(l);
@@ -240,8 +244,9 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
         bw__now now = {0, 0, bw__lazy_read, &lc};
         applied = bw__settle_locked(b, load_word(b) >> 3, outcome, slow, &now, &before, &after);
     }
-    if (b->listener_mask || before != after)
-        bw__settle_events(b, outcome, slow, span, applied, before, after);
+    bw__count_call(b, outcome, slow, span, applied);
+    if (lmask(b) || before != after)
+        bw__settle_events(b, outcome, failure_code, slow, span, applied, before, after);
     return BW_OK;
 }
 

@@ -28,6 +28,7 @@
  * lock); a new second, or a tally that reaches the headroom, runs the test.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +128,42 @@ static BW_NOINLINE void change_end_moved(bw_breaker *b)
     bw__timer_kick(b);
 }
 
-/* Publish, release every lock, and return the state callers see after the change. */
+/*
+ * A state change (locks held): count it, keep why it happened (the machine's
+ * reason when the machine moved, else the store's view moved: shared) in the
+ * breaker's record, which its events read, and return `after` with the reason
+ * (AFTER_WHY).
+ */
+static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, int moved)
+{
+    int why = moved ? b->m.why : BW_REASON_SHARED;
+    uint32_t seq = atomic_load_explicit(&b->why_seq, memory_order_relaxed);
+    atomic_store_explicit(&b->why_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&b->why, (uint32_t)after << 8 | (uint32_t)why, memory_order_relaxed);
+    double rate = moved ? b->m.why_rate : 0;
+    uint64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
+    atomic_store_explicit(&b->why_rate, bits, memory_order_relaxed);
+    atomic_store_explicit(&b->why_total, moved ? b->m.why_total : 0, memory_order_relaxed);
+    atomic_store_explicit(&b->why_count, moved ? b->m.why_count : 0, memory_order_relaxed);
+    atomic_store_explicit(&b->why_seq, seq + 2, memory_order_release);
+    bw__count_change(b, c->before, after, why);
+    return after | why << 8;
+}
+
+void bw__count_change(bw_breaker *b, int from, int to, int why)
+{
+    if (!b->cold || (unsigned)from > BW_STATE_METRICS_ONLY || (unsigned)to > BW_STATE_METRICS_ONLY)
+        return;
+    atomic_fetch_add_explicit(&b->cold->transitions[from][to], 1, memory_order_relaxed);
+    if (from == BW_STATE_HALF_OPEN && (to == BW_STATE_CLOSED || to == BW_STATE_OPEN) && why != BW_REASON_OPERATOR &&
+        why != BW_REASON_SHARED)
+        atomic_fetch_add_explicit(to == BW_STATE_CLOSED ? &b->cold->rounds_passed : &b->cold->rounds_failed, 1,
+                                  memory_order_relaxed);
+}
+
+/* Publish, release every lock, and return the state callers see after the change (with AFTER_WHY if it moved). */
 static inline int change_end(bw_breaker *b, change *c)
 {
     int after = b->m.state;
@@ -136,10 +172,14 @@ static inline int change_end(bw_breaker *b, change *c)
         after = effective(b);
         c->trip = c->mbefore == BW_STATE_CLOSED && b->m.state == BW_STATE_OPEN;
         if (moved || after != c->before || c->force) { /* a store's view moves without the generation */
+            if (after != c->before)
+                after = note_change(b, c, after, moved);
             change_end_moved(b);
             return after;
         }
     } else if (moved) {
+        if (after != c->before)
+            after = note_change(b, c, after, moved);
         publish(b);
     }
     unlock_all(b);
@@ -165,6 +205,22 @@ static inline void coord_trip(bw_breaker *b, const change *c)
 
 /* ---- events ---- */
 
+const char *bw_reason_name(bw_reason reason)
+{
+    static const char *const names[] = {
+        "none",       "initial",       "failure_rate",  "slow_rate",           "consecutive_failures",
+        "wait_ended", "probes_passed", "probes_failed", "probes_inconclusive", "half_open_timeout",
+        "shared",     "operator"};
+    return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
+}
+
+const char *bw_call_kind_name(bw_call_kind kind)
+{
+    static const char *const names[] = {"success", "failure",     "slow_success", "slow_failure",
+                                        "ignored", "unreachable", "stale"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
+}
+
 bw_event bw__event_of(const bw_breaker *b, bw_event_type type)
 {
     bw_event e = bw__event(type, b->name);
@@ -173,19 +229,46 @@ bw_event bw__event_of(const bw_breaker *b, bw_event_type type)
     return e;
 }
 
+/*
+ * A state change's event: from -> AFTER_STATE(to), because of AFTER_WHY(to)
+ * (none given: the store's shared circuit moved). Its figures come from the
+ * breaker's record of its last transition when that is this one (another may
+ * have followed at once: then the event carries the reason without them).
+ */
 void bw__add_change(bw_breaker *b, pending *p, int from, int to)
 {
-    if (from == to || !(b->listener_mask & BW_EVENT_MASK(BW_EVENT_STATE_CHANGE)))
+    int st = AFTER_STATE(to), why = AFTER_WHY(to);
+    if (from == st || !(lmask(b) & BW_EVENT_MASK(BW_EVENT_STATE_CHANGE)))
         return;
     bw_event e = bw__event_of(b, BW_EVENT_STATE_CHANGE);
     e.from = (bw_state)from;
-    e.to = (bw_state)to;
+    e.to = (bw_state)st;
+    e.reason = why ? (bw_reason)why : BW_REASON_SHARED;
+    uint32_t seq = atomic_load_explicit(&b->why_seq, memory_order_acquire);
+    uint32_t rec = atomic_load_explicit(&b->why, memory_order_relaxed);
+    uint64_t bits = atomic_load_explicit(&b->why_rate, memory_order_relaxed);
+    uint64_t total = atomic_load_explicit(&b->why_total, memory_order_relaxed);
+    uint32_t count = atomic_load_explicit(&b->why_count, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (!(seq & 1) && seq == atomic_load_explicit(&b->why_seq, memory_order_relaxed) &&
+        rec == ((uint32_t)st << 8 | (uint32_t)why)) {
+        memcpy(&e.rate, &bits, sizeof e.rate);
+        e.total = total;
+        e.count = count;
+    }
     p->ev[p->n++] = e;
+}
+
+void bw__count_store(bw_breaker *b, int type)
+{
+    if (b->cold && type >= BW_EVENT_STORE_DEGRADED && type <= BW_EVENT_STORE_WRITE_DROPPED)
+        atomic_fetch_add_explicit(&b->cold->store[type - BW_EVENT_STORE_DEGRADED], 1, memory_order_relaxed);
 }
 
 void bw__add_event(bw_breaker *b, pending *p, int type, int status, const char *message)
 {
-    if (!(b->listener_mask & BW_EVENT_MASK(type)))
+    bw__count_store(b, type);
+    if (!(lmask(b) & BW_EVENT_MASK(type)))
         return;
     bw_event e = bw__event_of(b, (bw_event_type)type);
     e.status = status;
@@ -193,16 +276,28 @@ void bw__add_event(bw_breaker *b, pending *p, int type, int status, const char *
     p->ev[p->n++] = e;
 }
 
+/* The fanout b's events go to: its own (or its registry's); a keyed circuit's breaker's. */
+static bw__fanout *fan_of(const bw_breaker *b)
+{
+    const bw_breaker *o = b->parent ? b->parent : b;
+    return atomic_load_explicit(&((bw_breaker *)o)->fan, memory_order_acquire);
+}
+
+static void deliver(bw_breaker *b, const bw_event *e)
+{
+    bw__fanout_deliver(fan_of(b), e);
+}
+
 void bw__deliver(bw_breaker *b, const pending *p)
 {
     for (int i = 0; i < p->n; i++)
-        b->listener(&p->ev[i], b->listener_user);
+        deliver(b, &p->ev[i]);
 }
 
 void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset)
 {
     bw__add_change(b, p, before, after);
-    if (reset && (b->listener_mask & BW_EVENT_MASK(BW_EVENT_RESET)))
+    if (reset && (lmask(b) & BW_EVENT_MASK(BW_EVENT_RESET)))
         p->ev[p->n++] = bw__event_of(b, BW_EVENT_RESET);
     bw__deliver(b, p);
 }
@@ -253,17 +348,55 @@ static int stamp_mode_for(bw_clock *clock, int64_t slow_ns, int call_events)
     return STAMP_TICK;
 }
 
+/* The histogram's bounds in nanoseconds, and in TSC ticks (made once, for STAMP_SYS). */
+const int64_t bw__bounds_ns[BW_DURATION_BUCKETS - 1] = BW_DURATION_BOUNDS_NS;
+int64_t bw__bounds_sys[BW_DURATION_BUCKETS - 1];
+static pthread_once_t bounds_once = PTHREAD_ONCE_INIT;
+
+static void make_bounds_sys(void)
+{
+    for (int i = 0; i < BW_DURATION_BUCKETS - 1; i++)
+        bw__bounds_sys[i] = bw__sys_ns_to_stamp(bw__bounds_ns[i], 0);
+}
+
+/* quick and reject_now for what the listeners want now (`mask`). */
+static void set_listener_mask(bw_breaker *b, unsigned mask)
+{
+    atomic_store_explicit(&b->listener_mask, mask, memory_order_relaxed);
+    atomic_store_explicit(&b->quick, (uint8_t)(b->quick_base && !mask), memory_order_relaxed);
+    atomic_store_explicit(&b->reject_now, (uint8_t)(b->reject_base && !mask), memory_order_relaxed);
+}
+
+/*
+ * Serialises reading a breaker's fanout chain with storing what it wants, so
+ * that two refreshes racing cannot store an older reading last. Never held
+ * while taking another lock (a keyed map's lock may be held around it).
+ */
+static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void bw__breaker_refresh(bw_breaker *b)
+{
+    pthread_mutex_lock(&refresh_mu);
+    set_listener_mask(b, bw__fanout_mask(fan_of(b)));
+    pthread_mutex_unlock(&refresh_mu);
+    bw__ext *x = atomic_load_explicit(&b->ext, memory_order_acquire);
+    if (x && x->listeners_changed)
+        x->listeners_changed(x);
+}
+
 /* Undo a construction that failed after the breaker's block was made. */
 static void unmake(bw_breaker *b)
 {
     bw__timer_detach(b);
+    if (b->own_fan)
+        bw__fanout_free(atomic_load_explicit(&b->fan, memory_order_relaxed));
     free(b->extra);
     free(b);
 }
 
 /* Offsets of the parts of a breaker's block (engine.h: `data`). */
 typedef struct layout {
-    size_t window, name, key, cfg, tail, stripes, size;
+    size_t window, name, key, cfg, tail, stripes, cells, cold, size;
 } layout;
 
 static size_t align_up(size_t n, size_t a)
@@ -271,7 +404,7 @@ static size_t align_up(size_t n, size_t a)
     return (n + a - 1) / a * a;
 }
 
-static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t klen, int copy_cfg, size_t tail)
+static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t klen, int copy_cfg, size_t tail, int cold)
 {
     layout L;
     size_t at = offsetof(bw_breaker, data); /* 64-aligned */
@@ -287,6 +420,10 @@ static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t kl
     at += copy_cfg ? sizeof(bw_config) : 0;
     L.stripes = at = align_up(at, 64);
     at += nstripes ? nstripes * (sizeof(bw_stripe) + align_up(wbytes, 64)) : 0;
+    L.cells = at; /* 64-aligned: stripes end on a line */
+    at += cold ? sizeof(bw_cells) : 0;
+    L.cold = at;
+    at += cold ? sizeof(bw_cold) : 0;
     L.size = at;
     return L;
 }
@@ -304,7 +441,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     int striped = !(owner && owner->parent) && !(cfg->store && cfg->store_mode == BW_STORE_STORED);
     uint32_t nstripes = striped ? stripes_for(&mc) : 0;
     size_t wbytes = bw__machine_window_bytes(&mc);
-    layout L = layout_of(wbytes, nstripes, strlen(name), key ? strlen(key) : 0, !borrow, tail);
+    layout L = layout_of(wbytes, nstripes, strlen(name), key ? strlen(key) : 0, !borrow, tail, cfg->counters);
     void *mem = NULL;
     if (posix_memalign(&mem, 64, L.size) != 0)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -326,16 +463,42 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     if (tail_out)
         *tail_out = tail ? base + L.tail : NULL;
     b->clock = cfg->clock ? cfg->clock : bw_clock_system();
-    b->listener = cfg->listener;
-    b->listener_mask = cfg->listener ? cfg->listener_mask : 0;
-    b->listener_user = cfg->listener_user;
+    /* Listeners: a keyed circuit's are its breaker's; others have their own when the config names one, on
+       top of their owner's (a registry's). */
+    bw__fanout *up = owner && !owner->parent ? owner->fan : NULL;
+    atomic_init(&b->fan, up);
+    if (!(owner && owner->parent) && cfg->listener) {
+        bw__fanout *f = bw__fanout_new(up);
+        bw_listener li = {cfg->listener_mask, cfg->listener, cfg->listener_user, NULL};
+        if (!f || bw__fanout_add(f, &li, NULL) != BW_OK) {
+            bw__fanout_free(f);
+            free(b);
+            return bw__fail(err, BW_ENOMEM, "", "out of memory");
+        }
+        atomic_init(&b->fan, f);
+        b->own_fan = 1;
+    }
+    unsigned mask = bw__fanout_mask(fan_of(b));
     b->classifier = cfg->classifier;
     b->classifier_user = cfg->classifier_user;
-    int call_events = (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) != 0;
-    b->timed = cfg->slow_ns > 0 || call_events;
+    int call_events = (mask & BW_EVENT_MASK(BW_EVENT_CALL)) != 0;
+    b->counting = cfg->counters != 0;
+    b->cold = b->counting ? (bw_cold *)(base + L.cold) : NULL;
+    b->cells = b->counting ? (bw_cells *)(base + L.cells) : NULL;
+    if (b->cold) {
+        memset(b->cells, 0, sizeof *b->cells);
+        memset(b->cold, 0, sizeof *b->cold);
+        atomic_init(&b->cold->failed_at, INT64_MIN);
+    }
+    b->timed = cfg->slow_ns > 0 || call_events || b->counting;
     b->stamp_mode = stamp_mode_for(b->clock, cfg->slow_ns, call_events);
-    b->slow_stamp = ns_stamp(b, cfg->slow_ns, 0);
-    if (cfg->slow_ns > 0 && b->slow_stamp < 1)
+    if (b->stamp_mode == STAMP_SYS)
+        pthread_once(&bounds_once, make_bounds_sys);
+    const int64_t *bounds = b->stamp_mode == STAMP_SYS ? bw__bounds_sys : bw__bounds_ns;
+    if (b->cells)
+        b->cells->bounds = bounds;
+    b->slow_stamp = cfg->slow_ns > 0 ? ns_stamp(b, cfg->slow_ns, 0) : INT64_MAX;
+    if (b->slow_stamp < 1)
         b->slow_stamp = 1;
     b->fast = nstripes                             ? FAST_TIME
               : mc.policy == BW_POLICY_CONSECUTIVE ? FAST_CONSECUTIVE
@@ -343,11 +506,12 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
                                                    : FAST_NONE;
     /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC;
        a time window's, in nanoseconds: the tick). */
-    b->quick = b->fast != FAST_NONE && !b->listener_mask &&
-               (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
-                                     : !b->timed || b->stamp_mode == STAMP_TICK ||
-                                           (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
-    b->reject_now = b->stamp_mode == STAMP_TICK && !b->listener_mask;
+    b->quick_base =
+        b->fast != FAST_NONE && (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
+                                                      : !b->timed || b->stamp_mode == STAMP_TICK ||
+                                                            (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
+    b->reject_base = b->stamp_mode == STAMP_TICK;
+    set_listener_mask(b, mask);
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
@@ -363,6 +527,8 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
         char *buckets = (char *)(b->stripes + nstripes);
         size_t stripe_mem = align_up(wbytes, 64);
         for (uint32_t i = 0; i < nstripes; i++) {
+            memset(&b->stripes[i].cells, 0, sizeof b->stripes[i].cells);
+            b->stripes[i].cells.bounds = bounds;
             atomic_init(&b->stripes[i].lock.v, 0);
             bw__window_init(&b->stripes[i].win, mc.window_kind, mc.window_size, buckets + i * stripe_mem);
         }
@@ -408,6 +574,8 @@ void bw__breaker_destroy(bw_breaker *b)
     bw__ext *x = atomic_load_explicit(&b->ext, memory_order_acquire);
     if (x)
         x->free(x); /* before b: it may hold breakers made from b's configuration */
+    if (b->own_fan)
+        bw__fanout_free(atomic_load_explicit(&b->fan, memory_order_relaxed));
     free(b);
 }
 
@@ -513,15 +681,24 @@ static BW_ALWAYS_INLINE void put_why(const bw_breaker *b, bw_rejection *why, int
     why->last_failure = (int)(uint32_t)(lf >> 1);
 }
 
+/* Count a rejection by the rejecting state (OPEN, HALF_OPEN or FORCED_OPEN). */
+static BW_ALWAYS_INLINE void count_rejection(bw_breaker *b, int state)
+{
+    if (b->cold)
+        atomic_fetch_add_explicit(&b->cold->rejected[state - BW_STATE_OPEN], 1, memory_order_relaxed);
+}
+
 BW_NOINLINE void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after)
 {
+    state = AFTER_STATE(state);
     if (why)
         put_why(b, why, state, retry_after);
-    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_REJECTED)) {
+    count_rejection(b, state);
+    if (lmask(b) & BW_EVENT_MASK(BW_EVENT_REJECTED)) {
         bw_event e = bw__event_of(b, BW_EVENT_REJECTED);
         e.from = e.to = (bw_state)state;
         e.retry_after_ns = retry_after;
-        b->listener(&e, b->listener_user);
+        deliver(b, &e);
     }
 }
 
@@ -626,11 +803,12 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
     unsigned st = (unsigned)(w & 7);
     if (BW_UNLIKELY(st != BW_STATE_CLOSED && !((ADMITTED >> st) & 1))) { /* CLOSED first: one test */
         /* OPEN on the coarse clock with no listener: the rejection without a call. */
-        if (st == BW_STATE_OPEN && b->reject_now) {
+        if (st == BW_STATE_OPEN && atomic_load_explicit(&b->reject_now, memory_order_relaxed)) {
             int64_t t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
             int64_t until = atomic_load_explicit(&b->open_until, memory_order_relaxed);
             if (BW_LIKELY(t != 0 && t < until)) {
                 p->magic_ = PERMIT_SETTLED;
+                count_rejection(b, BW_STATE_OPEN);
                 if (why)
                     put_why(b, why, BW_STATE_OPEN, until - t);
                 return BW_REJECTED;
@@ -642,7 +820,7 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
     if (b->timed) {
         if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
             t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
-        else if (b->quick) /* STAMP_SYS with the TSC in use (the quick settle's rule) */
+        else if (b->quick_base) /* STAMP_SYS with the TSC in use (the quick settle's rule) */
             t = bw__sys_tsc();
         if (BW_UNLIKELY(t == 0))
             return acquire_timed(b, p, w);
@@ -792,21 +970,53 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     }
 }
 
+_Thread_local const char *bw__settle_message;
+
+void bw__note_message(bw_breaker *b)
+{
+    bw_cold *k = b->cold;
+    bw__spin_lock(&k->msg_lock);
+    size_t n = strnlen(bw__settle_message, sizeof k->msg - 1);
+    memcpy(k->msg, bw__settle_message, n);
+    k->msg[n] = 0;
+    atomic_store_explicit(&k->msg_word, atomic_load_explicit(&b->last_failure, memory_order_relaxed),
+                          memory_order_relaxed);
+    bw__spin_unlock(&k->msg_lock);
+}
+
 /* The events of a settle (CALL, then any state change). */
-BW_NOINLINE void bw__settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied, int before,
-                                   int after)
+BW_NOINLINE void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, int slow, int64_t span, int applied,
+                                   int before, int after)
 {
     pending ev;
     ev.n = 0;
-    if (b->listener_mask & BW_EVENT_MASK(BW_EVENT_CALL)) {
+    if (lmask(b) & BW_EVENT_MASK(BW_EVENT_CALL)) {
         bw_event e = bw__event_of(b, BW_EVENT_CALL);
         e.outcome = outcome;
         e.slow = slow;
         e.stale = applied < 0;
-        e.duration_ns = span_ns(b, span);
+        e.duration_ns = b->timed ? span_ns(b, span) : 0;
+        e.rc = code;
+        e.message = bw__settle_message;
         ev.ev[ev.n++] = e;
     }
     bw__announce(b, &ev, before, after, 0);
+}
+
+/*
+ * Count a settled call off the quick paths, in the breaker's cells under its
+ * lock (one mechanism for every call count; these paths take locks anyway).
+ */
+BW_NOINLINE void bw__count_call(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied)
+{
+    if (!b->cells)
+        return;
+    bw__spin_lock(&b->lock);
+    if (applied < 0)
+        cell_add(&b->cells->calls[BW_CALL_STALE], 1);
+    else
+        count_locked(b->cells, kind_of(outcome, slow != 0), span);
+    bw__spin_unlock(&b->lock);
 }
 
 static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
@@ -903,11 +1113,11 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         stamp = stamp_of(b); /* reused if the machine needs the time */
         have = 1;
         span = stamp - p->start_ns_;
-        slow = b->slow_stamp > 0 && (timed_out || span >= b->slow_stamp);
+        slow = timed_out ? b->slow_stamp != INT64_MAX : span >= b->slow_stamp;
     }
     note_failure(b, outcome, failure_code);
 
-    int applied = -1;
+    int applied = -1; /* stale unless the generation is still the permit's */
     int before = 0, after = 0;
     uint64_t w = load_word(b);
     if (BW_LIKELY((w >> 3) == p->generation_)) {
@@ -923,8 +1133,10 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         else
             applied = settle_general(b, w >> 3, st, outcome, slow, stamp, have, &before, &after);
     }
-    if (BW_UNLIKELY(b->listener_mask | (unsigned)(before != after)))
-        bw__settle_events(b, outcome, slow, span, applied, before, after);
+    if (b->cold)
+        bw__count_call(b, outcome, slow, span, applied);
+    if (BW_UNLIKELY(lmask(b) | (unsigned)(before != after)))
+        bw__settle_events(b, outcome, failure_code, slow, span, applied, before, after);
     return BW_OK;
 }
 
@@ -956,6 +1168,13 @@ static BW_NOINLINE int settle_quick_moved(bw_breaker *b, bw_permit *p, bw_outcom
 {
     bw__spin_unlock(&b->lock);
     return settle_general_entry(b, p, outcome, code);
+}
+
+/* The count of a quick settle that recorded nothing (no lock held): a tail call, so the quick path needs no frame. */
+static BW_NOINLINE int settle_quick_count(bw_breaker *b, bw_outcome outcome, int slow, int64_t span)
+{
+    bw__count_call(b, outcome, slow, span, 0);
+    return BW_OK;
 }
 
 /* The end of a quick settle whose lock release (the breaker's or a stripe's) found a parked waiter. */
@@ -990,8 +1209,9 @@ static BW_NOINLINE int settle_quick_time_test(bw_breaker *b, uint64_t gen, int64
  * TSC as b->quick allows; -1 when the tick is not running (a forked child): the
  * general path then starts it.
  */
-static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p)
+static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p, int64_t *span)
 {
+    *span = 0;
     if (!b->timed)
         return 0;
     int64_t t;
@@ -1002,7 +1222,8 @@ static BW_ALWAYS_INLINE int quick_slow(const bw_breaker *b, const bw_permit *p)
     } else {
         t = bw__sys_tsc(); /* STAMP_SYS: b->quick says the TSC is in use */
     }
-    return t - p->start_ns_ >= b->slow_stamp;
+    *span = t - p->start_ns_;
+    return *span >= b->slow_stamp;
 }
 
 /* The end of a quick pinned settle that tripped its circuit: then release its pin. */
@@ -1022,8 +1243,8 @@ static BW_NOINLINE int settle_quick_pinned_trip(bw_breaker *c, uint64_t w, int64
 static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
     bw_breaker *c = p->breaker_;
-    if (BW_UNLIKELY(!c || (c != b && c->parent != b) || !c->quick || c->fast != FAST_COUNT ||
-                    ((c->unrecorded >> outcome) & 1)))
+    if (BW_UNLIKELY(!c || (c != b && c->parent != b) || !atomic_load_explicit(&c->quick, memory_order_relaxed) ||
+                    c->fast != FAST_COUNT || ((c->unrecorded >> outcome) & 1)))
         return settle_general_entry(b, p, outcome, code);
     uint64_t w = load_word(c);
     int64_t t = 0; /* the stamp of the release: the tick, or the TSC (STAMP_SYS); else the general path */
@@ -1038,8 +1259,10 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
         return settle_general_entry(b, p, outcome, code);
     }
     p->magic_ = PERMIT_SETTLED;
-    note_failure(c, outcome, code);
-    int slow = c->timed && t - p->start_ns_ >= c->slow_stamp;
+    note_failure_at(c, outcome, code, t);
+    int slow = t - p->start_ns_ >= c->slow_stamp;
+    if (c->cells)
+        count_locked(c->cells, kind_of(outcome, (unsigned)slow), t - p->start_ns_);
     if (BW_UNLIKELY(bw__machine_closed_count(&c->m, outcome == BW_FAILURE, slow)))
         return settle_quick_pinned_trip(c, w, t);
     c->releases++;
@@ -1056,18 +1279,20 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
  */
 static BW_NOINLINE int settle_quick_probe(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code, uint64_t w)
 {
-    if (b->extra || b->listener_mask)
+    if (b->extra || lmask(b))
         return settle_general_entry(b, p, outcome, code);
     int64_t stamp = 0;
     int slow = 0;
     if (b->timed || b->m.cfg.max_wait_ho > 0) {
         stamp = stamp_of(b);
-        slow = b->slow_stamp > 0 && stamp - p->start_ns_ >= b->slow_stamp;
+        slow = stamp - p->start_ns_ >= b->slow_stamp;
     }
     if (settle_probe(b, w, outcome, slow, stamp, 1) == -2)
         return settle_general_entry(b, p, outcome, code);
     p->magic_ = PERMIT_SETTLED;
-    note_failure(b, outcome, code);
+    note_failure_at(b, outcome, code, stamp);
+    if (b->cold)
+        bw__count_call(b, outcome, slow, stamp - p->start_ns_, 1);
     return BW_OK;
 }
 
@@ -1081,7 +1306,7 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
 {
     int64_t t = atomic_load_explicit(&bw__tick_word, memory_order_relaxed);
     unsigned failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
-    unsigned slow = b->timed && t - p->start_ns_ >= b->slow_stamp;
+    unsigned slow = t - p->start_ns_ >= b->slow_stamp;
     unsigned bad = failed | slow;
     bw_stripe *s = my_stripe(b);
     unsigned v = atomic_load_explicit(&s->lock.v, memory_order_relaxed);
@@ -1094,9 +1319,11 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t < s->win.sec_lo || t >= s->win.sec_hi))
         return settle_quick_time_other(b, p, outcome, code, s);
     bw__window_time_record(&s->win, failed, slow, t); /* within the current second: no call */
+    if (b->cells)
+        count_locked(&s->cells, kind_of(outcome, slow), t - p->start_ns_);
     int done = stripe_done(b, s, bad, 1);
     p->magic_ = PERMIT_SETTLED;
-    note_failure(b, outcome, code);
+    note_failure_at(b, outcome, code, t);
     int wake = bw__spin_release_tally(&s->lock, 0);
     if (BW_UNLIKELY(!done))
         return settle_quick_time_test(b, w >> 3, t, wake ? s : NULL);
@@ -1122,19 +1349,23 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
         return settle_general_entry(b, p, outcome, code);
     }
     uint64_t w = load_word(b);
-    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || !b->quick)) {
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) ||
+                    !atomic_load_explicit(&b->quick, memory_order_relaxed))) {
         if (w == ((p->generation_ << 3) | BW_STATE_HALF_OPEN) && outcome <= BW_FAILURE)
             return settle_quick_probe(b, p, outcome, code, w);
         return settle_general_entry(b, p, outcome, code);
     }
     if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == FAST_COUNT)) {
         /* The commonest settle, on its own so that the record is compiled for a success. */
-        int slow = quick_slow(b, p);
+        int64_t span;
+        int slow = quick_slow(b, p, &span);
         if (BW_UNLIKELY(slow < 0 || !bw__spin_try(&b->lock)))
             return settle_general_entry(b, p, outcome, code); /* no tick, or held: the general path waits */
         if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w))
             return settle_quick_moved(b, p, outcome, code);
         p->magic_ = PERMIT_SETTLED;
+        if (b->cells)
+            count_locked(b->cells, (unsigned)slow << 1, span);
         if (BW_UNLIKELY(bw__machine_closed_count(&b->m, 0, slow)))
             return settle_quick_trip(b, w);
         if (BW_UNLIKELY(bw__spin_release(&b->lock)))
@@ -1143,12 +1374,15 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     }
     if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
         return settle_quick_time(b, p, outcome, code);
-    int slow = quick_slow(b, p);
+    int64_t span;
+    int slow = quick_slow(b, p, &span);
     if (BW_UNLIKELY(slow < 0))
         return settle_general_entry(b, p, outcome, code);
     if ((b->unrecorded >> outcome) & 1) {
-        note_failure(b, outcome, code);
+        note_failure_at(b, outcome, code, p->start_ns_ + span);
         p->magic_ = PERMIT_SETTLED; /* nothing to record: no lock */
+        if (b->cells)
+            return settle_quick_count(b, outcome, slow, span);
         return BW_OK;
     }
     if (BW_UNLIKELY(!bw__spin_try(&b->lock)))
@@ -1156,7 +1390,9 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (BW_UNLIKELY(atomic_load_explicit(&b->word, memory_order_relaxed) != w))
         return settle_quick_moved(b, p, outcome, code);
     p->magic_ = PERMIT_SETTLED;
-    note_failure(b, outcome, code);
+    note_failure_at(b, outcome, code, p->start_ns_ + span);
+    if (b->cells)
+        count_locked(b->cells, kind_of(outcome, (unsigned)slow), span);
     int failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
     int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
                                      : bw__machine_closed_consecutive(&b->m, failed);
@@ -1300,6 +1536,8 @@ static int apply_verb(bw_breaker *b, int target, int quiet)
     if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
     int after = change_end(b, &c);
+    if (target == BW_STATE_CLOSED && !quiet && b->cold)
+        atomic_fetch_add_explicit(&b->cold->resets, 1, memory_order_relaxed);
     if (!quiet)
         bw__announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
     const bw__link *l = link_of(b);
@@ -1350,4 +1588,147 @@ int bw_breaker_apply(bw_breaker *b, bw_verb v)
     if (target < 0)
         return BW_EINVAL;
     return verb(b, target);
+}
+
+/* ---- counters ---- */
+
+static uint64_t ld(const _Atomic uint64_t *c)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)c, memory_order_relaxed);
+}
+
+/* Add what `cells` counted (stamp units summed into *sum). */
+static void add_cells(bw_counters *out, const bw_cells *c, uint64_t *sum)
+{
+    for (int k = 0; k < BW_CALL_KINDS; k++)
+        out->calls[k] += ld(&c->calls[k]);
+    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
+        out->duration_buckets[i] += ld(&c->buckets[i]);
+    *sum += ld(&c->sum);
+}
+
+int bw_breaker_counters(const bw_breaker *cb, bw_counters *out)
+{
+    if (!cb || !out)
+        return BW_EINVAL;
+    bw_breaker *b = (bw_breaker *)cb;
+    memset(out, 0, sizeof *out);
+    out->counting = b->counting;
+    out->timed = b->counting && b->timed;
+    int st = bw_breaker_state(b);
+    out->state = (bw_state)(st == (int)WORD_STORED ? b->m.state : st);
+    uint32_t why = atomic_load_explicit(&b->why, memory_order_relaxed);
+    out->reason = why ? (bw_reason)(why & 0xff) : BW_REASON_INITIAL;
+    uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
+    out->has_last_failure = (int)(lf & 1);
+    out->last_failure_code = (int)(uint32_t)(lf >> 1);
+    bw_cold *c = b->cold;
+    if (!c)
+        return BW_OK;
+    uint64_t sum = 0;
+    add_cells(out, b->cells, &sum);
+    for (uint32_t i = 0; i < b->nstripes; i++)
+        add_cells(out, &b->stripes[i].cells, &sum);
+    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
+        out->duration_count += out->duration_buckets[i];
+    out->duration_sum_s = (double)span_ns(b, (int64_t)(sum > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : sum)) / 1e9;
+    for (int s = 0; s < 3; s++)
+        out->rejected[BW_STATE_OPEN + s] = ld(&c->rejected[s]);
+    for (int f = 0; f < 6; f++)
+        for (int t = 0; t < 6; t++)
+            out->transitions[f][t] = atomic_load_explicit(&c->transitions[f][t], memory_order_relaxed);
+    out->rounds_passed = ld(&c->rounds_passed);
+    out->rounds_failed = ld(&c->rounds_failed);
+    out->resets = ld(&c->resets);
+    out->store_degraded = ld(&c->store[0]);
+    out->store_recovered = ld(&c->store[1]);
+    out->store_dropped = ld(&c->store[2]);
+    if (out->has_last_failure) {
+        int64_t at = atomic_load_explicit(&c->failed_at, memory_order_relaxed);
+        if (at != INT64_MIN) {
+            int64_t age = now_of(b) - stamp_ns(b, at);
+            out->last_failure_age_ns = age > 0 ? age : 0;
+        }
+        /* The message, if it belongs to the failure read above (bounded: one short critical section). */
+        bw__spin_lock(&c->msg_lock);
+        if (atomic_load_explicit(&c->msg_word, memory_order_relaxed) == lf)
+            memcpy(out->last_failure_message, c->msg, sizeof c->msg);
+        bw__spin_unlock(&c->msg_lock);
+    }
+    return BW_OK;
+}
+
+void bw_counters_add(bw_counters *dst, const bw_counters *src)
+{
+    if (!dst || !src)
+        return;
+    for (int k = 0; k < BW_CALL_KINDS; k++)
+        dst->calls[k] += src->calls[k];
+    for (int s = 0; s < 6; s++)
+        dst->rejected[s] += src->rejected[s];
+    for (int f = 0; f < 6; f++)
+        for (int t = 0; t < 6; t++)
+            dst->transitions[f][t] += src->transitions[f][t];
+    dst->rounds_passed += src->rounds_passed;
+    dst->rounds_failed += src->rounds_failed;
+    dst->store_degraded += src->store_degraded;
+    dst->store_recovered += src->store_recovered;
+    dst->store_dropped += src->store_dropped;
+    dst->resets += src->resets;
+    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
+        dst->duration_buckets[i] += src->duration_buckets[i];
+    dst->duration_count += src->duration_count;
+    dst->duration_sum_s += src->duration_sum_s;
+}
+
+int bw_settle_msg(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, const char *message)
+{
+    /* The message reaches the failure's record (note_failure) and the CALL event through this thread's
+       bw__settle_message, while the settle still holds the circuit. */
+    bw__settle_message = message;
+    int rc = settle_general_entry(b, p, outcome, failure_code); /* the quick paths carry no message */
+    bw__settle_message = NULL;
+    return rc;
+}
+
+/* ---- listeners ---- */
+
+/* Serialises giving a breaker a fanout of its own (the first listener added to it). */
+static pthread_mutex_t fan_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int bw_breaker_add_listener(bw_breaker *b, const bw_listener *l, uint64_t *id)
+{
+    if (!b || !l || !l->fn || !l->mask || b->parent)
+        return BW_EINVAL;
+    pthread_mutex_lock(&fan_mu);
+    if (!b->own_fan) {
+        bw__fanout *f = bw__fanout_new(atomic_load_explicit(&b->fan, memory_order_relaxed));
+        if (!f) {
+            pthread_mutex_unlock(&fan_mu);
+            return BW_ENOMEM;
+        }
+        atomic_store_explicit(&b->fan, f, memory_order_release);
+        b->own_fan = 1;
+    }
+    bw__fanout *f = atomic_load_explicit(&b->fan, memory_order_relaxed);
+    pthread_mutex_unlock(&fan_mu);
+    int rc = bw__fanout_add(f, l, id);
+    if (rc == BW_OK)
+        bw__breaker_refresh(b);
+    return rc;
+}
+
+int bw_breaker_remove_listener(bw_breaker *b, uint64_t id)
+{
+    if (!b)
+        return BW_EINVAL;
+    pthread_mutex_lock(&fan_mu);
+    bw__fanout *f = b->own_fan ? atomic_load_explicit(&b->fan, memory_order_relaxed) : NULL;
+    pthread_mutex_unlock(&fan_mu);
+    if (!f || id == 0)
+        return BW_ESTATE;
+    int rc = bw__fanout_remove(f, id);
+    if (rc == BW_OK)
+        bw__breaker_refresh(b);
+    return rc;
 }

@@ -46,6 +46,7 @@ static const bw_config defaults = {
             .max_wait_ho = 60 * BW_NS_PER_S,
         },
     .slow_ns = 60 * BW_NS_PER_S,
+    .counters = 1,
     .keyed_max = 1024,
     .keyed_limit = 0,
     .keyed_idle = 300 * BW_NS_PER_S,
@@ -227,6 +228,14 @@ int bw_config_set_auto_transition(bw_config *cfg, int enabled, bw_error *err)
     if (!cfg)
         return null_cfg(err);
     cfg->auto_transition = enabled != 0;
+    return BW_OK;
+}
+
+int bw_config_set_counters(bw_config *cfg, int enabled, bw_error *err)
+{
+    if (!cfg)
+        return null_cfg(err);
+    cfg->counters = enabled != 0;
     return BW_OK;
 }
 
@@ -449,6 +458,11 @@ static int set_auto(bw_config *c, int64_t v, bw_error *e)
     return bw_config_set_auto_transition(c, (int)v, e);
 }
 
+static int set_counters(bw_config *c, int64_t v, bw_error *e)
+{
+    return bw_config_set_counters(c, (int)v, e);
+}
+
 static int set_unreachable(bw_config *c, int64_t v, bw_error *e)
 {
     return bw_config_set_unreachable_counts(c, (int)v, e);
@@ -468,6 +482,7 @@ static const knob knobs[] = {
     {"wait_max", K_DURATION, 0, bw_config_set_wait_max, "a duration such as 5m, or none"},
     {"max_wait_in_half_open", K_DURATION, 0, bw_config_set_max_wait_in_half_open, "a duration such as 60s, or off"},
     {"auto_transition", K_BOOL, 0, set_auto, "true or false"},
+    {"counters", K_BOOL, 0, set_counters, "true or false"},
     {"unreachable_counts", K_BOOL, 0, set_unreachable, "true or false"},
     {"initial_state", K_STATE, 0, 0, "closed, forced_open, disabled or metrics_only"},
     {"error_threshold", K_COUNT, 0, bw_config_set_error_threshold, "a whole number"},
@@ -608,21 +623,21 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
     bw__fmt_duration(smax, sizeof smax, cfg->store_retry_max, "none");
     bw__fmt_duration(sclose, sizeof sclose, cfg->store_close_timeout, "0s");
     const bw__mcfg *m = &cfg->m;
-    int n = snprintf(buf, size,
-                     "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
-                     "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
-                     "wait_max=%s max_wait_in_half_open=%s auto_transition=%s unreachable_counts=%s initial_state=%s "
-                     "error_threshold=%u "
-                     "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
-                     "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_retry=%s "
-                     "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
-                     m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
-                     m->min_calls, m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
-                     m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait,
-                     m->wait_multiplier, wmax, mwho, cfg->auto_transition ? "true" : "false",
-                     m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state),
-                     m->error_threshold, m->success_threshold, m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit,
-                     kidle, khidle, sttl, spoll, cfg->store_queue, sretry, cfg->store_retry_multiplier, smax,
-                     cfg->store_retry_jitter, sclose);
+    int n = snprintf(
+        buf, size,
+        "policy=%s failure_rate=%.17g slow_call_rate=%.17g slow_call_duration=%s min_calls=%u "
+        "window=%s:%u%s permitted_probes=%u max_concurrent_probes=%u wait=%s wait_multiplier=%.17g "
+        "wait_max=%s max_wait_in_half_open=%s auto_transition=%s counters=%s unreachable_counts=%s initial_state=%s "
+        "error_threshold=%u "
+        "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
+        "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_retry=%s "
+        "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
+        m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow, m->min_calls,
+        m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
+        m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait, m->wait_multiplier, wmax,
+        mwho, cfg->auto_transition ? "true" : "false", cfg->counters ? "true" : "false",
+        m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state), m->error_threshold,
+        m->success_threshold, m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle, sttl, spoll,
+        cfg->store_queue, sretry, cfg->store_retry_multiplier, smax, cfg->store_retry_jitter, sclose);
     return n;
 }

@@ -13,6 +13,7 @@ struct bw_config {
     bw__mcfg m;      /* m.wait == 0 means "the policy's default wait" */
     int64_t slow_ns; /* 0 = slow-call detection off */
     int auto_transition;
+    int counters;
     bw_clock *clock; /* NULL = system clock */
     unsigned listener_mask;
     bw_listener_cb listener;

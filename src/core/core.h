@@ -25,10 +25,12 @@
 #include "core/config.h"
 
 /* Who owns a breaker, given to bw__breaker_make. */
+struct bw__fanout;
 typedef struct bw__owner {
-    void *node;         /* the owner's data for this breaker (NULL: the tail, below) */
-    bw_breaker *parent; /* a keyed circuit: its breaker (whose bw_settle also settles the circuit's permits) */
-    const char *key;    /* a keyed circuit: its key (copied; events carry it, its store key is "NAME KEY") */
+    void *node;             /* the owner's data for this breaker (NULL: the tail, below) */
+    bw_breaker *parent;     /* a keyed circuit: its breaker (whose bw_settle also settles the circuit's permits) */
+    const char *key;        /* a keyed circuit: its key (copied; events carry it, its store key is "NAME KEY") */
+    struct bw__fanout *fan; /* the owner's listeners (a registry's), after the breaker's own; may be NULL */
 } bw__owner;
 
 /*
@@ -55,11 +57,21 @@ const bw__owner *bw__breaker_owner(const bw_breaker *b);
  */
 typedef struct bw__ext {
     void (*free)(struct bw__ext *e);
+    /* The breaker's listeners changed: bw__breaker_refresh every breaker made from it (may be NULL). */
+    void (*listeners_changed)(struct bw__ext *e);
 } bw__ext;
 /* The breaker's attachment, or NULL (acquire order). */
 bw__ext *bw__breaker_ext(const bw_breaker *b);
 /* Attach e unless one is attached already: returns the breaker's attachment (e, or the one that won). */
 bw__ext *bw__breaker_ext_install(bw_breaker *b, bw__ext *e);
+
+/*
+ * Read again what b's listeners want (its fanout chain: its own, its owner's;
+ * a keyed circuit's breaker's): call after a listener was added or removed up
+ * the chain, and for a breaker that became reachable (a new circuit, under the
+ * lock that a refreshing walk takes too), so that no breaker misses a listener.
+ */
+void bw__breaker_refresh(bw_breaker *b);
 
 /* Put a breaker that nobody else can reach yet in `state` (as the verb would), with no event. */
 void bw__breaker_preset(bw_breaker *b, int state);

@@ -63,6 +63,7 @@
 #include "base/systime.h"
 #include "base/tick.h"
 #include "core/core.h"
+#include "core/fanout.h"
 #include "machine/machine.h"
 #include "machine/view.h"
 #include "share/lane.h"
@@ -77,10 +78,39 @@
     0x80000000u        /* or'ed into a live permit's magic: it pins its breaker (the owner's unpin runs at settle) */
 #define WORD_STORED 7u /* word state of a stored-mode breaker: ask the store */
 
+/*
+ * Counters that a settle writes under the lock it already holds (the breaker's,
+ * or its stripe's): a relaxed load and a relaxed store each, no locked
+ * instruction; read without the lock by bw_breaker_counters. Calls by
+ * bw_call_kind, the duration histogram and its sum in stamp units.
+ */
+typedef struct bw_cells {
+    alignas(64) const int64_t *bounds; /* the histogram's bounds in stamp units (bw__bounds_ns or _sys) */
+    _Atomic uint64_t calls[BW_CALL_KINDS];
+    _Atomic uint64_t sum;
+    _Atomic uint64_t buckets[BW_DURATION_BUCKETS];
+} bw_cells;
+
+/*
+ * The counters of everything else (rejections, which hold no lock, and rare
+ * events): atomic additions. Made with the breaker when it counts (else NULL).
+ */
+typedef struct bw_cold {
+    _Atomic uint64_t rejected[3]; /* OPEN, HALF_OPEN, FORCED_OPEN */
+    _Atomic uint32_t transitions[6][6];
+    _Atomic uint64_t rounds_passed, rounds_failed, resets;
+    _Atomic uint64_t store[3]; /* degraded, recovered, write dropped */
+    _Atomic int64_t failed_at; /* the stamp of the last failure, or INT64_MIN */
+    bw__spin msg_lock;         /* guards msg */
+    _Atomic uint64_t msg_word; /* the last_failure word msg belongs to; 0: no message */
+    char msg[BW_FAILURE_MESSAGE_MAX];
+} bw_cold;
+
 /* One stripe of a striped time window: its own line, lock and buckets. */
 typedef struct bw_stripe {
     alignas(64) bw__spin lock; /* a tally lock (spin.h): failed or slow calls recorded here since eval_sec's test */
     bw__window win;
+    bw_cells cells;
 } bw_stripe;
 
 /* Auto-transition: an entry in the scheduler the breakers of its clock share (attach_timer.c). */
@@ -112,17 +142,18 @@ enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2, FAST_TIME = 3 /* str
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_sec). */
     _Atomic uint64_t word;
-    _Atomic int64_t open_until; /* stamp */
-    int64_t slow_stamp;         /* slow_call_duration in stamp units; 0 = off */
-    unsigned listener_mask;
-    uint8_t stamp_mode; /* STAMP_* */
-    uint8_t timed;      /* acquire and settle read the clock (slow calls or CALL events) */
-    uint8_t unrecorded; /* bit per outcome that records nothing outside HALF_OPEN */
-    uint8_t fast;       /* FAST_*: what a CLOSED settle records without the machine's general path */
-    uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
-    uint8_t reject_now; /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
-    bw_listener_cb listener;
-    struct bw_breaker *parent; /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
+    _Atomic int64_t open_until;     /* stamp */
+    int64_t slow_stamp;             /* slow_call_duration in stamp units; INT64_MAX = off (no span reaches it) */
+    _Atomic unsigned listener_mask; /* what the listeners of its fanout chain want (bw__breaker_refresh) */
+    uint8_t stamp_mode;             /* STAMP_* */
+    uint8_t timed;                  /* acquire and settle read the clock (slow calls, counters or CALL events) */
+    uint8_t unrecorded;             /* bit per outcome that records nothing outside HALF_OPEN */
+    uint8_t fast;                   /* FAST_*: what a CLOSED settle records without the machine's general path */
+    _Atomic uint8_t quick;          /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
+    _Atomic uint8_t reject_now;     /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
+    uint8_t counting;               /* counters on: `cells` and `cold` count */
+    bw_cells *cells;                /* counted under `lock` (counters on: in the block; else NULL) */
+    struct bw_breaker *parent;      /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
     bw_clock *clock;
     /* Line 1, written by every unstriped settle: the lock, a keyed circuit's pin releases, then what a CLOSED
        record writes (machine.h). */
@@ -131,7 +162,15 @@ struct bw_breaker {
     int64_t released_at; /* the stamp of the last, under `lock`; INT64_MIN = none */
     bw__machine m;
     /* Cold. */
-    void *listener_user;
+    bw_cold *cold;                   /* counters on: in the block; else NULL */
+    _Atomic(bw__fanout *) fan;       /* its listeners (own, or its registry's); a keyed circuit's: NULL */
+    uint8_t own_fan;                 /* `fan` is its own (freed with it) */
+    uint8_t quick_base, reject_base; /* quick and reject_now when no listener wants anything */
+    _Atomic uint32_t why_seq;        /* the last transition's record, below: odd while being written */
+    _Atomic uint32_t why;            /* (to << 8) | bw_reason */
+    _Atomic uint64_t why_rate;       /* a double's bits */
+    _Atomic uint64_t why_total;
+    _Atomic uint32_t why_count;
     _Atomic int64_t eval_sec; /* striped windows: breaker.c's design notes; INT64_MIN = none */
     uint64_t headroom;        /* failed or slow calls eval_sec's test leaves before a rate could reach its threshold */
     uint8_t clear_tallies;    /* unlock_all zeroes the stripes' tallies (a new base) */
@@ -151,6 +190,19 @@ struct bw_breaker {
     /* The machine's window memory (unless striped), the name, the key, the config copy, the owner's tail, stripes. */
     alignas(8) unsigned char data[];
 };
+
+/*
+ * A state callers see, and why it changed: change_end returns the state, with
+ * the bw_reason in bits 8 and up when it differs from the state before (so
+ * `before != after` still says whether it moved).
+ */
+#define AFTER_STATE(a) ((a)&0xff)
+#define AFTER_WHY(a) ((a) >> 8)
+
+static BW_ALWAYS_INLINE unsigned lmask(const bw_breaker *b)
+{
+    return atomic_load_explicit(&((bw_breaker *)b)->listener_mask, memory_order_relaxed);
+}
 
 /* Events gathered under the lock and delivered after it. */
 typedef struct pending {
@@ -185,11 +237,56 @@ static BW_ALWAYS_INLINE int following(const bw_breaker *b)
            bw__view_governs(&b->extra->view, b->m.state);
 }
 
-/* A BW_FAILURE settle's code becomes the breaker's last failure (in any state; no lock). */
-static BW_ALWAYS_INLINE void note_failure(bw_breaker *b, bw_outcome outcome, int code)
+/*
+ * note_failure for the quick paths, which have the settle's stamp at hand and
+ * carry no message (bw_settle_msg takes the general path): no call, so that
+ * they stay frameless.
+ */
+static BW_ALWAYS_INLINE void note_failure_at(bw_breaker *b, bw_outcome outcome, int code, int64_t stamp)
 {
-    if (outcome == BW_FAILURE)
+    if (outcome == BW_FAILURE) {
         atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+        if (b->cold) {
+            atomic_store_explicit(&b->cold->failed_at, stamp, memory_order_relaxed);
+            atomic_store_explicit(&b->cold->msg_word, 0, memory_order_relaxed);
+        }
+    }
+}
+
+/* The histogram's bounds in stamp units: nanoseconds, or (STAMP_SYS) TSC ticks (breaker.c). */
+extern const int64_t bw__bounds_ns[BW_DURATION_BUCKETS - 1];
+extern int64_t bw__bounds_sys[BW_DURATION_BUCKETS - 1];
+
+/* The histogram bucket of a span (stamp units): the first bound it does not exceed, or the last (+Inf). */
+static BW_ALWAYS_INLINE unsigned bucket_of(const bw_cells *c, int64_t span)
+{
+    unsigned i = 0;
+    while (i < BW_DURATION_BUCKETS - 1 && span > c->bounds[i])
+        i++;
+    return i;
+}
+
+static BW_ALWAYS_INLINE void cell_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* The bw_call_kind of a settled call (not stale). */
+static BW_ALWAYS_INLINE unsigned kind_of(bw_outcome outcome, unsigned slow)
+{
+    return outcome <= BW_FAILURE ? (unsigned)outcome | slow << 1 : outcome == BW_IGNORED ? 4u : 5u;
+}
+
+/*
+ * Count a call of `kind` that took `span` (stamp units) in cells whose lock the
+ * caller holds. A breaker that counts times every call (b->timed).
+ */
+static BW_ALWAYS_INLINE void count_locked(bw_cells *c, unsigned kind, int64_t span)
+{
+    span = span > 0 ? span : 0; /* a clock read on another CPU may be a little behind */
+    cell_add(&c->calls[kind], 1);
+    cell_add(&c->buckets[bucket_of(c, span)], 1);
+    cell_add(&c->sum, (uint64_t)span);
 }
 
 static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
@@ -197,6 +294,26 @@ static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
     if (BW_LIKELY(b->stamp_mode == STAMP_TICK))
         return bw__tick_now();
     return b->stamp_mode == STAMP_SYS ? bw__sys_stamp() : bw_clock_now(b->clock);
+}
+
+/* The message bw_settle_msg gives with the settle running on this thread (NULL: none). */
+extern _Thread_local const char *bw__settle_message;
+/* Keep bw__settle_message with b's last failure (just stored). */
+void bw__note_message(bw_breaker *b);
+
+/* A BW_FAILURE settle's code becomes the breaker's last failure (in any state; no lock). */
+static BW_ALWAYS_INLINE void note_failure(bw_breaker *b, bw_outcome outcome, int code)
+{
+    if (outcome == BW_FAILURE) {
+        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+        if (b->cold) {
+            atomic_store_explicit(&b->cold->failed_at, stamp_of(b), memory_order_relaxed);
+            if (BW_UNLIKELY(bw__settle_message != NULL))
+                bw__note_message(b);
+            else
+                atomic_store_explicit(&b->cold->msg_word, 0, memory_order_relaxed); /* a failure with no message */
+        }
+    }
 }
 
 static inline int64_t stamp_ns(const bw_breaker *b, int64_t stamp)
@@ -249,7 +366,14 @@ void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset);
 int bw__acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp);
 int bw__settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before, int *after);
 void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after);
-void bw__settle_events(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied, int before, int after);
+void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, int slow, int64_t span, int applied, int before,
+                       int after);
+/* Count a settled call (taking b's lock for it): `applied` as the machine's record says (-1 stale). */
+void bw__count_call(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied);
+/* Count a state change from -> to because of `why` (bw_reason), and a probe round it ended. */
+void bw__count_change(bw_breaker *b, int from, int to, int why);
+/* Count a store event (BW_EVENT_STORE_*). */
+void bw__count_store(bw_breaker *b, int type);
 /* The extra block, made on first need (NULL when out of memory). */
 bw_extra *bw__extra_of(bw_breaker *b);
 

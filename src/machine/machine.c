@@ -26,6 +26,15 @@ static void clear_probes(bw__machine *m)
     m->probe_failures = m->probe_slows = m->inconclusive = 0;
 }
 
+/* Note why the transition being made happens (bw_reason and its figures). */
+static void because(bw__machine *m, int why, double rate, uint64_t total, uint32_t count)
+{
+    m->why = (uint8_t)why;
+    m->why_rate = rate;
+    m->why_total = total;
+    m->why_count = count;
+}
+
 static void trip(bw__machine *m, int64_t now)
 {
     m->state = BW_STATE_OPEN;
@@ -92,6 +101,7 @@ void bw__machine_init(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
     memset(m, 0, sizeof *m);
     bw__machine_bind(m, cfg, window_mem);
     m->state = cfg->initial_state;
+    because(m, BW_REASON_INITIAL, 0, 0, 0);
     m->open_wait = cfg->wait;
     if (cfg->policy == BW_POLICY_RATE && window_mem)
         bw__window_clear(&m->win);
@@ -137,7 +147,13 @@ static int evaluate(bw__machine *m, bw__now *now)
     /* Both rates are 0 without a failed or slow call: skip the divisions. */
     if (failed == 0 && slow == 0)
         return 0;
-    if (bw__rate_reached(failed, total, m->cfg.failure_rate) || bw__rate_reached(slow, total, m->cfg.slow_rate)) {
+    if (bw__rate_reached(failed, total, m->cfg.failure_rate)) {
+        because(m, BW_REASON_FAILURE_RATE, (double)failed / (double)total, total, 0);
+        trip(m, bw__now_get(now));
+        return 1;
+    }
+    if (bw__rate_reached(slow, total, m->cfg.slow_rate)) {
+        because(m, BW_REASON_SLOW_RATE, (double)slow / (double)total, total, 0);
         trip(m, bw__now_get(now));
         return 1;
     }
@@ -159,8 +175,10 @@ static void expire_half_open(bw__machine *m, bw__now *now)
 {
     if (m->state == BW_STATE_HALF_OPEN && m->cfg.max_wait_ho > 0) {
         int64_t t = bw__now_get(now);
-        if (bw__machine_round_expired(m, t))
+        if (bw__machine_round_expired(m, t)) {
+            because(m, BW_REASON_HALF_OPEN_TIMEOUT, 0, m->completed, 0);
             reopen(m, t, 1);
+        }
     }
 }
 
@@ -172,6 +190,7 @@ int bw__machine_acquire(bw__machine *m, bw__now *now, uint64_t *gen)
         int64_t t = bw__now_get(now);
         if (!open_elapsed(m, t))
             return 0;
+        because(m, BW_REASON_WAIT_ENDED, 0, 0, 0);
         to_half_open(m, t);
         break; /* the caller becomes probe 1 */
     }
@@ -194,8 +213,10 @@ static void record_closed(bw__machine *m, uint32_t stripe, int outcome, int slow
 {
     int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
     if (m->cfg.policy == BW_POLICY_CONSECUTIVE) {
-        if (bw__machine_closed_consecutive(m, failed) && check)
+        if (bw__machine_closed_consecutive(m, failed) && check) {
+            because(m, BW_REASON_CONSECUTIVE_FAILURES, 0, 0, m->cerr);
             trip(m, bw__now_get(now));
+        }
         return;
     }
     bw__window *w = bw__machine_stripe(m, stripe);
@@ -223,8 +244,10 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
             return;
         m->inconclusive++;
         uint32_t limit = m->cfg.policy == BW_POLICY_RATE ? m->cfg.permitted : m->cfg.success_threshold;
-        if (m->inconclusive >= limit)
+        if (m->inconclusive >= limit) {
+            because(m, BW_REASON_PROBES_INCONCLUSIVE, 0, m->inconclusive, m->inconclusive);
             reopen(m, bw__now_get(now), 0); /* nothing was learned: wait again */
+        }
         return;
     }
     int failed = outcome == BW_FAILURE;
@@ -235,23 +258,33 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
         if (failed) {
             m->cerr++;
             m->csucc = 0;
-            if (m->cerr >= m->cfg.error_threshold)
+            if (m->cerr >= m->cfg.error_threshold) {
+                because(m, BW_REASON_PROBES_FAILED, 0, m->completed, m->cerr);
                 reopen(m, bw__now_get(now), 1);
+            }
         } else {
             m->csucc++;
             m->cerr = 0;
-            if (m->csucc >= m->cfg.success_threshold)
+            if (m->csucc >= m->cfg.success_threshold) {
+                because(m, BW_REASON_PROBES_PASSED, 0, m->completed, m->csucc);
                 close_(m);
+            }
         }
         return;
     }
     if (m->completed < m->cfg.permitted)
         return;
-    if (bw__rate_reached(m->probe_failures, m->completed, m->cfg.failure_rate) ||
-        bw__rate_reached(m->probe_slows, m->completed, m->cfg.slow_rate))
+    double done = (double)m->completed;
+    if (bw__rate_reached(m->probe_failures, m->completed, m->cfg.failure_rate)) {
+        because(m, BW_REASON_PROBES_FAILED, m->probe_failures / done, m->completed, 0);
         reopen(m, bw__now_get(now), 1);
-    else
+    } else if (bw__rate_reached(m->probe_slows, m->completed, m->cfg.slow_rate)) {
+        because(m, BW_REASON_PROBES_FAILED, m->probe_slows / done, m->completed, 0);
+        reopen(m, bw__now_get(now), 1);
+    } else {
+        because(m, BW_REASON_PROBES_PASSED, m->probe_failures / done, m->completed, 0);
         close_(m);
+    }
 }
 
 int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now)
@@ -284,6 +317,7 @@ int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int out
 int bw__machine_advance(bw__machine *m, int64_t now)
 {
     if (m->state == BW_STATE_OPEN && open_elapsed(m, now)) {
+        because(m, BW_REASON_WAIT_ENDED, 0, 0, 0);
         to_half_open(m, now);
         return 1;
     }
@@ -313,25 +347,31 @@ int bw__machine_trip(bw__machine *m, int64_t now)
 {
     if (m->state != BW_STATE_CLOSED)
         return 0;
+    if (m->cfg.policy == BW_POLICY_CONSECUTIVE && m->cerr >= m->cfg.error_threshold)
+        because(m, BW_REASON_CONSECUTIVE_FAILURES, 0, 0, m->cerr);
+    else
+        because(m, BW_REASON_SHARED, 0, 0, 0); /* a trip learned elsewhere */
     trip(m, now);
     return 1;
 }
 
 void bw__machine_reset(bw__machine *m)
 {
+    because(m, BW_REASON_OPERATOR, 0, 0, 0);
     close_(m);
 }
 
 void bw__machine_apply(bw__machine *m, int state)
 {
     if (state == BW_STATE_CLOSED)
-        close_(m);
+        bw__machine_reset(m);
     else
         bw__machine_override(m, state);
 }
 
 void bw__machine_override(bw__machine *m, int state)
 {
+    because(m, BW_REASON_OPERATOR, 0, 0, 0);
     m->state = (uint8_t)state;
     clear_probes(m);
     m->cerr = m->csucc = 0;

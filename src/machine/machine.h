@@ -104,6 +104,11 @@ typedef struct bw__machine {
     uint32_t stride;
     uint32_t nwin;
     bw__mcfg cfg; /* read-only after init */
+    /* Why the last transition happened (bw_reason), with its figures (listener.h); cold: set by transitions. */
+    uint8_t why;
+    uint32_t why_count;
+    uint64_t why_total;
+    double why_rate;
 } bw__machine;
 
 /* Bytes of window memory bw__machine_init needs for this configuration. */

@@ -26,8 +26,10 @@ void bw__view_adopt(bw__view *v, bw__machine *m, int state, uint64_t gen, int64_
         v->state = BW_STATE_CLOSED;
         /* A shared recovery cuts this process's own OPEN short (interlock's rule). */
         if ((prev == BW_STATE_OPEN || prev == BW_STATE_HALF_OPEN) && gen > prev_gen &&
-            (m->state == BW_STATE_OPEN || m->state == BW_STATE_HALF_OPEN))
+            (m->state == BW_STATE_OPEN || m->state == BW_STATE_HALF_OPEN)) {
             bw__machine_reset(m);
+            m->why = BW_REASON_SHARED;
+        }
     }
     v->gen = gen;
     v->wait = wait;

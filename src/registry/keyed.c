@@ -74,8 +74,9 @@ typedef struct family {
     node *head, *tail; /* LRU: head is the most recently placed */
     params p;
     uint64_t seed;
-    size_t bytes; /* of the resident circuits */
-    int preset;   /* the state new circuits start in (bw_keyed_apply), or -1 */
+    size_t bytes;     /* of the resident circuits */
+    int preset;       /* the state new circuits start in (bw_keyed_apply), or -1 */
+    bw_counters gone; /* what evicted circuits had counted (bw_keyed_counters) */
 } family;
 
 /* Release one pin of circuit c (not a permit's: its settle does that). The last touch of c. */
@@ -89,6 +90,16 @@ static node *node_of(const bw_breaker *c)
 {
     const bw__owner *o = bw__breaker_owner(c);
     return o && o->parent ? o->node : NULL;
+}
+
+/* The breaker's listeners changed: every resident circuit reads them again (new ones do as they enter). */
+static void listeners_changed(bw__ext *x)
+{
+    family *k = (family *)x;
+    bw__spin_lock(&k->lock);
+    for (node *c = k->head; c; c = c->next)
+        bw__breaker_refresh(c->b);
+    bw__spin_unlock(&k->lock);
 }
 
 static void free_family(bw__ext *x)
@@ -120,6 +131,7 @@ static family *family_of(bw_breaker *b, int create)
     }
     const bw_config *cfg = bw__breaker_config(b);
     k->ext.free = free_family;
+    k->ext.listeners_changed = listeners_changed;
     atomic_init(&k->lock.v, 0);
     k->parent = b;
     k->p.max = cfg->keyed_max;
@@ -309,6 +321,9 @@ static int make_room_locked(family *k, int64_t now, node **victims)
         if (!c)
             break;
         remove_locked(k, c);
+        bw_counters n; /* its counts stay in the family's totals: counters never go down */
+        if (bw_breaker_counters(c->b, &n) == BW_OK)
+            bw_counters_add(&k->gone, &n);
         c->hnext = *victims;
         *victims = c;
     }
@@ -336,7 +351,7 @@ static int no_room(const family *k, const char *key, bw_error *err)
 static int circuit_new(family *k, const char *key, size_t len, uint64_t h, int64_t now, node **out, bw_error *err)
 {
     bw_breaker *b = k->parent;
-    bw__owner o = {NULL, b, key};
+    bw__owner o = {NULL, b, key, NULL};
     bw_breaker *c;
     void *tail;
     int rc = bw__breaker_make(bw_breaker_name(b), bw__breaker_config(b), 1, &o, sizeof(node), &c, &tail, err);
@@ -424,8 +439,8 @@ static int lookup(bw_breaker *b, const char *key, int create, bw_breaker **out, 
         int preset = k->preset;
         if (preset == applied) {
             rc = make_room_locked(k, now, &victims); /* again: others may have filled it meanwhile */
-            if (rc == BW_OK)
-                rc = insert_locked(k, n);
+            if (rc == BW_OK && (rc = insert_locked(k, n)) == BW_OK)
+                bw__breaker_refresh(n->b); /* under the lock a listeners_changed walk takes: none is missed */
         }
         bw__spin_unlock(&k->lock);
         free_chain(victims);
@@ -603,4 +618,56 @@ size_t bw_keyed_count(bw_breaker *b)
 size_t bw_keyed_bytes(bw_breaker *b)
 {
     return measure(b, 1);
+}
+
+int bw_keyed_counters(bw_breaker *b, bw_counters *out)
+{
+    if (!b || !out)
+        return BW_EINVAL;
+    const bw__owner *o = bw__breaker_owner(b);
+    if (o && o->parent)
+        return BW_EINVAL;
+    bw_counters own;
+    int rc = bw_breaker_counters(b, &own);
+    if (rc != BW_OK)
+        return rc;
+    memset(out, 0, sizeof *out);
+    out->counting = own.counting;
+    out->timed = own.timed;
+    out->state = own.state;
+    out->reason = own.reason;
+    out->has_last_failure = own.has_last_failure;
+    out->last_failure_code = own.last_failure_code;
+    out->last_failure_age_ns = own.last_failure_age_ns;
+    memcpy(out->last_failure_message, own.last_failure_message, sizeof own.last_failure_message);
+    family *k = family_of(b, 0);
+    if (!k)
+        return BW_OK;
+    bw__spin_lock(&k->lock);
+    bw_counters_add(out, &k->gone);
+    for (node *c = k->head; c; c = c->next) {
+        bw_counters n;
+        if (bw_breaker_counters(c->b, &n) == BW_OK)
+            bw_counters_add(out, &n);
+    }
+    bw__spin_unlock(&k->lock);
+    return BW_OK;
+}
+
+size_t bw_keyed_each(bw_breaker *b, size_t max, void (*fn)(bw_breaker *circuit, void *user), void *user)
+{
+    if (!b || !fn)
+        return 0;
+    const bw__owner *o = bw__breaker_owner(b);
+    if (o && o->parent)
+        return 0;
+    family *k = family_of(b, 0);
+    if (!k)
+        return 0;
+    size_t n = 0;
+    bw__spin_lock(&k->lock);
+    for (node *c = k->head; c && (max == 0 || n < max); c = c->next, n++)
+        fn(c->b, user);
+    bw__spin_unlock(&k->lock);
+    return n;
 }

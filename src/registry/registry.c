@@ -22,6 +22,7 @@
 #include "base/hash.h"
 #include "base/name.h"
 #include "core/core.h"
+#include "core/fanout.h"
 #include "registry/keyed_internal.h"
 
 /* A slot: the breaker, its name's hash, and the name's first bytes (so that a lookup reads no breaker). */
@@ -48,6 +49,8 @@ struct bw_registry {
     size_t count, cap;
     int preset;        /* the state new breakers start in (bw_registry_apply), or -1 */
     bw_verb preset_by; /* the verb that set it */
+    bw__owner owner;   /* what its breakers are made with: its listeners (fan) */
+    bw__fanout *fan;   /* the registry's listeners, heard by every breaker after its own */
 };
 
 static rtab *tab_new(size_t slots)
@@ -119,6 +122,16 @@ int bw_registry_new(const bw_config *defaults, bw_registry **out, bw_error *err)
         bw_config_free(d);
         return bw__fail(err, BW_ESYS, "", "could not create the registry's mutex");
     }
+    r->fan = bw__fanout_new(NULL);
+    if (!r->fan) {
+        pthread_mutex_destroy(&r->mu);
+        pthread_mutex_destroy(&r->apply_mu);
+        free(r);
+        free(t);
+        bw_config_free(d);
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    }
+    r->owner.fan = r->fan;
     r->cfg = *d;
     bw_config_free(d);
     atomic_init(&r->tab, t);
@@ -141,6 +154,7 @@ void bw_registry_free(bw_registry *r)
         t = older;
     }
     free(r->order);
+    bw__fanout_free(r->fan);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->apply_mu);
     free(r);
@@ -207,8 +221,7 @@ static BW_NOINLINE int create(bw_registry *r, const char *name, size_t len, uint
         return bw__fail(err, rc, "", "out of memory");
     }
     /* The registry's defaults live as long as its breakers: borrowed; an override is copied. */
-    static const bw__owner registry_owner = {NULL, NULL, NULL};
-    rc = bw__breaker_make(name, override ? &merged : &r->cfg, !override, &registry_owner, 0, &b, NULL, err);
+    rc = bw__breaker_make(name, override ? &merged : &r->cfg, !override, &r->owner, 0, &b, NULL, err);
     if (rc != BW_OK) {
         pthread_mutex_unlock(&r->mu);
         return rc;
@@ -306,4 +319,33 @@ int bw_registry_apply(bw_registry *r, bw_verb v)
     pthread_mutex_unlock(&r->apply_mu);
     free(all);
     return rc;
+}
+
+int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64_t *id)
+{
+    if (!r || !l || !l->fn || !l->mask)
+        return BW_EINVAL;
+    int rc = bw__fanout_add(r->fan, l, id);
+    if (rc != BW_OK)
+        return rc;
+    /* Every breaker (and circuit) reads what it must report again; one made meanwhile did under mu. */
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->count; i++)
+        bw__breaker_refresh(r->order[i]);
+    pthread_mutex_unlock(&r->mu);
+    return BW_OK;
+}
+
+int bw_registry_remove_listener(bw_registry *r, uint64_t id)
+{
+    if (!r)
+        return BW_EINVAL;
+    int rc = bw__fanout_remove(r->fan, id);
+    if (rc != BW_OK)
+        return rc;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->count; i++)
+        bw__breaker_refresh(r->order[i]);
+    pthread_mutex_unlock(&r->mu);
+    return BW_OK;
 }

@@ -167,6 +167,7 @@ static int load_or_fresh(bw__shared_op *op, bw__machine *m, void *wmem, const bw
 static void report(bw__shared_op *op, const bw__machine *m)
 {
     op->after = m->state;
+    op->why = op->before != m->state ? m->why : 0;
     if (op->op != BW__OP_ACQUIRE || !op->ok)
         op->out_gen = m->gen;
     op->open_until = m->state == BW_STATE_OPEN ? bw__sat_add(m->opened_at, m->open_wait) : INT64_MAX;

@@ -54,6 +54,7 @@ typedef struct bw__shared_op {
     /* Out. */
     int64_t now;            /* the store's clock during the update */
     int before, after;      /* state before and after */
+    int why;                /* bw_reason of the last transition when before != after, else 0 */
     int ok;                 /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
     uint64_t out_gen;       /* the generation after (ACQUIRE: the permit's) */
     int64_t open_until;     /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
