@@ -21,6 +21,7 @@ allowed() {
     core) echo "base machine time share" ;;
     registry) echo "base core" ;;
     resilience) echo "base core time" ;;
+    observe) echo "base" ;;
     *) echo "?" ;;
     esac
 }

@@ -9,8 +9,14 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v nm >/dev/null 2>&1 || need="$need binutils"
 # Optional components: the sqlite: store builds when SQLite's headers are here.
 [ -e /usr/include/sqlite3.h ] || need="$need libsqlite3-dev"
+# The /metrics server (bw_metrics_serve) builds when pkg-config finds libmicrohttpd.
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+[ -e /usr/include/microhttpd.h ] || need="$need libmicrohttpd-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
+    # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.
+    { command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || need="$need prometheus"
+    command -v curl >/dev/null 2>&1 || need="$need curl"
 fi
 # make bench-ir counts instructions under valgrind (its callgrind.h comes with it).
 if [ "${1:-}" = "--bench-ir" ]; then

@@ -26,5 +26,6 @@
 #include "retry.h"
 #include "store.h"
 #include "timeout.h"
+#include "observe.h"
 
 #endif
