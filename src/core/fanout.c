@@ -26,11 +26,11 @@ typedef struct list {
 } list;
 
 struct bw__fanout {
-    _Atomic(list *) cur;      /* NULL: no listener */
-    _Atomic unsigned mask;    /* cur's mask */
-    _Atomic uint32_t active;  /* deliveries running */
-    _Atomic int has_retired;  /* `retired` is not empty (read without the mutex) */
-    pthread_mutex_t mu;       /* writers; guards `retired` */
+    _Atomic(list *) cur;     /* NULL: no listener */
+    _Atomic unsigned mask;   /* cur's mask */
+    _Atomic uint32_t active; /* deliveries running */
+    _Atomic int has_retired; /* `retired` is not empty (read without the mutex) */
+    pthread_mutex_t mu;      /* writers; guards `retired` */
     list *retired;
     bw__fanout *up;
 };

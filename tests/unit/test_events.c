@@ -238,12 +238,12 @@ static void test_counters(void)
 {
     clock_fresh(CLOCKFIX_START);
     bw_breaker *b = rate_breaker("count", NULL);
-    call_took(b, 0, BW_SUCCESS);                  /* bucket 0 */
-    call_took(b, 3 * MS, BW_SUCCESS);             /* <= 5 ms: bucket 1 */
-    call_took(b, 200 * MS, BW_SUCCESS);           /* slow, <= 250 ms: bucket 6 */
-    call_took(b, 20 * S, BW_FAILURE);             /* slow failure, +Inf */
-    call_took(b, MS, BW_IGNORED);                 /* bucket 0 */
-    call_took(b, 2 * MS, BW_UNREACHABLE);         /* bucket 1 */
+    call_took(b, 0, BW_SUCCESS);          /* bucket 0 */
+    call_took(b, 3 * MS, BW_SUCCESS);     /* <= 5 ms: bucket 1 */
+    call_took(b, 200 * MS, BW_SUCCESS);   /* slow, <= 250 ms: bucket 6 */
+    call_took(b, 20 * S, BW_FAILURE);     /* slow failure, +Inf */
+    call_took(b, MS, BW_IGNORED);         /* bucket 0 */
+    call_took(b, 2 * MS, BW_UNREACHABLE); /* bucket 1 */
     bw_permit stale;
     CHECK_OK(bw_acquire(b, &stale, NULL));
     CHECK_OK(bw_breaker_force_open(b));
