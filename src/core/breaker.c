@@ -836,7 +836,7 @@ int bw_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why)
 
 /* Record through the machine with every lock held. */
 static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before,
-                                int *after)
+                                int *after, tally *t)
 {
     change c = change_begin(b);
     uint32_t stripe = 0;
@@ -846,6 +846,9 @@ static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome,
         atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
     }
     int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
+    if (t && applied < 0)
+        t->kind = BW_CALL_STALE;
+    tally_locked(b->cells, t);
     *before = c.before;
     *after = change_end(b, &c);
     coord_trip(b, &c);
@@ -854,7 +857,7 @@ static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome,
 
 int bw__settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before, int *after)
 {
-    return settle_locked(b, gen, outcome, slow, now, before, after);
+    return settle_locked(b, gen, outcome, slow, now, before, after, NULL);
 }
 
 /*
@@ -913,7 +916,8 @@ enum { STRIPE_MOVED = -1, STRIPE_NOT_CLOSED = -2, STRIPE_TEST = 0, STRIPE_DONE =
  * STRIPE_NOT_CLOSED (another state): nothing recorded. The tally this adds
  * before it knows is at worst an overcount, which only makes a test run.
  */
-static BW_ALWAYS_INLINE int stripe_record(bw_breaker *b, uint64_t gen, unsigned failed, unsigned slow, int64_t t)
+static BW_ALWAYS_INLINE int stripe_record(bw_breaker *b, uint64_t gen, unsigned failed, unsigned slow, int64_t t,
+                                          tally *ty)
 {
     unsigned bad = failed | slow;
     bw_stripe *s = my_stripe(b);
@@ -927,6 +931,7 @@ static BW_ALWAYS_INLINE int stripe_record(bw_breaker *b, uint64_t gen, unsigned 
         r = STRIPE_NOT_CLOSED;
     } else {
         bw__window_time_record(&s->win, failed, slow, t);
+        tally_locked(b->cells ? &s->cells : NULL, ty);
         r = st == BW_STATE_METRICS_ONLY || stripe_done(b, s, bad, tallied) ? STRIPE_DONE : STRIPE_TEST;
     }
     stripe_unlock(s, 0);
@@ -954,15 +959,15 @@ static BW_NOINLINE int striped_test(bw_breaker *b, uint64_t gen, bw__now *now, i
 
 /* CLOSED or METRICS_ONLY on a striped window: record into this thread's stripe. */
 static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now,
-                                      int *before, int *after)
+                                      int *before, int *after, tally *ty)
 {
     unsigned failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE;
     int64_t t = bw__now_get(now);
-    switch (stripe_record(b, gen, failed, slow != 0, t)) {
+    switch (stripe_record(b, gen, failed, slow != 0, t, ty)) {
     case STRIPE_MOVED:
         return -1;
     case STRIPE_NOT_CLOSED:
-        return settle_locked(b, gen, outcome, slow, now, before, after);
+        return settle_locked(b, gen, outcome, slow, now, before, after, ty);
     case STRIPE_DONE:
         return 1;
     default:
@@ -1054,7 +1059,7 @@ static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp
  * lock: if anything moved since the caller read it, the general path decides.
  */
 static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome outcome, int slow, int64_t stamp,
-                                        int have, int *before, int *after)
+                                        int have, int *before, int *after, tally *t)
 {
     int failed = outcome == BW_FAILURE || outcome == BW_UNREACHABLE; /* b->unrecorded filtered the rest */
     bw__spin_lock(&b->lock);
@@ -1062,6 +1067,7 @@ static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome ou
         bw__spin_unlock(&b->lock);
         return -2;
     }
+    tally_locked(b->cells, t);
     int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
                                      : bw__machine_closed_consecutive(&b->m, failed);
     if (BW_UNLIKELY(test))
@@ -1077,25 +1083,27 @@ static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome ou
  * the round expired, or this probe decides it), having changed nothing.
  */
 static BW_ALWAYS_INLINE int settle_probe(bw_breaker *b, uint64_t w, bw_outcome outcome, int slow, int64_t stamp,
-                                         int have)
+                                         int have, tally *t)
 {
     int64_t now = b->m.cfg.max_wait_ho > 0 ? (have ? stamp_ns(b, stamp) : now_of(b)) : 0;
     bw__spin_lock(&b->lock);
     int ok = load_word(b) == w && !bw__machine_round_expired(&b->m, now) &&
              bw__machine_probe_tally(&b->m, outcome == BW_FAILURE, slow != 0);
+    if (ok)
+        tally_locked(b->cells, t);
     bw__spin_unlock(&b->lock);
     return ok ? 1 : -2;
 }
 
 /* Everything but the fast CLOSED record: a striped window, or the machine under every lock. */
 static BW_NOINLINE int settle_general(bw_breaker *b, uint64_t gen, unsigned st, bw_outcome outcome, int slow,
-                                      int64_t stamp, int have, int *before, int *after)
+                                      int64_t stamp, int have, int *before, int *after, tally *t)
 {
     lazy_clock lc = {b, stamp, have};
     bw__now now = {0, 0, bw__lazy_read, &lc};
     if (b->stripes && (st == BW_STATE_CLOSED || st == BW_STATE_METRICS_ONLY))
-        return settle_striped(b, gen, outcome, slow, &now, before, after);
-    return settle_locked(b, gen, outcome, slow, &now, before, after);
+        return settle_striped(b, gen, outcome, slow, &now, before, after, t);
+    return settle_locked(b, gen, outcome, slow, &now, before, after, t);
 }
 
 /* Every settle: `timed_out` marks the call slow whenever slow-call detection is on. */
@@ -1119,21 +1127,22 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
 
     int applied = -1; /* stale unless the generation is still the permit's */
     int before = 0, after = 0;
+    tally t = {kind_of(outcome, slow != 0), span, 0}; /* counted by whichever lock records the call */
     uint64_t w = load_word(b);
     if (BW_LIKELY((w >> 3) == p->generation_)) {
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
         else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != FAST_TIME) &&
-                 (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after)) != -2)
+                 (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after, &t)) != -2)
             ;
         else if (st == BW_STATE_HALF_OPEN && !b->extra && outcome <= BW_FAILURE &&
-                 (applied = settle_probe(b, w, outcome, slow, stamp, have)) != -2)
+                 (applied = settle_probe(b, w, outcome, slow, stamp, have, &t)) != -2)
             ;
         else
-            applied = settle_general(b, w >> 3, st, outcome, slow, stamp, have, &before, &after);
+            applied = settle_general(b, w >> 3, st, outcome, slow, stamp, have, &before, &after, &t);
     }
-    if (b->cold)
+    if (b->cells && !t.done)
         bw__count_call(b, outcome, slow, span, applied);
     if (BW_UNLIKELY(lmask(b) | (unsigned)(before != after)))
         bw__settle_events(b, outcome, failure_code, slow, span, applied, before, after);
@@ -1287,12 +1296,11 @@ static BW_NOINLINE int settle_quick_probe(bw_breaker *b, bw_permit *p, bw_outcom
         stamp = stamp_of(b);
         slow = stamp - p->start_ns_ >= b->slow_stamp;
     }
-    if (settle_probe(b, w, outcome, slow, stamp, 1) == -2)
+    tally t = {kind_of(outcome, (unsigned)slow), stamp - p->start_ns_, 0};
+    if (settle_probe(b, w, outcome, slow, stamp, 1, &t) == -2)
         return settle_general_entry(b, p, outcome, code);
     p->magic_ = PERMIT_SETTLED;
     note_failure_at(b, outcome, code, stamp);
-    if (b->cold)
-        bw__count_call(b, outcome, slow, stamp - p->start_ns_, 1);
     return BW_OK;
 }
 

@@ -277,6 +277,13 @@ static BW_ALWAYS_INLINE unsigned kind_of(bw_outcome outcome, unsigned slow)
     return outcome <= BW_FAILURE ? (unsigned)outcome | slow << 1 : outcome == BW_IGNORED ? 4u : 5u;
 }
 
+/* A settled call to count once, under whichever lock records it (`done` once counted). */
+typedef struct tally {
+    unsigned kind; /* bw_call_kind */
+    int64_t span;  /* stamp units */
+    int done;
+} tally;
+
 /*
  * Count a call of `kind` that took `span` (stamp units) in cells whose lock the
  * caller holds. A breaker that counts times every call (b->timed).
@@ -287,6 +294,15 @@ static BW_ALWAYS_INLINE void count_locked(bw_cells *c, unsigned kind, int64_t sp
     cell_add(&c->calls[kind], 1);
     cell_add(&c->buckets[bucket_of(c, span)], 1);
     cell_add(&c->sum, (uint64_t)span);
+}
+
+/* Count t in cells c (may be NULL: not counting) with their lock held, unless t is NULL or counted already. */
+static BW_ALWAYS_INLINE void tally_locked(bw_cells *c, tally *t)
+{
+    if (c && t && !t->done) {
+        count_locked(c, t->kind, t->span);
+        t->done = 1;
+    }
 }
 
 static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
