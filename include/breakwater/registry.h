@@ -113,8 +113,8 @@ BW_API int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64
 
 /*
  * bw_registry_remove_listener — remove the registry's listener `id` (as
- * bw_breaker_remove_listener). Returns BW_OK, BW_EINVAL (NULL r) or BW_ESTATE
- * (no such listener). Thread safety: as bw_registry_add_listener.
+ * bw_breaker_remove_listener). Returns BW_OK, BW_EINVAL (NULL r), BW_ESTATE
+ * (no such listener) or BW_ENOMEM (it stays). Thread safety: as bw_registry_add_listener.
  */
 BW_API int bw_registry_remove_listener(bw_registry *r, uint64_t id);
 

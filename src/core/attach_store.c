@@ -39,7 +39,7 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
         /* Stored, and nothing to recover: the word never changes, so no engine lock. */
         bw__link_health(l, rc, op);
         if (BW_UNLIKELY(op->before != op->after)) {
-            bw__count_change(b, op->before, op->after, op->why);
+            bw__note_shared(b, op->before, op->after, op->why);
             bw__add_change(b, &ev, op->before, op->after | op->why << 8);
         }
         bw__deliver(b, &ev);
@@ -58,7 +58,7 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
                        op->open_wait, op->failed_rounds, now);
     int after = bw__change_end(b, &c);
     if (rc == BW_OK && stored && op->before != op->after) {
-        bw__count_change(b, op->before, op->after, op->why);
+        bw__note_shared(b, op->before, op->after, op->why);
         bw__add_change(b, &ev, op->before, op->after | op->why << 8);
     }
     bw__announce(b, &ev, c.before, after, 0);
@@ -210,14 +210,15 @@ BW_NOINLINE int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *wh
     return BW_OK;
 }
 
-BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
+BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                                  const char *msg)
 {
     bw__link *l = link_of(b);
     int leased = p->magic_ == PERMIT_LEASED;
     p->magic_ = PERMIT_SETTLED;
     int64_t span = stamp_of(b) - p->start_ns_;
     int slow = timed_out ? b->slow_stamp != INT64_MAX : span >= b->slow_stamp;
-    note_failure(b, outcome, failure_code);
+    note_failure(b, outcome, failure_code, msg);
     int applied = -1, stored = 0, before = 0, after = 0;
     int st = bw__link_stored_state(l);
     if (!leased && ((b->unrecorded >> outcome) & 1) &&
@@ -246,7 +247,7 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
     }
     bw__count_call(b, outcome, slow, span, applied);
     if (lmask(b) || before != after)
-        bw__settle_events(b, outcome, failure_code, slow, span, applied, before, after);
+        bw__settle_events(b, outcome, failure_code, msg, slow, span, applied, before, after);
     return BW_OK;
 }
 

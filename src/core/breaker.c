@@ -116,7 +116,7 @@ static void publish(bw_breaker *b)
 static inline change change_begin(bw_breaker *b)
 {
     lock_all(b);
-    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0, 0};
+    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0, 0, 0};
     return c;
 }
 
@@ -134,25 +134,47 @@ static BW_NOINLINE void change_end_moved(bw_breaker *b)
  * breaker's record, which its events read, and return `after` with the reason
  * (AFTER_WHY).
  */
-static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, int moved)
+/* Write the record of the last transition (b's lock held: its writers are serialised). */
+static void write_why(bw_breaker *b, int after, int why, double rate, uint64_t total, uint32_t count)
 {
-    int why = moved ? b->m.why : BW_REASON_SHARED;
     uint32_t seq = atomic_load_explicit(&b->why_seq, memory_order_relaxed);
     atomic_store_explicit(&b->why_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&b->why, (uint32_t)after << 8 | (uint32_t)why, memory_order_relaxed);
-    double rate = moved ? b->m.why_rate : 0;
     uint64_t bits;
     memcpy(&bits, &rate, sizeof bits);
     atomic_store_explicit(&b->why_rate, bits, memory_order_relaxed);
-    atomic_store_explicit(&b->why_total, moved ? b->m.why_total : 0, memory_order_relaxed);
-    atomic_store_explicit(&b->why_count, moved ? b->m.why_count : 0, memory_order_relaxed);
+    atomic_store_explicit(&b->why_total, total, memory_order_relaxed);
+    atomic_store_explicit(&b->why_count, count, memory_order_relaxed);
     atomic_store_explicit(&b->why_seq, seq + 2, memory_order_release);
-    bw__count_change(b, c->before, after, why);
+}
+
+static void count_change(bw_breaker *b, int from, int to, int why);
+
+static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, int moved)
+{
+    int why = moved ? b->m.why : BW_REASON_SHARED;
+    if (moved)
+        write_why(b, after, why, b->m.why_rate, b->m.why_total, b->m.why_count);
+    else
+        write_why(b, after, why, 0, 0, 0);
+    if (!c->nocount)
+        count_change(b, c->before, after, why);
     return after | why << 8;
 }
 
-void bw__count_change(bw_breaker *b, int from, int to, int why)
+void bw__note_shared(bw_breaker *b, int from, int to, int why)
+{
+    if (!why)
+        why = BW_REASON_SHARED;
+    bw__spin_lock(&b->lock);
+    write_why(b, to, why, 0, 0, 0);
+    bw__spin_unlock(&b->lock);
+    count_change(b, from, to, why);
+}
+
+/* Count a state change from -> to because of `why` (bw_reason), and a probe round it ended. */
+static void count_change(bw_breaker *b, int from, int to, int why)
 {
     if (!b->cold || (unsigned)from > BW_STATE_METRICS_ONLY || (unsigned)to > BW_STATE_METRICS_ONLY)
         return;
@@ -684,7 +706,7 @@ static BW_ALWAYS_INLINE void put_why(const bw_breaker *b, bw_rejection *why, int
 /* Count a rejection by the rejecting state (OPEN, HALF_OPEN or FORCED_OPEN). */
 static BW_ALWAYS_INLINE void count_rejection(bw_breaker *b, int state)
 {
-    if (b->cold)
+    if (b->cold && state >= BW_STATE_OPEN && state <= BW_STATE_FORCED_OPEN)
         atomic_fetch_add_explicit(&b->cold->rejected[state - BW_STATE_OPEN], 1, memory_order_relaxed);
 }
 
@@ -975,23 +997,20 @@ static BW_NOINLINE int settle_striped(bw_breaker *b, uint64_t gen, bw_outcome ou
     }
 }
 
-_Thread_local const char *bw__settle_message;
-
-void bw__note_message(bw_breaker *b)
+void bw__note_message(bw_breaker *b, uint64_t word, const char *msg)
 {
     bw_cold *k = b->cold;
     bw__spin_lock(&k->msg_lock);
-    size_t n = strnlen(bw__settle_message, sizeof k->msg - 1);
-    memcpy(k->msg, bw__settle_message, n);
+    size_t n = strnlen(msg, sizeof k->msg - 1);
+    memcpy(k->msg, msg, n);
     k->msg[n] = 0;
-    atomic_store_explicit(&k->msg_word, atomic_load_explicit(&b->last_failure, memory_order_relaxed),
-                          memory_order_relaxed);
+    atomic_store_explicit(&k->msg_word, word, memory_order_relaxed);
     bw__spin_unlock(&k->msg_lock);
 }
 
 /* The events of a settle (CALL, then any state change). */
-BW_NOINLINE void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, int slow, int64_t span, int applied,
-                                   int before, int after)
+BW_NOINLINE void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, const char *msg, int slow, int64_t span,
+                                   int applied, int before, int after)
 {
     pending ev;
     ev.n = 0;
@@ -1002,7 +1021,7 @@ BW_NOINLINE void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, 
         e.stale = applied < 0;
         e.duration_ns = b->timed ? span_ns(b, span) : 0;
         e.rc = code;
-        e.message = bw__settle_message;
+        e.message = msg;
         ev.ev[ev.n++] = e;
     }
     bw__announce(b, &ev, before, after, 0);
@@ -1017,14 +1036,12 @@ BW_NOINLINE void bw__count_call(bw_breaker *b, bw_outcome outcome, int slow, int
     if (!b->cells)
         return;
     bw__spin_lock(&b->lock);
-    if (applied < 0)
-        cell_add(&b->cells->calls[BW_CALL_STALE], 1);
-    else
-        count_locked(b->cells, kind_of(outcome, slow != 0), span);
+    count_locked(b->cells, applied < 0 ? BW_CALL_STALE : kind_of(outcome, slow != 0), span);
     bw__spin_unlock(&b->lock);
 }
 
-static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                                    const char *msg);
 
 void bw__permit_pin(bw_permit *p)
 {
@@ -1041,7 +1058,7 @@ static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp
 {
     lazy_clock lc = {b, stamp, have};
     bw__now now = {0, 0, bw__lazy_read, &lc};
-    change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0}; /* the word said CLOSED, under the lock */
+    change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0, 0}; /* the word said CLOSED, under the lock */
     if (b->fast == FAST_COUNT)
         bw__machine_evaluate(&b->m, &now);
     else
@@ -1106,13 +1123,17 @@ static BW_NOINLINE int settle_general(bw_breaker *b, uint64_t gen, unsigned st, 
     return settle_locked(b, gen, outcome, slow, &now, before, after, t);
 }
 
-/* Every settle: `timed_out` marks the call slow whenever slow-call detection is on. */
-static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
+/*
+ * Every settle: `timed_out` marks the call slow whenever slow-call detection is
+ * on; `msg` (may be NULL) is bw_settle_msg's message.
+ */
+static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                         const char *msg)
 {
     if (BW_UNLIKELY(!b || !p || (unsigned)outcome > BW_UNREACHABLE))
         return BW_EINVAL;
     if (BW_UNLIKELY(p->magic_ != PERMIT_LIVE || p->breaker_ != b))
-        return settle_other(b, p, outcome, failure_code, timed_out);
+        return settle_other(b, p, outcome, failure_code, timed_out, msg);
     p->magic_ = PERMIT_SETTLED;
 
     int slow = 0, have = 0;
@@ -1123,7 +1144,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         span = stamp - p->start_ns_;
         slow = timed_out ? b->slow_stamp != INT64_MAX : span >= b->slow_stamp;
     }
-    note_failure(b, outcome, failure_code);
+    note_failure(b, outcome, failure_code, msg);
 
     int applied = -1; /* stale unless the generation is still the permit's */
     int before = 0, after = 0;
@@ -1145,23 +1166,24 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
     if (b->cells && !t.done)
         bw__count_call(b, outcome, slow, span, applied);
     if (BW_UNLIKELY(lmask(b) | (unsigned)(before != after)))
-        bw__settle_events(b, outcome, failure_code, slow, span, applied, before, after);
+        bw__settle_events(b, outcome, failure_code, msg, slow, span, applied, before, after);
     return BW_OK;
 }
 
 /*
- * Two copies of settle() only (the general one and the rare timed-out one):
- * with more, link-time inlining stopped inlining the machine's record into
- * them, which cost 1.4 ns a call.
+ * Two copies of settle() only (the general one, and the rare one for a timed-out
+ * call or a message): with more, link-time inlining stopped inlining the
+ * machine's record into them, which cost 1.4 ns a call.
  */
 static BW_NOINLINE BW_FLATTEN int settle_general_entry(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
-    return settle(b, p, outcome, code, 0);
+    return settle(b, p, outcome, code, 0, NULL);
 }
 
-static BW_NOINLINE int settle_timed_out(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code)
+static BW_NOINLINE int settle_rare(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                                   const char *msg)
 {
-    return settle(b, p, outcome, failure_code, 1);
+    return settle(b, p, outcome, failure_code, timed_out, msg);
 }
 
 /* A trip on the quick path (below), with b's lock held on entry. */
@@ -1422,7 +1444,8 @@ int bw_settle_ex(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_co
  * (bw_keyed_acquire): settle it on its breaker, then drop the pin. The unpin
  * is the last touch of the breaker: after it its owner may free it.
  */
-static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out)
+static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                                    const char *msg)
 {
     uint32_t magic = p->magic_ & ~PERMIT_PIN;
     int pinned = (p->magic_ & PERMIT_PIN) != 0;
@@ -1433,10 +1456,10 @@ static BW_NOINLINE int settle_other(bw_breaker *b, bw_permit *p, bw_outcome outc
     p->magic_ = magic;
     int rc;
     if (magic != PERMIT_LIVE)
-        rc = bw__shared_settle(c, p, outcome, failure_code, timed_out);
+        rc = bw__shared_settle(c, p, outcome, failure_code, timed_out, msg);
     else
-        rc = timed_out ? settle_timed_out(c, p, outcome, failure_code)
-                       : settle_general_entry(c, p, outcome, failure_code);
+        rc = timed_out || msg ? settle_rare(c, p, outcome, failure_code, timed_out, msg)
+                              : settle_general_entry(c, p, outcome, failure_code);
     if (pinned)
         bw__breaker_unpin(c, stamp_of(c)); /* the last touch */
     return rc;
@@ -1449,7 +1472,7 @@ int bw_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome)
 
 int bw_settle_timeout(bw_breaker *b, bw_permit *p, int failure_code)
 {
-    return settle_timed_out(b, p, BW_FAILURE, failure_code);
+    return settle_rare(b, p, BW_FAILURE, failure_code, 1, NULL);
 }
 
 bw_outcome bw__classify(bw_classifier_cb fn, void *user, int rc, void *arg)
@@ -1540,6 +1563,9 @@ static int apply_verb(bw_breaker *b, int target, int quiet)
     pending ev;
     ev.n = 0;
     change c = change_begin(b);
+    const bw__link *sl = link_of(b);
+    /* A preset is not a transition anyone made; a stored breaker's verb is counted as its store's transition. */
+    c.nocount = quiet || (sl && sl->c.mode == BW_STORE_STORED);
     bw__machine_apply(&b->m, target);
     if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
@@ -1623,8 +1649,7 @@ int bw_breaker_counters(const bw_breaker *cb, bw_counters *out)
     memset(out, 0, sizeof *out);
     out->counting = b->counting;
     out->timed = b->counting && b->timed;
-    int st = bw_breaker_state(b);
-    out->state = (bw_state)(st == (int)WORD_STORED ? b->m.state : st);
+    out->state = (bw_state)bw_breaker_state(b);
     uint32_t why = atomic_load_explicit(&b->why, memory_order_relaxed);
     out->reason = why ? (bw_reason)(why & 0xff) : BW_REASON_INITIAL;
     uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
@@ -1691,12 +1716,9 @@ void bw_counters_add(bw_counters *dst, const bw_counters *src)
 
 int bw_settle_msg(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, const char *message)
 {
-    /* The message reaches the failure's record (note_failure) and the CALL event through this thread's
-       bw__settle_message, while the settle still holds the circuit. */
-    bw__settle_message = message;
-    int rc = settle_general_entry(b, p, outcome, failure_code); /* the quick paths carry no message */
-    bw__settle_message = NULL;
-    return rc;
+    /* The quick paths carry no message: the general one keeps it with the failure (while the settle still
+       holds a keyed circuit) and gives it to the CALL event. */
+    return message ? settle_rare(b, p, outcome, failure_code, 0, message) : settle_quick(b, p, outcome, failure_code);
 }
 
 /* ---- listeners ---- */

@@ -215,8 +215,9 @@ typedef struct change {
     int before;  /* the state callers saw */
     int mbefore; /* the machine's own state */
     uint64_t gen;
-    int trip;  /* set by change_end: the machine tripped CLOSED -> OPEN */
-    int force; /* publish even if nothing above moved (a new shared view) */
+    int trip;    /* set by change_end: the machine tripped CLOSED -> OPEN */
+    int force;   /* publish even if nothing above moved (a new shared view) */
+    int nocount; /* a change the counters do not count (a preset; a stored breaker's verb: its store's counts) */
 } change;
 
 static inline bw__link *link_of(const bw_breaker *b)
@@ -312,20 +313,19 @@ static BW_ALWAYS_INLINE int64_t stamp_of(const bw_breaker *b)
     return b->stamp_mode == STAMP_SYS ? bw__sys_stamp() : bw_clock_now(b->clock);
 }
 
-/* The message bw_settle_msg gives with the settle running on this thread (NULL: none). */
-extern _Thread_local const char *bw__settle_message;
-/* Keep bw__settle_message with b's last failure (just stored). */
-void bw__note_message(bw_breaker *b);
+/* Keep `msg` (bw_settle_msg's) with b's last failure, whose word this settle just stored. */
+void bw__note_message(bw_breaker *b, uint64_t word, const char *msg);
 
 /* A BW_FAILURE settle's code becomes the breaker's last failure (in any state; no lock). */
-static BW_ALWAYS_INLINE void note_failure(bw_breaker *b, bw_outcome outcome, int code)
+static BW_ALWAYS_INLINE void note_failure(bw_breaker *b, bw_outcome outcome, int code, const char *msg)
 {
     if (outcome == BW_FAILURE) {
-        atomic_store_explicit(&b->last_failure, ((uint64_t)(uint32_t)code << 1) | 1, memory_order_relaxed);
+        uint64_t word = ((uint64_t)(uint32_t)code << 1) | 1;
+        atomic_store_explicit(&b->last_failure, word, memory_order_relaxed);
         if (b->cold) {
             atomic_store_explicit(&b->cold->failed_at, stamp_of(b), memory_order_relaxed);
-            if (BW_UNLIKELY(bw__settle_message != NULL))
-                bw__note_message(b);
+            if (BW_UNLIKELY(msg != NULL))
+                bw__note_message(b, word, msg);
             else
                 atomic_store_explicit(&b->cold->msg_word, 0, memory_order_relaxed); /* a failure with no message */
         }
@@ -382,12 +382,12 @@ void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset);
 int bw__acquire_locked(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp);
 int bw__settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome, int slow, bw__now *now, int *before, int *after);
 void bw__fill_rejection(bw_breaker *b, bw_rejection *why, int state, int64_t retry_after);
-void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, int slow, int64_t span, int applied, int before,
-                       int after);
+void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, const char *msg, int slow, int64_t span,
+                       int applied, int before, int after);
 /* Count a settled call (taking b's lock for it): `applied` as the machine's record says (-1 stale). */
 void bw__count_call(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied);
-/* Count a state change from -> to because of `why` (bw_reason), and a probe round it ended. */
-void bw__count_change(bw_breaker *b, int from, int to, int why);
+/* A stored breaker's transition in its store (no engine lock held): record why (as change_end does) and count it. */
+void bw__note_shared(bw_breaker *b, int from, int to, int why);
 /* Count a store event (BW_EVENT_STORE_*). */
 void bw__count_store(bw_breaker *b, int type);
 /* The extra block, made on first need (NULL when out of memory). */
@@ -415,7 +415,8 @@ void bw__store_release(bw_breaker *b);
 void bw__coord_trip(bw_breaker *b);
 /* Admission, settlement, snapshot and verbs of a breaker with a store. */
 int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st);
-int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out);
+int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
+                      const char *msg);
 int bw__shared_snapshot(bw_breaker *b, bw_snapshot *out);
 void bw__shared_verb(bw_breaker *b, int target);
 

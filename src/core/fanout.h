@@ -5,15 +5,26 @@
  * (a registry's breakers: the registry's).
  *
  * Locking: writers (add, remove, free) hold the fanout's mutex and replace the
- * list as a whole (copy, change, publish with one atomic store). A delivery
- * counts itself in `active` (one atomic add and one subtract), loads the
- * current list, and calls each listener whose mask wants the event. A replaced
- * list is kept on a retired chain until `active` is seen at 0 after it was
- * replaced (by the writer right after replacing it, by the last delivery to
- * end, or at the next writer, or at free): a delivery that loaded it counted
- * itself before loading, so it is in `active` until it ends. No delivery waits
- * for a writer, nor a writer for a delivery. A removed listener's release runs
- * when its last list is freed, with no lock held.
+ * list as a whole (copy, change, publish with one atomic exchange). A delivery
+ * takes no lock: it reads the epoch, counts itself in active[epoch & 1] (one
+ * atomic addition), loads the current list, calls each listener whose mask
+ * wants the event, and counts itself out.
+ *
+ * Reclaiming a replaced list without waiting (two grace periods, as in RCU): a
+ * list replaced at epoch E is freed once the epoch reaches E + 2. The epoch
+ * moves from e to e + 1 only when active[(e - 1) & 1] is seen at 0 (under the
+ * mutex). A delivery that loaded the list counted itself before loading it, so
+ * before the replacement, in the parity of an epoch it read then (at most E,
+ * perhaps an older one of the same parity); both moves, to E + 1 and to E + 2,
+ * come after the replacement and each needs one parity drained, so together
+ * they saw that delivery end. A delivery that counts itself in a stale parity
+ * after a move loads the list only after it, so never a list replaced before.
+ * New deliveries count in the new parity, so the old one drains even under
+ * constant load. The moves are tried by every writer and by each delivery that
+ * ends its parity's count with lists waiting (a try-lock; a writer holding the
+ * mutex then looks again after unlocking). A removed listener's release runs
+ * when its last list is freed, with no lock held, on whichever thread freed it
+ * (a later writer or delivery, or the one that frees the fanout).
  */
 #ifndef BW_CORE_FANOUT_H
 #define BW_CORE_FANOUT_H

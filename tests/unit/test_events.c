@@ -267,11 +267,11 @@ static void test_counters(void)
     CHECK_INT(c.transitions[BW_STATE_CLOSED][BW_STATE_FORCED_OPEN], 1);
     CHECK_INT(c.transitions[BW_STATE_FORCED_OPEN][BW_STATE_CLOSED], 1);
     CHECK_INT(c.resets, 1);
-    CHECK_INT(c.duration_buckets[0], 2);
+    CHECK_INT(c.duration_buckets[0], 3); /* the success at 0 ms, the ignored one and the stale one */
     CHECK_INT(c.duration_buckets[1], 2);
     CHECK_INT(c.duration_buckets[6], 1);
     CHECK_INT(c.duration_buckets[BW_DURATION_BUCKETS - 1], 1);
-    CHECK_INT(c.duration_count, 6);
+    CHECK_INT(c.duration_count, 7);
     CHECK(fabs(c.duration_sum_s - (0.003 + 0.2 + 20 + 0.001 + 0.002)) < 1e-9);
     CHECK_INT(c.has_last_failure, 0); /* the reset cleared it */
     /* The last failure, with its message and age; a later failure without one clears the message. */
@@ -409,6 +409,74 @@ static void test_counters_quick(void)
     bw_config_free(cfg);
 }
 
+/* A listener that settles a failure on another breaker from inside a bw_settle_msg's event. */
+static bw_breaker *inner_b;
+static void settle_inner(const bw_event *e, void *user)
+{
+    (void)user;
+    if (e->type != BW_EVENT_CALL)
+        return;
+    bw_permit p;
+    CHECK_OK(bw_acquire(inner_b, &p, NULL));
+    CHECK_OK(bw_settle_ex(inner_b, &p, BW_FAILURE, 77));
+}
+
+/* A message belongs to its own settle: not to one a listener makes meanwhile. */
+static void test_message_scope(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    inner_b = rate_breaker("inner", NULL);
+    recorder *r = rec_new();
+    bw_config *cfg = bw_config_new();
+    CHECK_OK(bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_CALL), settle_inner, NULL));
+    bw_breaker *outer = rate_breaker("outer", cfg);
+    bw_config_free(cfg);
+    bw_listener l = {BW_EVENT_MASK(BW_EVENT_CALL), rec_listen, r, NULL};
+    CHECK_OK(bw_breaker_add_listener(inner_b, &l, NULL));
+    bw_permit p;
+    CHECK_OK(bw_acquire(outer, &p, NULL));
+    CHECK_OK(bw_settle_msg(outer, &p, BW_FAILURE, 500, "outer message"));
+    bw_counters c;
+    CHECK_OK(bw_breaker_counters(outer, &c));
+    CHECK_STR(c.last_failure_message, "outer message");
+    CHECK_OK(bw_breaker_counters(inner_b, &c));
+    CHECK_INT(c.last_failure_code, 77);
+    CHECK_STR(c.last_failure_message, "");
+    CHECK_INT(rec_count(r), 1);
+    CHECK(rec_nth(r, 0)->message == NULL || rec_nth(r, 0)->message[0] == 0);
+    CHECK_INT(rec_nth(r, 0)->rc, 77);
+    bw_breaker_free(outer);
+    bw_breaker_free(inner_b);
+    rec_free(r);
+}
+
+/* A stored breaker: an operator verb counts once (its store's transition), and the reason is the record's. */
+static void test_stored_counts(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *st = NULL;
+    CHECK_OK(bw_store_open("memory:", &st, NULL));
+    bw_config *cfg = bw_config_new();
+    CHECK_OK(bw_config_set_store(cfg, st, BW_STORE_STORED, NULL));
+    CHECK_OK(bw_config_set_window(cfg, BW_WINDOW_COUNT, 10, NULL));
+    bw_breaker *b = rate_breaker("stored", cfg);
+    bw_config_free(cfg);
+    CHECK_OK(bw_breaker_force_open(b));
+    CHECK_OK(bw_breaker_reset(b));
+    bw_counters c;
+    CHECK_OK(bw_breaker_counters(b, &c));
+    CHECK_INT(c.transitions[BW_STATE_CLOSED][BW_STATE_FORCED_OPEN], 1);
+    CHECK_INT(c.transitions[BW_STATE_FORCED_OPEN][BW_STATE_CLOSED], 1);
+    h_calls(b, 10, BW_FAILURE);
+    CHECK_OK(bw_breaker_counters(b, &c));
+    CHECK_INT(c.state, BW_STATE_OPEN);
+    CHECK_INT(c.reason, BW_REASON_FAILURE_RATE);
+    CHECK_INT(c.transitions[BW_STATE_CLOSED][BW_STATE_OPEN], 1);
+    CHECK_INT(c.calls[BW_CALL_FAILURE], 10);
+    bw_breaker_free(b);
+    bw_store_close(st);
+}
+
 /* Deliveries on many threads while a listener is added and removed over and over (ThreadSanitizer's case). */
 typedef struct churn {
     bw_breaker *b;
@@ -459,6 +527,54 @@ static void test_churn(void)
     CHECK_INT(churn_released, 2000); /* each release ran once, by the end */
 }
 
+/*
+ * A removed listener's release runs while other threads keep delivering
+ * (reclamation needs no quiet moment): 3 threads call without pause, with a
+ * slow CALL listener, so some delivery is nearly always running.
+ */
+static _Atomic int busy_released;
+static void busy_release(void *user)
+{
+    (void)user;
+    busy_released = 1;
+}
+
+/* A listener that takes a while (so that deliveries on the calling threads overlap). */
+static void slow_event(const bw_event *e, void *user)
+{
+    (void)e;
+    (void)user;
+    for (volatile int i = 0; i < 20000; i++)
+        ;
+}
+
+static void test_release_under_load(void)
+{
+    bw_config *cfg = bw_config_new();
+    CHECK_OK(bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_CALL), slow_event, NULL));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("busy", cfg, &b, NULL));
+    bw_config_free(cfg);
+    churn c = {b, 0};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, caller, &c);
+    uint64_t id;
+    bw_listener l = {BW_EVENT_MASK(BW_EVENT_CALL), count_event, NULL, busy_release};
+    CHECK_OK(bw_breaker_add_listener(b, &l, &id));
+    CHECK_OK(bw_breaker_remove_listener(b, id));
+    /* Bounded: 10 s at most (it takes microseconds). */
+    struct timespec ts = {0, 1000000};
+    for (int i = 0; i < 10000 && !busy_released; i++)
+        nanosleep(&ts, NULL);
+    int seen = busy_released;
+    c.stop = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    CHECK_INT(seen, 1);
+    bw_breaker_free(b);
+}
+
 int main(void)
 {
     RUN(test_many_listeners);
@@ -469,7 +585,10 @@ int main(void)
     RUN(test_rounds_and_off);
     RUN(test_keyed_counters);
     RUN(test_counters_quick);
+    RUN(test_message_scope);
+    RUN(test_stored_counts);
     RUN(test_churn);
+    RUN(test_release_under_load);
     clock_done();
     return TEST_SUMMARY();
 }
