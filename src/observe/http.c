@@ -3,16 +3,49 @@
  * its own polling thread, on a listening socket this file opens itself (so a
  * failure to listen reports the system's reason). GET (and HEAD) /metrics
  * answers the set's text in the format the Accept header asks for; any other
- * path is 404, any other method 405. Every connection times out after
- * CONN_TIMEOUT_S of silence, so no wait of the server's is unbounded.
+ * path is 404, any other method 405. Every request is answered on the
+ * handler's first call, as soon as its headers are in: a body is never read
+ * (libmicrohttpd discards it and closes the connection after the answer).
  * Built only when libmicrohttpd is found (CMakeLists.txt); http_none.c
  * stands in otherwise.
+ *
+ * What a client can hold: at most CONN_LIMIT connections at once, at most
+ * PER_IP_LIMIT of them from one address, each with a memory pool of
+ * CONN_MEMORY bytes for its request's headers (a larger head is refused), and
+ * closed after CONN_TIMEOUT_S without a byte read or written. That timeout is
+ * per idle period, not per request: a client that trickles a byte every few
+ * seconds keeps its connection, so PER_IP_LIMIT connections from each of two
+ * addresses can keep every other client out. The server is meant for a
+ * trusted network (loopback, a scrape network), not the internet (observe.h).
+ *
+ * The text is shared: one rendered text per format, kept as an MHD response
+ * that every request answered with it queues (libmicrohttpd counts the
+ * connections using a response and frees its buffer after the last one), and
+ * rendered again at a request when it is CACHE_MAX_AGE_NS old or older. So
+ * the scrapes of one second hold one copy of the text per format, not one
+ * each, and the text a scrape sees is at most CACHE_MAX_AGE_NS old. A replaced
+ * text lives on while a connection still sends it: the worst case (clients a
+ * second apart that never read) is one text per connection, CONN_LIMIT.
+ *
+ * Locking: `mu` protects `cache` and `hint` and nothing else; it is held
+ * while a text is looked up, rendered when stale, and queued (queueing takes
+ * the connection's reference before a later render can drop the cache's).
+ * Holding it while rendering is deliberate: a scrape arriving during a render
+ * waits for that render and shares its text instead of rendering its own copy;
+ * scrapes are rare and the handler runs on libmicrohttpd's one polling thread
+ * (MHD_USE_AUTO_INTERNAL_THREAD, no thread per connection), so nothing else
+ * ever waits on it there; stop takes it only after the daemon has stopped.
+ * A render takes each breaker's lock only briefly (bw_metrics_write), and no
+ * breaker code calls back into this file, so the order mu -> a breaker's lock
+ * is the only one. `answering` is atomic: the handler increments it when a
+ * metrics answer is queued, the completion callback decrements it, and stop
+ * reads it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,20 +59,55 @@
 #include "base/error.h"
 #include "breakwater/observe.h"
 
-#define CONN_TIMEOUT_S 10u /* a connection silent this long is closed */
-#define CONN_LIMIT 64u     /* connections at once */
+#define CONN_TIMEOUT_S 5u         /* a connection with no byte read or written this long is closed */
+#define CONN_LIMIT 16u            /* connections at once */
+#define PER_IP_LIMIT 8u           /* connections at once from one address */
+#define CONN_MEMORY (16u * 1024u) /* a connection's memory: its request head (about 14 KiB at most), answer head */
 #define BACKLOG 64
-#define STOP_WAIT_NS (INT64_C(10) * 1000000000) /* stop waits this long at most for answers in progress */
+#define CACHE_MAX_AGE_NS (INT64_C(1000000000)) /* a text this old is rendered again at the next scrape */
+
+#ifdef BW_TESTING
+/* The tests' hook: the cache's age limit instead of CACHE_MAX_AGE_NS when >= 0 (0: render at every scrape). */
+static _Atomic int64_t cache_age_override = -1;
+void bw__metrics_set_cache_age(int64_t ns);
+void bw__metrics_set_cache_age(int64_t ns)
+{
+    atomic_store(&cache_age_override, ns);
+}
+static int64_t cache_max_age(void)
+{
+    int64_t o = atomic_load(&cache_age_override);
+    return o >= 0 ? o : CACHE_MAX_AGE_NS;
+}
+#else
+#define cache_max_age() CACHE_MAX_AGE_NS
+#endif
+#define STOP_GRACE_NS (INT64_C(2) * 1000000000) /* stop waits this long at most for answers being sent */
+
+typedef struct cached {
+    struct MHD_Response *resp; /* the text, shared by the requests answered with it; NULL: none yet */
+    int64_t made_ns;           /* when it was rendered (CLOCK_MONOTONIC) */
+} cached;
 
 struct bw_metrics_server {
     struct MHD_Daemon *daemon;
     bw_metrics *m;
     int fd; /* the listening socket (MHD closes it unless quiesced) */
     int port;
-    atomic_int answering; /* requests between the handler's first call and their completion */
-    atomic_size_t hint;   /* the last text's size: the next buffer's */
-    char request_marker;  /* *con_cls of a request being answered */
+    atomic_int answering; /* metrics answers queued and not yet completed (sent, or the connection closed) */
+    pthread_mutex_t mu;   /* protects cache and hint */
+    cached cache[2];      /* by bw_metrics_format */
+    size_t hint[2];       /* the last text's size: the next render's buffer */
+    char answer_marker;   /* *con_cls of a request answered with the metrics (counted in answering) */
+    char other_marker;    /* *con_cls of a request answered otherwise */
 };
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 /* ---- Accept ---- */
 
@@ -150,41 +218,69 @@ static enum MHD_Result answer_static(struct MHD_Connection *conn, unsigned statu
     return ret;
 }
 
-static enum MHD_Result answer_metrics(bw_metrics_server *s, struct MHD_Connection *conn)
+/* A new text of format f, as a response (its buffer freed by MHD with it); NULL when it could not be made. */
+static struct MHD_Response *render(bw_metrics_server *s, bw_metrics_format f)
 {
-    bw_metrics_format format = negotiate(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
-    size_t cap = atomic_load_explicit(&s->hint, memory_order_relaxed);
+    size_t cap = s->hint[f];
     cap = cap + cap / 8 + 4096;
     char *buf = NULL;
     size_t len = 0;
     int rc = BW_ENOMEM;
     /* The text grows between two writes only by what was added meanwhile: a few tries suffice. */
-    for (int tries = 0; tries < 8; tries++) {
+    for (int tries = 0; tries < 4; tries++) {
         char *nb = realloc(buf, cap);
         if (!nb) {
             rc = BW_ENOMEM;
             break;
         }
         buf = nb;
-        rc = bw_metrics_write(s->m, format, buf, cap, &len);
+        rc = bw_metrics_write(s->m, f, buf, cap, &len);
         if (rc != BW_ELIMIT)
             break;
         cap = len + len / 8 + 4096;
     }
     if (rc != BW_OK) {
         free(buf);
-        return answer_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "the metrics could not be written\n", NULL);
+        return NULL;
     }
-    atomic_store_explicit(&s->hint, len, memory_order_relaxed);
+    s->hint[f] = len;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(buf);
-        return MHD_NO;
+        return NULL;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, bw_metrics_content_type(format));
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, bw_metrics_content_type(f)) != MHD_YES ||
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES) {
+        MHD_destroy_response(r);
+        return NULL;
+    }
+    return r;
+}
+
+static enum MHD_Result answer_metrics(bw_metrics_server *s, struct MHD_Connection *conn, void **con_cls)
+{
+    bw_metrics_format f = negotiate(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
+    pthread_mutex_lock(&s->mu);
+    cached *c = &s->cache[f];
+    int64_t now = mono_ns();
+    if (!c->resp || now - c->made_ns >= cache_max_age() || now < c->made_ns) {
+        struct MHD_Response *r = render(s, f);
+        if (!r) {
+            pthread_mutex_unlock(&s->mu);
+            *con_cls = &s->other_marker;
+            return answer_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "the metrics could not be written\n", NULL);
+        }
+        if (c->resp)
+            MHD_destroy_response(c->resp); /* the cache's reference: freed once no connection sends it */
+        c->resp = r;
+        c->made_ns = now; /* its data is at least this old */
+    }
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, c->resp);
+    pthread_mutex_unlock(&s->mu);
+    if (ret == MHD_YES) {
+        *con_cls = &s->answer_marker;
+        atomic_fetch_add(&s->answering, 1);
+    }
     return ret;
 }
 
@@ -194,20 +290,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     bw_metrics_server *s = cls;
     (void)version;
     (void)upload_data;
-    if (!*con_cls) { /* the headers are in: answer on the next call, after any body */
-        *con_cls = &s->request_marker;
-        atomic_fetch_add(&s->answering, 1);
-        return MHD_YES;
-    }
-    if (*upload_data_size) { /* a body: nothing here takes one */
+    if (*con_cls) { /* answered already (a body arriving anyway): nothing here takes one */
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    /* The headers are in: answer now, before any body (libmicrohttpd then discards it and closes). */
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        *con_cls = &s->other_marker;
         return answer_static(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET /metrics is served here\n", "GET, HEAD");
-    if (strcmp(url, "/metrics") != 0)
+    }
+    if (strcmp(url, "/metrics") != 0) {
+        *con_cls = &s->other_marker;
         return answer_static(conn, MHD_HTTP_NOT_FOUND, "not found: this server serves GET /metrics only\n", NULL);
-    return answer_metrics(s, conn);
+    }
+    return answer_metrics(s, conn, con_cls);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
@@ -215,10 +311,9 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
     bw_metrics_server *s = cls;
     (void)conn;
     (void)toe;
-    if (*con_cls) {
-        *con_cls = NULL;
+    if (*con_cls == &s->answer_marker)
         atomic_fetch_sub(&s->answering, 1);
-    }
+    *con_cls = NULL;
 }
 
 /* ---- starting and stopping ---- */
@@ -282,12 +377,12 @@ int bw_metrics_serve(bw_metrics *m, const char *address, bw_metrics_server **out
     if (rc != BW_OK)
         return rc;
 
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    /* Close-on-exec from the start: a fork + exec on another thread meanwhile does not inherit it. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return bw__fail(err, BW_ESYS, "address", "cannot listen on %.60s: socket: %s", address, strerror(errno));
-    int one = 1, fl;
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
         int e = errno;
         close(fd);
         return bw__fail(err, BW_ESYS, "address", "cannot listen on %.60s: %s", address, strerror(e));
@@ -306,14 +401,21 @@ int bw_metrics_serve(bw_metrics *m, const char *address, bw_metrics_server **out
     s->m = m;
     s->fd = fd;
     atomic_init(&s->answering, 0);
-    atomic_init(&s->hint, 0);
-    s->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL, handle, s,
-                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned int)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONN_LIMIT,
-                                 MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        close(fd);
+        free(s);
+        return bw__fail(err, BW_ESYS, "", "could not create the metrics server's mutex");
+    }
+    s->daemon =
+        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET,
+                         (MHD_socket)fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned int)PER_IP_LIMIT, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;
         close(fd);
+        pthread_mutex_destroy(&s->mu);
         free(s);
         return bw__fail(err, BW_ESYS, "address", "cannot serve on %.60s: libmicrohttpd did not start (%s)", address,
                         e ? strerror(e) : "no reason given");
@@ -339,19 +441,21 @@ void bw_metrics_server_stop(bw_metrics_server *s)
 {
     if (!s)
         return;
-    /* Accept nothing new; let the answers in progress finish (bounded: a connection times out); stop. */
+    /* Accept nothing new; give the metrics answers being sent a short grace (a client that does not read
+       its answer is not waited for longer); stop, which closes every connection left. */
     MHD_socket quiesced = MHD_quiesce_daemon(s->daemon);
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&s->answering) > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((int64_t)(now.tv_sec - t0.tv_sec) * 1000000000 + (now.tv_nsec - t0.tv_nsec) >= STOP_WAIT_NS)
-            break;
+    int64_t t0 = mono_ns();
+    while (atomic_load(&s->answering) > 0 && mono_ns() - t0 < STOP_GRACE_NS) {
         struct timespec nap = {0, 2000000};
         nanosleep(&nap, NULL);
     }
     MHD_stop_daemon(s->daemon);
     if (quiesced != MHD_INVALID_SOCKET)
         close(quiesced);
+    /* No connection is left: the cache holds the last reference to each text. */
+    for (int f = 0; f < 2; f++)
+        if (s->cache[f].resp)
+            MHD_destroy_response(s->cache[f].resp);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }

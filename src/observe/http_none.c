@@ -24,3 +24,12 @@ void bw_metrics_server_stop(bw_metrics_server *s)
 {
     (void)s;
 }
+
+#ifdef BW_TESTING
+/* The tests' hook of http.c (the cache's age limit): nothing to set without a server. */
+void bw__metrics_set_cache_age(int64_t ns);
+void bw__metrics_set_cache_age(int64_t ns)
+{
+    (void)ns;
+}
+#endif

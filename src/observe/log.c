@@ -6,8 +6,19 @@
  * stack (LINE_BYTES, 2 KiB) and handed to the destination in one piece: one
  * fwrite + fflush under the FILE's own lock, one write(2) (retried on EINTR and
  * after a partial write), one syslog(3), or one call of the sink. Nothing is
- * allocated on that path. Fields come in a fixed order: ts level event name
- * [key] <the event's fields> [suppressed] [message] msg. Every field but the
+ * allocated on that path. All of it runs on the delivering thread, which is a
+ * breaker's caller: a destination that blocks (a full pipe or socket in
+ * blocking mode, a stalled journald, a FILE on a slow disk) holds that call up
+ * for as long (observe.h says so, and to use a sink with a queue of its own for
+ * such destinations). An fd is never waited for past what write(2) itself
+ * does: a write that fails (EAGAIN on a non-blocking fd that is full, or an
+ * error) drops the line, counted in `dropped` and reported as dropped=N on the
+ * next line written to the fd; when a line was cut short by a partial write,
+ * `torn` is set and the next line written starts with a newline, so the
+ * fragment stays a line of its own and never prefixes the next one.
+ *
+ * Fields come in a fixed order: ts level event name [key] <the event's
+ * fields> [suppressed] [dropped] [message] msg. Every field but the
  * user's `message` and the human `msg` is bounded (a name or a key is at most
  * 255 bytes), so those always fit; `message` is cut at MESSAGE_BYTES and `msg`
  * at what is left of the line, each ending in "..." when cut, never inside an
@@ -28,9 +39,10 @@
  *
  * Locking: `mu` protects `slots` (every field of every slot) and nothing else.
  * It is held only for a slot's bookkeeping (a clock read and a few compares),
- * never while a line is formatted or written. Everything else in a bw_log is
- * written once by bw_log_new and then only read, so any number of threads may
- * deliver to one log at once.
+ * never while a line is formatted or written. `dropped` and `torn` are atomic
+ * (a line's count is taken with an exchange and given back when that line is
+ * dropped too). Everything else in a bw_log is written once by bw_log_new and
+ * then only read, so any number of threads may deliver to one log at once.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -72,8 +84,11 @@ struct bw_log {
     unsigned mask;
     pthread_mutex_t mu; /* protects slots */
     slot slots[SLOTS];
+    _Atomic uint64_t dropped; /* fd: lines not written whole since the last line written (reported as dropped=N) */
+    atomic_int torn;          /* fd: the last line written stopped short of its newline */
 #ifdef BW_TESTING
-    _Atomic int64_t now_override; /* the rate limiter's clock when >= 0 (bw__log_set_now) */
+    _Atomic int64_t now_override;                             /* the rate limiter's clock when >= 0 (bw__log_set_now) */
+    ssize_t (*_Atomic write_hook)(int, const void *, size_t); /* write(2) when NULL (bw__log_set_write) */
 #endif
 };
 
@@ -160,8 +175,11 @@ int bw_log_new(const bw_log_options *o, bw_log **out, bw_error *err)
     for (int t = 0; t < N_TYPES; t++)
         if (level_of((bw_event_type)t, BW_STATE_CLOSED, 1) >= o->min_level)
             log->mask |= BW_EVENT_MASK(t);
+    atomic_init(&log->dropped, 0);
+    atomic_init(&log->torn, 0);
 #ifdef BW_TESTING
     atomic_init(&log->now_override, -1);
+    atomic_init(&log->write_hook, NULL);
 #endif
     *out = log;
     return BW_OK;
@@ -184,7 +202,29 @@ void bw__log_set_now(bw_log *log, int64_t mono_ns)
     if (log)
         atomic_store(&log->now_override, mono_ns);
 }
+
+/* The tests' build only: the fd destination's write(2) is fn instead (NULL: write(2) again), to make partial
+ * writes and EAGAIN at will. Declared by the tests themselves. */
+void bw__log_set_write(bw_log *log, ssize_t (*fn)(int, const void *, size_t));
+void bw__log_set_write(bw_log *log, ssize_t (*fn)(int, const void *, size_t))
+{
+    if (log)
+        atomic_store(&log->write_hook, fn);
+}
 #endif
+
+/* One write(2) of the fd destination (the tests' hook in their build). */
+static ssize_t fd_write(bw_log *log, int fd, const char *p, size_t n)
+{
+#ifdef BW_TESTING
+    ssize_t (*hook)(int, const void *, size_t) = atomic_load(&log->write_hook);
+    if (hook)
+        return hook(fd, p, n);
+#else
+    (void)log;
+#endif
+    return write(fd, p, n);
+}
 
 static int64_t limiter_now(bw_log *log)
 {
@@ -586,7 +626,7 @@ static void msg_add(char *m, size_t size, size_t *n, const char *fmt, ...)
 }
 
 /* The event's own fields, and its human text into m. */
-static void event_fields(line *l, const bw_event *e, uint64_t suppressed, char *m, size_t size)
+static void event_fields(line *l, const bw_event *e, uint64_t suppressed, uint64_t dropped, char *m, size_t size)
 {
     size_t n = 0;
     const char *name = e->name ? e->name : "";
@@ -691,6 +731,8 @@ static void event_fields(line *l, const bw_event *e, uint64_t suppressed, char *
     }
     if (suppressed > 0)
         field_fmt(l, "suppressed", "%llu", (unsigned long long)suppressed);
+    if (dropped > 0)
+        field_fmt(l, "dropped", "%llu", (unsigned long long)dropped);
     if (e->message && e->message[0] &&
         (e->type == BW_EVENT_CALL || e->type == BW_EVENT_STORE_DEGRADED || e->type == BW_EVENT_STORE_CORRUPT ||
          (unsigned)e->type >= N_TYPES))
@@ -699,23 +741,46 @@ static void event_fields(line *l, const bw_event *e, uint64_t suppressed, char *
 
 /* ---- delivery ---- */
 
-static void write_fd(int fd, const char *p, size_t n)
+/* One write(2), retried after EINTR. */
+static ssize_t write_once(bw_log *log, int fd, const char *p, size_t n)
 {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return; /* nothing to report it to: the line is lost */
-        }
-        if (w == 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
+    ssize_t w;
+    do
+        w = fd_write(log, fd, p, n);
+    while (w < 0 && errno == EINTR);
+    return w;
 }
 
-static void deliver(const bw_log *log, bw_log_level level, line *l)
+/*
+ * The line p (n bytes, its newline included) to fd; 0 when it was not written
+ * whole (dropped: the caller counts it). Bounded: every write(2) but an
+ * EINTR's moves the line on, and a write that moves nothing ends it.
+ */
+static int write_fd(bw_log *log, int fd, const char *p, size_t n)
+{
+    if (atomic_load_explicit(&log->torn, memory_order_relaxed) && atomic_exchange(&log->torn, 0)) {
+        /* The last line stopped short: end it, so that this one is a line of its own. */
+        if (write_once(log, fd, "\n", 1) != 1) {
+            atomic_store(&log->torn, 1);
+            return 0;
+        }
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write_once(log, fd, p + done, n - done);
+        if (w <= 0) {
+            /* EAGAIN (a non-blocking fd that is full) or an error: the line is given up, not waited for */
+            if (done > 0)
+                atomic_store(&log->torn, 1);
+            return 0;
+        }
+        done += (size_t)w;
+    }
+    return 1;
+}
+
+/* The line to the log's destination; 0 when an fd destination dropped it. */
+static int deliver(bw_log *log, bw_log_level level, line *l)
 {
     /* The tail kept free: the newline (FILE, fd) and the NUL. */
     l->buf[l->len] = '\n';
@@ -729,12 +794,13 @@ static void deliver(const bw_log *log, bw_log_level level, line *l)
         fflush(log->o.file);
         funlockfile(log->o.file);
     } else if (log->o.fd >= 0) {
-        write_fd(log->o.fd, l->buf, l->len + 1);
+        return write_fd(log, log->o.fd, l->buf, l->len + 1);
     } else if (log->o.syslog) {
         static const int prio[] = {LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERR};
         l->buf[l->len] = '\0';
         syslog(prio[level], "%s", l->buf);
     }
+    return 1;
 }
 
 static void on_event(const bw_event *e, void *user)
@@ -762,13 +828,18 @@ static void on_event(const bw_event *e, void *user)
     field_str(&l, "name", e->name, LINE_BYTES);
     if (e->key)
         field_str(&l, "key", e->key, LINE_BYTES);
+    /* fd: the lines dropped since the last one written, reported on this one (given back if it is dropped too) */
+    uint64_t dropped = 0;
+    if (log->o.fd >= 0 && atomic_load_explicit(&log->dropped, memory_order_relaxed))
+        dropped = atomic_exchange(&log->dropped, 0);
     char m[MSG_BYTES];
     m[0] = '\0';
-    event_fields(&l, e, suppressed, m, sizeof m);
+    event_fields(&l, e, suppressed, dropped, m, sizeof m);
     field_str(&l, "msg", m, LINE_BYTES);
     if (l.json)
         l.buf[l.len++] = '}'; /* from the tail */
-    deliver(log, level, &l);
+    if (!deliver(log, level, &l))
+        atomic_fetch_add(&log->dropped, dropped + 1);
     errno = saved_errno;
 }
 

@@ -13,9 +13,20 @@
  * the row's labels, the series' tail) and a hand-rolled number.
  *
  * The output goes to one of two sinks: the caller's buffer (on overflow it
- * goes on counting, so BW_ELIMIT reports the exact length needed) or a FILE
- * (through a 64 KiB buffer).
+ * goes on counting, so BW_ELIMIT reports the exact length needed, and the
+ * buffer ends with a NUL at the cut) or a FILE (through a 64 KiB buffer).
+ *
+ * Locking: `mu` protects the set's own arrays (breakers, registries and their
+ * counts and capacities) and nothing else. It is held while an add appends to
+ * them and while a write copies them (list_breakers), never while a registry
+ * is listed or a breaker read, so an add may run at any time, also while the
+ * set is written or served (a write exports the set as it was when it copied
+ * the arrays). Everything else in a bw_metrics is written once by
+ * bw_metrics_new. A write's own state (the rows, the arena, the sink) is its
+ * own, so writes on one set may run at once.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +46,7 @@ struct bw_metrics {
     char prefix[PREFIX_MAX + 1];
     size_t prefix_len;
     size_t keys_max;
+    pthread_mutex_t mu; /* protects the four fields below and their counts */
     bw_breaker **breakers;
     size_t nbreakers, cap_breakers;
     bw_registry **registries;
@@ -77,6 +89,10 @@ int bw_metrics_new(const bw_metrics_options *o, bw_metrics **out, bw_error *err)
     bw_metrics *m = calloc(1, sizeof *m);
     if (!m)
         return bw__fail(err, BW_ENOMEM, "", "out of memory for the metrics set");
+    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        return bw__fail(err, BW_ESYS, "", "could not create the metrics set's mutex");
+    }
     m->prefix_len = strlen(prefix);
     memcpy(m->prefix, prefix, m->prefix_len + 1);
     m->keys_max = o ? o->keys_max : 0;
@@ -88,6 +104,7 @@ void bw_metrics_free(bw_metrics *m)
 {
     if (!m)
         return;
+    pthread_mutex_destroy(&m->mu);
     free(m->breakers);
     free(m->registries);
     free(m);
@@ -112,14 +129,20 @@ int bw_metrics_add_breaker(bw_metrics *m, bw_breaker *b)
 {
     if (!m || !b || bw_breaker_key(b) != NULL)
         return BW_EINVAL;
-    return push_ptr((void ***)&m->breakers, &m->nbreakers, &m->cap_breakers, b);
+    pthread_mutex_lock(&m->mu);
+    int rc = push_ptr((void ***)&m->breakers, &m->nbreakers, &m->cap_breakers, b);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 int bw_metrics_add_registry(bw_metrics *m, bw_registry *r)
 {
     if (!m || !r)
         return BW_EINVAL;
-    return push_ptr((void ***)&m->registries, &m->nregistries, &m->cap_registries, r);
+    pthread_mutex_lock(&m->mu);
+    int rc = push_ptr((void ***)&m->registries, &m->nregistries, &m->cap_registries, r);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 const char *bw_metrics_content_type(bw_metrics_format format)
@@ -302,10 +325,12 @@ static const double pow10_tab[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7
                                    1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20};
 
 /*
- * A double in decimal, at most 32 bytes: integers exactly, others to 15
- * significant digits without trailing zeros ("0.6", "1.508"), which every
- * Prometheus and OpenMetrics parser reads. Never NaN or Inf: a non-finite
- * value (none of the values written can be one) is written as 0.
+ * A double in decimal, at most 32 bytes: integers below 2^53 exactly, others
+ * to at most 15 significant digits without trailing zeros ("0.6", "1.508",
+ * "1.5e-07"), which every Prometheus and OpenMetrics parser reads; a
+ * magnitude of 2^53 or more (an integer) to 17 ("%.17g": exact). Negative
+ * zero is "0". Never NaN or Inf: a non-finite value (none of the values
+ * written can be one) is written as 0.
  */
 static size_t fmt_double(char *dst, double v)
 {
@@ -334,35 +359,48 @@ static size_t fmt_double(char *dst, double v)
             mant /= 10;
             e++;
         }
-        char d[15];
-        for (int i = 14; i >= 0; i--) {
-            d[i] = (char)('0' + mant % 10);
-            mant /= 10;
-        }
-        int k = 15;
-        while (k > 1 && d[k - 1] == '0')
-            k--;
-        if (e >= 0) {
-            memcpy(dst + n, d, (size_t)e + 1);
-            n += (size_t)e + 1;
-            if (k > e + 1) {
-                dst[n++] = '.';
-                memcpy(dst + n, d + e + 1, (size_t)(k - e - 1));
-                n += (size_t)(k - e - 1);
+        /* Rounded up to 10^15 (v in [999999999999999.5, 1e15)): 16 integer digits, more than d holds; the
+           general branch below writes it ("1e+15"). */
+        if (e <= 14) {
+            char d[15];
+            for (int i = 14; i >= 0; i--) {
+                d[i] = (char)('0' + mant % 10);
+                mant /= 10;
             }
-        } else {
-            dst[n++] = '0';
-            dst[n++] = '.';
-            for (int z = -1; z > e; z--)
+            int k = 15;
+            while (k > 1 && d[k - 1] == '0')
+                k--;
+            if (e >= 0) {
+                memcpy(dst + n, d, (size_t)e + 1);
+                n += (size_t)e + 1;
+                if (k > e + 1) {
+                    dst[n++] = '.';
+                    memcpy(dst + n, d + e + 1, (size_t)(k - e - 1));
+                    n += (size_t)(k - e - 1);
+                }
+            } else {
                 dst[n++] = '0';
-            memcpy(dst + n, d, (size_t)k);
-            n += (size_t)k;
+                dst[n++] = '.';
+                for (int z = -1; z > e; z--)
+                    dst[n++] = '0';
+                memcpy(dst + n, d, (size_t)k);
+                n += (size_t)k;
+            }
+            return n;
         }
-        return n;
     }
-    int w = snprintf(dst + n, 32 - n, "%.17g", v);
+    int w = snprintf(dst + n, 32 - n, v >= 9007199254740992.0 ? "%.17g" : "%.15g", v);
     return n + (w > 0 ? (size_t)w : 0);
 }
+
+#ifdef BW_TESTING
+/* The tests' build only: fmt_double itself (test_log.c checks its boundaries). Declared by the tests. */
+size_t bw__metrics_fmt_double(char *dst, double v);
+size_t bw__metrics_fmt_double(char *dst, double v)
+{
+    return fmt_double(dst, v);
+}
+#endif
 
 /* ---- the collected rows ---- */
 
@@ -580,35 +618,77 @@ static void breaker_row(collect *c, bw_breaker *b, size_t keys_max)
 
 /* ---- listing the set's breakers, each name once ---- */
 
+/*
+ * A registry's breakers after all[*n] (cap entries in all): each registry is
+ * listed at most twice, the second time with room for what the first said
+ * plus some; a registry that grew past that meanwhile keeps what fits (its
+ * first breakers in making order), the rest are in the next write.
+ */
+static int list_registry(bw_registry *r, bw_breaker ***all, size_t *n, size_t *cap)
+{
+    for (int tries = 0;; tries++) {
+        size_t room = *cap - *n;
+        size_t got = bw_registry_list(r, NULL, *all + *n, room);
+        if (got <= room) {
+            *n += got;
+            return BW_OK;
+        }
+        if (tries == 1) {
+            *n = *cap;
+            return BW_OK;
+        }
+        size_t nc = *n + got + got / 8 + 16;
+        bw_breaker **na = realloc(*all, nc * sizeof *na);
+        if (!na)
+            return BW_ENOMEM;
+        *all = na;
+        *cap = nc;
+    }
+}
+
 static bw_breaker **list_breakers(bw_metrics *m, size_t *count)
 {
-    size_t cap = m->nbreakers + 16, n = 0;
-    for (size_t i = 0; i < m->nregistries; i++)
-        cap += bw_registry_count(m->registries[i]);
-    bw_breaker **all = malloc(cap * sizeof *all);
-    if (!all)
+    /* The set's arrays, copied under its mutex (an add may run meanwhile); the registries are listed after,
+       without it (a registry's listener may add to the set while that registry's lock is held). */
+    pthread_mutex_lock(&m->mu);
+    size_t nown = m->nbreakers, nregs = m->nregistries;
+    bw_breaker **all = malloc((nown + 16) * sizeof *all);
+    bw_registry **regs = nregs ? malloc(nregs * sizeof *regs) : NULL;
+    if (all && (regs || !nregs)) {
+        if (nown)
+            memcpy(all, m->breakers, nown * sizeof *all);
+        if (nregs)
+            memcpy(regs, m->registries, nregs * sizeof *regs);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!all || (nregs && !regs)) {
+        free(all);
+        free(regs);
         return NULL;
-    if (m->nbreakers)
-        memcpy(all, m->breakers, m->nbreakers * sizeof *all);
-    n = m->nbreakers;
-    for (size_t i = 0; i < m->nregistries; i++) {
-        for (;;) {
-            size_t got = bw_registry_list(m->registries[i], NULL, all + n, cap - n);
-            if (got <= cap - n) {
-                n += got;
-                break;
-            }
-            size_t nc = n + got + got / 8 + 16;
-            bw_breaker **na = realloc(all, nc * sizeof *na);
-            if (!na) {
-                free(all);
-                return NULL;
-            }
-            all = na;
-            cap = nc;
+    }
+    size_t cap = nown + 16, n = nown;
+    if (nregs) {
+        size_t want = nown + 16;
+        for (size_t i = 0; i < nregs; i++)
+            want += bw_registry_count(regs[i]);
+        bw_breaker **na = realloc(all, want * sizeof *na);
+        if (!na) {
+            free(all);
+            free(regs);
+            return NULL;
+        }
+        all = na;
+        cap = want;
+    }
+    for (size_t i = 0; i < nregs; i++) {
+        if (list_registry(regs[i], &all, &n, &cap) != BW_OK) {
+            free(all);
+            free(regs);
+            return NULL;
         }
     }
-    if (n > 1 && (m->nregistries + m->nbreakers) > 1) {
+    free(regs);
+    if (n > 1 && nregs + nown > 1) {
         /* Two sources may hold one name (the same breaker twice, or one name in two registries): the first wins,
            since a second series of the same labels would make the scrape fail. */
         size_t tcap = 16;
@@ -1093,6 +1173,8 @@ int bw_metrics_write(bw_metrics *m, bw_metrics_format format, char *buf, size_t 
     s.base = s.p = buf ? buf : none;
     s.end = size ? buf + size - 1 : s.base; /* room for the NUL */
     int rc = render(m, format, &s);
+    if (size)
+        *s.p = 0; /* at the end of the text, or at the cut (BW_ELIMIT, BW_ENOMEM): always NUL-terminated */
     if (rc != BW_OK)
         return rc;
     size_t n = (size_t)(s.p - s.base) + s.extra;
@@ -1100,7 +1182,6 @@ int bw_metrics_write(bw_metrics *m, bw_metrics_format format, char *buf, size_t 
         *len = n;
     if (s.extra || n + 1 > size)
         return BW_ELIMIT;
-    buf[n] = 0;
     return BW_OK;
 }
 

@@ -8,7 +8,11 @@
 # phase the test waits (bounded) until Prometheus has stored the phase, and at the end compares every
 # series the breaker's own counters say (the exporter writes them, as "SELECTOR VALUE" lines) with what
 # Prometheus' HTTP API returns, plus the history: the state was open during the open phase, the target was
-# up with no scrape error. Prometheus 2.42 asks for OpenMetrics first, so that is the format it parses.
+# up with no scrape error. Prometheus 2.42 asks for OpenMetrics first, so that is the format it must have
+# parsed, and the test checks that it did: the metadata Prometheus keeps per target is what its parser read,
+# and only the OpenMetrics parser reads "# UNIT" lines and names a counter family without "_total", so
+# breakwater_call_duration_seconds has unit "seconds" and breakwater_calls is a counter there only when the
+# server's negotiation gave OpenMetrics (the Prometheus text would give no unit, and breakwater_calls_total).
 # Usage: prometheus_scrape.sh METRICS_EXPORTER_BINARY
 # Fails (never skips) when prometheus or curl is missing.
 set -eu
@@ -189,6 +193,31 @@ check "trips" "breakwater_transitions_total$sel,from=\"closed\",to=\"open\"}" 1
 check "scrapes succeeded" "min_over_time(up{job=\"breakwater\"}[5m])" 1
 check "histogram count = calls settled" "breakwater_call_duration_seconds_count$sel}" \
     "$(value recover "breakwater_call_duration_seconds_count$sel}")"
+# meta METRIC: the target metadata Prometheus holds for METRIC (JSON).
+meta() { curl -sfG "http://127.0.0.1:$pport/api/v1/targets/metadata" --data-urlencode "metric=$1" 2>/dev/null || true; }
+m_hist=$(meta breakwater_call_duration_seconds)
+m_calls=$(meta breakwater_calls)
+m_calls_total=$(meta breakwater_calls_total)
+case $m_hist in
+*'"type":"histogram"'*'"unit":"seconds"'* | *'"unit":"seconds"'*'"type":"histogram"'*)
+    case $m_calls in
+    *'"type":"counter"'*) om=1 ;;
+    *) om=0 ;;
+    esac
+    ;;
+*) om=0 ;;
+esac
+case $m_calls_total in *'"type":"counter"'*) om=0 ;; esac
+if [ "$om" = 1 ]; then
+    echo "format: OpenMetrics (Prometheus' metadata: breakwater_call_duration_seconds unit \"seconds\"," \
+        "breakwater_calls a counter)"
+else
+    echo "format: not OpenMetrics. Prometheus' metadata:"
+    echo "  breakwater_call_duration_seconds: $m_hist"
+    echo "  breakwater_calls: $m_calls"
+    echo "  breakwater_calls_total: $m_calls_total"
+    bad=1
+fi
 targets=$(curl -sf "http://127.0.0.1:$pport/api/v1/targets" || true)
 case $targets in
 *'"health":"up"'*'"lastError":""'* | *'"lastError":""'*'"health":"up"'*) echo "target: health up, lastError \"\"" ;;
@@ -198,6 +227,6 @@ case $targets in
     ;;
 esac
 
-[ "$bad" = 0 ] || fail "Prometheus' numbers differ from the breaker's (above)"
+[ "$bad" = 0 ] || fail "Prometheus' numbers differ from the breaker's, or it did not parse OpenMetrics (above)"
 echo
 echo "integration_prometheus: Prometheus stored exactly what the breaker counted, in every phase"

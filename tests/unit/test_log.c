@@ -6,10 +6,18 @@
  * written here; logfmt escaping and long values cut safely; keyed circuits
  * (name and key as separate fields); levels and the listener's mask; the
  * rejection rate limit with suppressed=N on the log's time hook (no sleep);
- * many threads at once; bad arguments.
+ * many threads at once; bad arguments; an fd that is full (the line dropped,
+ * dropped=N on the next) or takes a line only in part (its fragment ended by a
+ * newline before the next line), the latter on the log's write hook.
+ *
+ * Also the exposition's number formatter (metrics.c's fmt_double, through its
+ * tests'-build hook): it is here because this is the observe layer's test that
+ * links breakwater_internal (test_metrics links the shared library, which has
+ * no hooks).
  */
 #define _DEFAULT_SOURCE /* timegm, LOG_PERROR */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <syslog.h>
 #include <time.h>
@@ -20,6 +28,10 @@
 
 /* The log's rate-limit clock, in the tests' build only (log.c): mono_ns, or the real clock when negative. */
 extern void bw__log_set_now(bw_log *log, int64_t mono_ns);
+/* The fd destination's write(2), in the tests' build only (log.c): fn, or write(2) again for NULL. */
+extern void bw__log_set_write(bw_log *log, ssize_t (*fn)(int, const void *, size_t));
+/* metrics.c's number formatter, in the tests' build only. */
+extern size_t bw__metrics_fmt_double(char *dst, double v);
 
 #define S BW_NS_PER_S
 #define LINE_MAX_LEN 2048 /* log.c's line, newline and NUL included */
@@ -1395,6 +1407,272 @@ static void test_threads(void)
     bw_log_free(shared_log);
 }
 
+/* ---- an fd that does not take a line ---- */
+
+/* What is in the pipe's read end now (non-blocking), NUL-terminated, into buf (size bytes); its length. */
+static size_t drain(int fd, char *buf, size_t size)
+{
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, size - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (n == size - 1)
+            break;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+/* A non-blocking pipe that is full: the line is dropped at once, and the next line written says dropped=1. */
+static void test_fd_full(void)
+{
+    for (int json = 0; json < 2; json++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        CHECK(fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK) == 0);
+        CHECK(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == 0);
+        static char fill[65536];
+        memset(fill, 'x', sizeof fill);
+        size_t filled = 0;
+        for (;;) {
+            ssize_t w = write(p[1], fill, sizeof fill);
+            if (w <= 0)
+                break;
+            filled += (size_t)w;
+        }
+        CHECK(filled > 0);
+        bw_log_options o;
+        bw_log_options_init(&o);
+        o.fd = p[1];
+        o.format = json ? BW_LOG_JSON : BW_LOG_LOGFMT;
+        bw_log *log = NULL;
+        CHECK_OK(bw_log_new(&o, &log, NULL));
+        bw_event e = ev(BW_EVENT_STORE_RECOVERED);
+        errno = 12345;
+        deliver(log, &e); /* the pipe is full: dropped, not waited for */
+        CHECK_INT(errno, 12345);
+        deliver(log, &e); /* and again: 2 dropped */
+        /* the pipe holds only what filled it */
+        static char got[65536 + 8192];
+        size_t n = 0;
+        while (n < filled) {
+            size_t k = drain(p[0], got, sizeof got);
+            if (k == 0)
+                break;
+            CHECK(memchr(got, '\n', k) == NULL);
+            n += k;
+        }
+        CHECK_INT(n, filled);
+        /* room again: the next line is written, and counts the two dropped */
+        deliver(log, &e);
+        size_t k = drain(p[0], got, sizeof got);
+        CHECK(k > 0 && got[k - 1] == '\n');
+        CHECK(strchr(got, '\n') == got + k - 1);
+        got[k > 0 ? k - 1 : 0] = '\0';
+        CHECK(parse(got, json, &rec));
+        CHECK_STR(get(&rec, "dropped"), "2");
+        CHECK_STR(get(&rec, "event"), "store_recovered");
+        if (!json)
+            CHECK(strstr(got, " dropped=2 msg=") != NULL); /* after the event's fields, before msg */
+        /* and the one after that has none */
+        deliver(log, &e);
+        k = drain(p[0], got, sizeof got);
+        got[k > 0 ? k - 1 : 0] = '\0';
+        CHECK(parse(got, json, &rec));
+        CHECK(get(&rec, "dropped") == NULL);
+        bw_log_free(log);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
+/* The write hook's behaviour: 0 pass through, 1 take half of the next write then 2, 2 refuse (EAGAIN). */
+static _Atomic int write_mode;
+static atomic_int writes_seen;
+
+static ssize_t partial_write(int fd, const void *p, size_t n)
+{
+    atomic_fetch_add(&writes_seen, 1);
+    switch (atomic_load(&write_mode)) {
+    case 1:
+        atomic_store(&write_mode, 2);
+        return write(fd, p, n / 2);
+    case 2:
+        errno = EAGAIN;
+        return -1;
+    default:
+        return write(fd, p, n);
+    }
+}
+
+/*
+ * A line taken only in part, the rest refused: given up (counted), and the
+ * next line written starts with a newline, so the fragment is a line of its
+ * own and the next line is whole.
+ */
+static void test_fd_torn(void)
+{
+    for (int json = 0; json < 2; json++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        CHECK(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == 0);
+        bw_log_options o;
+        bw_log_options_init(&o);
+        o.fd = p[1];
+        o.format = json ? BW_LOG_JSON : BW_LOG_LOGFMT;
+        bw_log *log = NULL;
+        CHECK_OK(bw_log_new(&o, &log, NULL));
+        bw__log_set_write(log, partial_write);
+        bw_event e = ev(BW_EVENT_STORE_RECOVERED);
+        atomic_store(&write_mode, 1);
+        atomic_store(&writes_seen, 0);
+        deliver(log, &e);                        /* half, then EAGAIN: torn */
+        CHECK_INT(atomic_load(&writes_seen), 2); /* no spinning on EAGAIN */
+        deliver(log, &e);                        /* the newline is refused too: dropped */
+        CHECK_INT(atomic_load(&writes_seen), 3);
+        atomic_store(&write_mode, 0);
+        deliver(log, &e); /* "\n", then the line, whole */
+        deliver(log, &e);
+        char got[8192];
+        size_t k = drain(p[0], got, sizeof got);
+        /* the fragment (no newline of its own but the one that ends it), then two whole lines */
+        char *nl1 = strchr(got, '\n');
+        CHECK(nl1 != NULL);
+        if (!nl1)
+            break;
+        *nl1 = '\0';
+        CHECK(!parse(got, json, &rec) || !json); /* a fragment: half a JSON object does not parse */
+        CHECK(strlen(got) > 0);
+        char *l2 = nl1 + 1, *nl2 = strchr(l2, '\n');
+        CHECK(nl2 != NULL);
+        if (!nl2)
+            break;
+        *nl2 = '\0';
+        CHECK(parse(l2, json, &rec));
+        CHECK_STR(get(&rec, "dropped"), "2");
+        CHECK_STR(get(&rec, "event"), "store_recovered");
+        char *l3 = nl2 + 1, *nl3 = strchr(l3, '\n');
+        CHECK(nl3 != NULL && (size_t)(nl3 + 1 - got) == k);
+        if (!nl3)
+            break;
+        *nl3 = '\0';
+        CHECK(parse(l3, json, &rec));
+        CHECK(get(&rec, "dropped") == NULL);
+        bw_log_free(log);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
+/* ---- the exposition's numbers (metrics.c) ---- */
+
+/* The digits of a decimal number's mantissa from its first nonzero one ("0.00012" 2, "1.5e-07" 2, "120" 3). */
+static int sig_digits(const char *s)
+{
+    int n = 0, started = 0;
+    for (; *s && *s != 'e'; s++) {
+        if (*s < '0' || *s > '9')
+            continue;
+        started |= *s != '0';
+        n += started;
+    }
+    return n;
+}
+
+static void check_number(double v)
+{
+    char buf[64];
+    memset(buf, 'Z', sizeof buf);
+    size_t n = bw__metrics_fmt_double(buf, v);
+    char shown[80];
+    snprintf(shown, sizeof shown, "%.17g -> '%.*s'", v, (int)(n < 64 ? n : 64), buf);
+    if (n == 0 || n > 32) {
+        H_FAIL("%s: length %zu", shown, n);
+        return;
+    }
+    CHECK(buf[n] == 'Z' || buf[n] == '\0'); /* at most a NUL after it */
+    for (size_t i = n + 1; i < sizeof buf; i++)
+        if (buf[i] != 'Z') {
+            H_FAIL("%s: byte %zu written past the number", shown, i);
+            break;
+        }
+    buf[n] = '\0';
+    if (strspn(buf, "0123456789.-+e") != n)
+        H_FAIL("%s: not a number's characters", shown);
+    char *end = NULL;
+    double back = strtod(buf, &end);
+    if (end != buf + n)
+        H_FAIL("%s: strtod stops at byte %td", shown, end - buf);
+    if (!isfinite(v)) {
+        CHECK_STR(buf, "0");
+        return;
+    }
+    double a = fabs(v);
+    if (a < 9007199254740992.0 && a == floor(a)) { /* an integer: exactly, as one */
+        if (back != v || strpbrk(buf, ".e") != NULL)
+            H_FAIL("%s: an integer, not written exactly", shown);
+        if (v == 0 && buf[0] == '-')
+            H_FAIL("%s: negative zero", shown);
+    } else if (a >= 9007199254740992.0) {
+        if (back != v)
+            H_FAIL("%s: a large integer, not written exactly", shown);
+    } else {
+        if (!(fabs(back - v) <= a * 5.000001e-15))
+            H_FAIL("%s: reads back as %.17g", shown, back);
+        if (sig_digits(buf) > 15)
+            H_FAIL("%s: more than 15 significant digits", shown);
+    }
+}
+
+static void test_number_format(void)
+{
+    static const double fixed[] = {
+        /* around 1e15: rounding a 15-digit mantissa up to 10^15 */
+        999999999999999.5, 999999999999999.6, 999999999999999.75, 999999999999999.875, 999999999999999.4,
+        999999999999998.5, 99999999999999.95, 99999999999999.99, 123456789012345.67, 1e15, 1e15 + 0.5, 1e15 + 1,
+        1234567890123456.5, 4503599627370495.5, 9007199254740991.0, 9007199254740992.0, 9007199254740994.0,
+        /* around 1, 0.1, 1e-5 */
+        0.9999999999999999, 0.99999999999999994, 0.999999999999999, 0.9999999999999995, 1.0000000000000002, 0.1, 0.6,
+        1.508, 0.1 + 0.2, 2.5, 0.05, 1e-4, 1.5e-5, 1e-5, 9.9999999999999995e-6, 0.000099999999999999999,
+        0.00001234567890123456, 0.0000100000000000005,
+        /* very small and very large */
+        1e-6, 1.5e-7, 1e-300, 4.9406564584124654e-324, 2.2250738585072014e-308, 1e20, 1.5e300, 1.7976931348623157e308,
+        3.0e18,
+        /* signs, zero, non-finite */
+        0.0, -0.0, -0.5, -1.0, -999999999999999.7, -1e-7, -1e20, NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        check_number(fixed[i]);
+    /* each side of every power of ten from 1e-7 to 1e16, by one ulp and by a little more */
+    for (int e = -7; e <= 16; e++) {
+        double p10 = pow(10, e);
+        double around[] = {p10,
+                           nextafter(p10, 0),
+                           nextafter(p10, INFINITY),
+                           p10 * (1 - 1e-15),
+                           p10 * (1 - 4e-16),
+                           p10 * (1 + 1e-15),
+                           p10 * (1 - 5e-16)};
+        for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
+            check_number(around[i]);
+    }
+    /* a spread of values */
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double mant = (double)(x >> 11) / 9007199254740992.0;
+        int e = (int)(x % 50) - 25;
+        check_number(mant * pow(10, e));
+    }
+    char buf[64];
+    CHECK_INT(bw__metrics_fmt_double(buf, -0.0), 1);
+    buf[1] = '\0';
+    CHECK_STR(buf, "0");
+}
+
 int main(void)
 {
     pthread_mutex_init(&cap.mu, NULL);
@@ -1413,6 +1691,9 @@ int main(void)
     RUN(test_levels);
     RUN(test_rate_limit);
     RUN(test_threads);
+    RUN(test_fd_full);
+    RUN(test_fd_torn);
+    RUN(test_number_format);
     clock_done();
     pthread_mutex_destroy(&cap.mu);
     return TEST_SUMMARY();
