@@ -304,9 +304,9 @@ static struct timeval tv_of(int64_t ns)
 static const char *where(const rd *r, char *buf, size_t n)
 {
     if (r->sock[0])
-        snprintf(buf, n, "%s", r->sock);
+        snprintf(buf, n, "%.107s", r->sock);
     else
-        snprintf(buf, n, "%s:%d", r->host, r->port);
+        snprintf(buf, n, "%.100s:%d", r->host, r->port);
     return buf;
 }
 
