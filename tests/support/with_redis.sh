@@ -26,14 +26,16 @@ trap 'exit 1' HUP INT TERM
 try=0
 while [ $try -lt 20 ]; do
     try=$((try + 1))
-    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 40000))
+    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000)) # below the kernel's ephemeral range
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
         --daemonize no --logfile "$dir/redis.log" &
     pid=$!
     i=0
     while [ $i -lt 100 ]; do # at most 5 s for the first PONG
         kill -0 "$pid" 2>/dev/null || break
-        if [ "$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then
+        # Our server, not another test's that already held the port (ours then fails to bind and exits).
+        if timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' |
+            grep -qx "process_id:$pid"; then
             BW_TEST_PORT=$port BW_TEST_SERVER_PID=$pid "$@"
             exit $?
         fi

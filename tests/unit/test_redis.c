@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -147,6 +148,27 @@ static void test_layout(void)
     bw_store_close(s);
 }
 
+/* A store handle belongs to the process that opened it: a forked child gets BW_ESTATE, the parent goes on. */
+static void test_fork(void)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:"), &s, &e));
+    CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, NULL);
+        _exit(rc == BW_ESTATE ? 0 : 1);
+    }
+    CHECK(child > 0);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_INT(entry_get(s, "k"), 1);
+    bw_store_close(s);
+}
+
 static void test_stopped_server(void)
 {
     bw_store *s = NULL;
@@ -194,6 +216,7 @@ int main(void)
     RUN(test_url_errors);
     RUN(test_open_errors);
     RUN(test_layout);
+    RUN(test_fork);
     RUN(test_stopped_server);
     return TEST_SUMMARY();
 }

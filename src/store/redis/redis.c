@@ -63,6 +63,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/systime.h"
 #include "store/backend.h"
@@ -120,6 +121,7 @@ typedef struct rd {
     size_t plen;
     int64_t connect_ns, timeout_ns;
     int pool;
+    pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
     char sha[SC_COUNT][41];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -407,6 +409,7 @@ static void note_down(rd *r, const bw_error *e)
     r->down_until = bw__mono_now() + r->backoff;
     r->down_code = e->code;
     snprintf(r->down_why, sizeof r->down_why, "%.150s", e->message);
+    pthread_cond_broadcast(&r->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
 }
 
 /*
@@ -416,6 +419,9 @@ static void note_down(rd *r, const bw_error *e)
  */
 static int acquire(rd *r, int wait, int conn_only, slot **out, bw_error *err)
 {
+    if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: replies would cross */
+        return bw__fail(err, BW_ESTATE, "",
+                        "redis: this store was opened in another process: open it again after fork()");
     int64_t deadline = bw__mono_now() + r->timeout_ns;
     slot *pick = NULL;
     pthread_mutex_lock(&r->mu);
@@ -896,6 +902,7 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         return bw__fail(err, BW_ESYS, "", "could not create the redis: store's condition variable");
     }
     r->clock = clock;
+    r->pid = getpid();
     rc = load_scripts(r, err);
     if (rc != BW_OK) {
         rd_close(r);
