@@ -13,7 +13,7 @@ set_property(GLOBAL PROPERTY BW_COMPONENT_BITS 0)
 set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
 
 # bw_add_backend(scheme [COMPONENT bit] SOURCES files... [INCLUDES dirs...] [LIBS libs...]
-#                [TEST_URL url [PROCS keep-across-fork|reopen-after-fork]])
+#                [TEST_URL url [PROCS keep-across-fork|reopen-after-fork] [TEST_WRAPPER script]])
 # The backend's sources define `const bw__backend bw__backend_<scheme>`.
 # TEST_URL: the URL the tests run the store contract on (tests/contract/), with
 # placeholders the test expands so that runs never collide: %p the test's pid,
@@ -21,8 +21,11 @@ set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
 # PROCS: processes share the store (tests/integration/ then run on it), and
 # whether a process may keep its store open across fork() (keep-across-fork)
 # or must open it again in each process (reopen-after-fork).
+# TEST_WRAPPER: a shell script every test of the backend runs under (`sh script
+# test args...`): one that starts the server the tests need and exports what
+# the URL's placeholders read (%P: $BW_TEST_PORT), stopping it when the test ends.
 function(bw_add_backend scheme)
-  cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS" "SOURCES;INCLUDES;LIBS" ${ARGN})
+  cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS;TEST_WRAPPER" "SOURCES;INCLUDES;LIBS" ${ARGN})
   if(B_PROCS AND NOT (B_TEST_URL AND B_PROCS MATCHES "^(keep-across-fork|reopen-after-fork)$"))
     message(FATAL_ERROR "bw_add_backend(${scheme}): PROCS needs a TEST_URL and is keep-across-fork or reopen-after-fork")
   endif()
@@ -40,6 +43,7 @@ function(bw_add_backend scheme)
     set_property(GLOBAL APPEND PROPERTY BW_TEST_BACKENDS ${scheme})
     set_property(GLOBAL PROPERTY BW_TEST_URL_${scheme} "${B_TEST_URL}")
     set_property(GLOBAL PROPERTY BW_TEST_PROCS_${scheme} "${B_PROCS}")
+    set_property(GLOBAL PROPERTY BW_TEST_WRAPPER_${scheme} "${B_TEST_WRAPPER}")
   endif()
   set(BW_HAVE_${scheme} ON CACHE INTERNAL "")
 endfunction()
@@ -66,12 +70,18 @@ get_property(BW_BACKEND_LIBS GLOBAL PROPERTY BW_BACKEND_LIBS)
 get_property(BW_COMPONENT_BITS GLOBAL PROPERTY BW_COMPONENT_BITS)
 
 # What the tests run on: BW_TEST_BACKENDS (schemes with a TEST_URL), BW_TEST_URLS
-# (their URLs, in the same order), BW_TEST_URL_<scheme> and BW_TEST_PROCS_<scheme>.
+# (their URLs, in the same order), BW_TEST_URL_<scheme>, BW_TEST_PROCS_<scheme> and
+# BW_TEST_RUN_<scheme> (what a test command starts with: "sh wrapper" or nothing).
 get_property(BW_TEST_BACKENDS GLOBAL PROPERTY BW_TEST_BACKENDS)
 set(BW_TEST_URLS "")
 foreach(b ${BW_TEST_BACKENDS})
   get_property(BW_TEST_URL_${b} GLOBAL PROPERTY BW_TEST_URL_${b})
   get_property(BW_TEST_PROCS_${b} GLOBAL PROPERTY BW_TEST_PROCS_${b})
+  get_property(wrapper GLOBAL PROPERTY BW_TEST_WRAPPER_${b})
+  set(BW_TEST_RUN_${b} "")
+  if(wrapper)
+    set(BW_TEST_RUN_${b} sh ${wrapper})
+  endif()
   list(APPEND BW_TEST_URLS "${BW_TEST_URL_${b}}")
 endforeach()
 

@@ -12,11 +12,15 @@ command -v nm >/dev/null 2>&1 || need="$need binutils"
 # The /metrics server (bw_metrics_serve) builds when pkg-config finds libmicrohttpd.
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 [ -e /usr/include/microhttpd.h ] || need="$need libmicrohttpd-dev"
+# The redis: store builds when hiredis's headers are here.
+[ -e /usr/include/hiredis/hiredis.h ] || need="$need libhiredis-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
     # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.
     { command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || need="$need prometheus"
     command -v curl >/dev/null 2>&1 || need="$need curl"
+    # The redis: store's tests run on a redis-server of their own (tests/support/with_redis.sh).
+    { command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; } || need="$need redis-server"
 fi
 # make bench-ir counts instructions under valgrind (its callgrind.h comes with it).
 if [ "${1:-}" = "--bench-ir" ]; then

@@ -9,7 +9,8 @@
  * computed by breakwater inside that update, in C, once for every store. So a
  * store only has to make its update atomic against every other client: a mutex
  * (memory:), a robust process-shared mutex (shm:), a BEGIN IMMEDIATE transaction
- * (sqlite:), later a WATCH/MULTI transaction (Redis) or a row lock (PostgreSQL).
+ * (sqlite:), an optimistic compare-and-set script (redis:), later a row lock
+ * (PostgreSQL).
  *
  * Entries have a lifetime: each carries the instant it expires on the store's
  * clock (BW_STORE_NEVER for operator holds). An expired entry reads as absent;
@@ -30,6 +31,28 @@
  *                      write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
  *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
+ *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
+ *                      BW_COMPONENT_REDIS), shared by processes on any host;
+ *                      or redis://[user:password@][/db]?socket=/path.sock
+ *                      for a unix socket (no host then). host: 1 to 255
+ *                      bytes of letters, digits, '.', '-', '_', or [IPv6];
+ *                      port in [1, 65535] (6379); db in [0, 2147483647] (0);
+ *                      user and password printable ASCII, at most 127
+ *                      bytes, no escapes (the password may not hold '/',
+ *                      '?' or '&'). Options: ?prefix=breakwater: (0 to 100
+ *                      bytes, printable, no space; keys are prefix + store
+ *                      key); ?connect_timeout=1s and ?timeout=100ms, in
+ *                      [1ms, 1m]: the longest a connect, and each read or
+ *                      write of a command (or the wait for a pooled
+ *                      connection), may wait, after which the call fails
+ *                      with BW_ETIMEDOUT and a breaker degrades to its local
+ *                      circuit; ?pool=4 connections, in [1, 64]. Its clock
+ *                      is the server's TIME; entries expire on the server
+ *                      (bw_store_sweep deletes nothing). bw_store_open
+ *                      connects once (BW_ESYS for an unreachable server, a
+ *                      refused AUTH or SELECT). Not for Redis Cluster.
+ *                      rediss:// (TLS) is refused with BW_ESTATE: this
+ *                      hiredis has no TLS. docs/stores.md has the details
  * Options follow the path as ?key=value&key=value, each at most once, written
  * as in configuration text (whole numbers and durations such as 250ms, no
  * spaces). Every option is checked before anything is created.
@@ -101,12 +124,16 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
  * ever grow at their end: a table of any version >= 1 is accepted and read up
  * to the members its version has (version 1 ends at `read`).
  * - update: atomically against every other client of the same store (threads
- *   and processes), read `name`'s entry, call fn(arg, now, cur, &next) once,
- *   and apply its verdict. Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when
- *   the store is full, BW_ETIMEDOUT when a wait ran out, ...) with *err filled
- *   (err may be NULL), in which case nothing changed. Whatever `cur` holds is
- *   untrusted: breakwater decodes it with every field range-checked, and
- *   replaces an entry it did not write with a fresh circuit
+ *   and processes), read `name`'s entry, call fn(arg, now, cur, &next), and
+ *   apply its verdict. A store that locks calls fn once; an optimistic one
+ *   (redis:) calls it again on the newer entry when another client wrote in
+ *   between, and applies the last call's verdict: so fn computes its result
+ *   from its arguments only, with no effect that adds up across calls.
+ *   Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when the store is full,
+ *   BW_ETIMEDOUT when a wait ran out, ...) with *err filled (err may be
+ *   NULL), in which case nothing changed (redis: a write whose reply timed
+ *   out may still land). Whatever `cur` holds is untrusted: breakwater
+ *   decodes it with every field range-checked, and replaces an entry it did not write with a fresh circuit
  *   (BW_EVENT_STORE_CORRUPT). `now` must lie within +-2^62 ns (+-146 years).
  * - sweep: delete at most `max` expired entries; *deleted says how many.
  * - close: release ctx.
@@ -143,8 +170,9 @@ typedef struct bw_store_ops {
 /*
  * bw_store_open — open the store a URL names (see above). Returns BW_OK with
  * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
- * URL or option (*err names the part: "url", "scheme", "name", "path", or the
- * option), BW_ESTATE for a scheme this build lacks (sqlite: without SQLite),
+ * URL or option (*err names the part: "url", "scheme", "name", "path", "host",
+ * "port", "db", or the option), BW_ESTATE for a scheme this build lacks
+ * (sqlite: without SQLite, redis: without hiredis, rediss: always),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment or sqlite: database of another
  * layout or schema version.
@@ -174,7 +202,7 @@ BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, b
 BW_API void bw_store_close(bw_store *s);
 
 /*
- * bw_store_scheme — "memory", "shm", "sqlite" or a custom table's scheme
+ * bw_store_scheme — "memory", "shm", "sqlite", "redis" or a custom table's scheme
  * (owned by the store, or by the custom table); NULL for NULL. Any thread.
  */
 BW_API const char *bw_store_scheme(const bw_store *s);

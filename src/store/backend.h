@@ -74,7 +74,7 @@ int64_t bw__store_clock_now(const bw__store_clock *c);
 
 typedef struct bw__backend {
     const char *scheme;
-    const char *options[4]; /* the URL options it takes, NULL-terminated */
+    const char *options[8]; /* the URL options it takes, NULL-terminated */
     int clock;              /* its default clock: BW__STORE_MONOTONIC or BW__STORE_REALTIME */
     /*
      * Open the store u names: fill *ops (a version-BW_STORE_OPS_VERSION table)

@@ -6,6 +6,8 @@
  *   %p  the test's process id (the first process: children share its URLs)
  *   %n  a counter: every store_url_fresh() names a store nobody used yet
  *   %d  a directory made with mkdtemp (under $TMPDIR or /tmp) at first use
+ *   %P  the port of the server the backend's TEST_WRAPPER started for this
+ *       test ($BW_TEST_PORT: tests/support/with_redis.sh); no port is an error
  *   %%  a percent sign
  * store_url_cleanup() removes what the expanded URLs made: the %d directory
  * with everything in it, and the segment of every shm: URL (the one thing
@@ -37,7 +39,8 @@ static char su_shm[SU_MAX_URLS][300]; /* their /dev/shm paths */
 static inline void store_url_init(int argc, char **argv)
 {
     if (argc < 2 || !argv[1][0] || strlen(argv[1]) >= sizeof su_template) {
-        fprintf(stderr, "usage: %s STORE_URL [...]   (placeholders: %%p pid, %%n fresh store, %%d temp dir)\n",
+        fprintf(stderr,
+                "usage: %s STORE_URL [...]   (placeholders: %%p pid, %%n fresh store, %%d temp dir, %%P server port)\n",
                 argc > 0 ? argv[0] : "test");
         exit(2);
     }
@@ -107,6 +110,18 @@ static inline const char *store_url_fresh(void)
         case 'd':
             snprintf(part, sizeof part, "%s", su_make_dir());
             break;
+        case 'P': {
+            const char *port = getenv("BW_TEST_PORT");
+            if (!port || !port[0] || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port)) {
+                fprintf(stderr,
+                        "store_url: '%s' needs $BW_TEST_PORT, the port of the server its test wrapper "
+                        "starts (run it through ctest)\n",
+                        su_template);
+                exit(2);
+            }
+            snprintf(part, sizeof part, "%s", port);
+            break;
+        }
         case '%':
             snprintf(part, sizeof part, "%%");
             break;

@@ -1,0 +1,919 @@
+/*
+ * redis.c — the redis:// store: processes on any number of hosts share
+ * circuits through one Redis server (hiredis, blocking contexts).
+ *
+ * Design notes
+ * - URL: redis://[user:password@]host[:port][/db] or, for a unix socket,
+ *   redis://[user:password@][/db]?socket=/path (no host then). Options:
+ *   prefix (default "breakwater:"), connect_timeout (1s), timeout (100ms),
+ *   pool (4), socket. rediss:// is registered as absent (this hiredis has no
+ *   TLS). Everything is parsed here, bounded and validated, before anything
+ *   is created; bw_store_open then connects once (and loads the scripts) so
+ *   that a wrong host, password or db fails at open.
+ * - An entry is one Redis string under prefix + store key: 8 bytes of
+ *   expires_at (big-endian, on the store's clock), then the entry's data. A
+ *   value of any other length reads as absent (breakwater replaces it).
+ *   Store keys only ever travel as arguments (redisCommandArgv, binary-safe),
+ *   never inside a script's source.
+ * - The store's clock is the server's TIME (one clock for every client),
+ *   returned by the same script that reads the entries; a test may inject its
+ *   own clock (bw_store_set_clock), which is then read after the reply.
+ * - update is an optimistic compare-and-set: GET_SCRIPT (TIME + GET, one round
+ *   trip) gives `now` and the current value; fn runs in this process; a KEEP
+ *   ends there, a PUT or DELETE runs CAS_SCRIPT, which writes only if the
+ *   value is still byte for byte the one fn saw (so no ABA: a value is its own
+ *   version), with the lifetime as a server-side PX. On a conflict CAS_SCRIPT
+ *   answers the new value and TIME, and fn runs again on them (so fn may run
+ *   more than once; the last run's verdict is the one applied); from the
+ *   second conflict on, after a random pause (at most 4 ms) and a fresh read.
+ *   It gives up with BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10)
+ *   times `timeout` has passed since it began (1 s by default). Scripts run by EVALSHA (their SHA1 from
+ *   SCRIPT LOAD at open), falling back to EVAL when the server answers
+ *   NOSCRIPT (a restart, SCRIPT FLUSH).
+ * - Expiry is the server's: a PUT sets PX to the entry's remaining lifetime
+ *   (rounded up to a millisecond; none for BW_STORE_NEVER), and a value whose
+ *   expires_at <= now also reads as absent, so the sweep has nothing to do
+ *   (it deletes nothing and says so). With an injected clock the PX is the
+ *   remaining lifetime on that clock plus an hour (a test's manual clock does
+ *   not follow real time: the expiry check stays client-side).
+ * - Deadlines: connecting waits at most connect_timeout; every read and write
+ *   on a connection waits at most timeout (SO_RCVTIMEO/SO_SNDTIMEO through
+ *   redisSetTimeout); waiting for a free connection of the pool waits at most
+ *   timeout. A connection that failed (a timeout, an I/O or protocol error) is
+ *   dropped with every idle connection of the pool (they lead to the same
+ *   server), and for a backoff (10 ms doubling to 1 s, reset by a success)
+ *   calls fail at once with the last error instead of waiting again. A write
+ *   whose reply timed out may still have been applied by the server.
+ *
+ * Locking
+ * - r->mu guards the pool (which slot is busy, its context when idle), the
+ *   backoff and the last failure; r->cv signals a slot coming free. A slot
+ *   marked busy belongs to one thread, which uses its context without the
+ *   mutex (connecting, commands): no network wait happens under r->mu, and fn
+ *   runs with no lock held. No other lock is taken under r->mu.
+ * - Contexts must not cross fork(): a child opens its own store.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/systime.h"
+#include "store/backend.h"
+
+#define HOST_MAX 255   /* bytes of a host name or address */
+#define CRED_MAX 127   /* bytes of a user name or a password */
+#define PREFIX_MAX 100 /* bytes of the key prefix */
+#define SOCKET_MAX 107 /* bytes of a unix socket path (sun_path) */
+#define POOL_MAX 64
+#define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
+#define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
+#define HEAD 8        /* expires_at before the data */
+#define KEY_MAX (PREFIX_MAX + BW__STORE_KEY_MAX)      /* prefix + store key */
+#define BACKOFF_MIN (10 * (int64_t)1000000)           /* 10 ms */
+#define BACKOFF_MAX ((int64_t)BW_NS_PER_S)            /* 1 s */
+#define INJECTED_SLACK_MS ((int64_t)3600 * 1000)      /* see the design notes */
+#define PX_MAX_MS ((int64_t)100 * 366 * 86400 * 1000) /* a lifetime's PX, at most ~100 years */
+#define TIME_SEC_MAX ((int64_t)4000000000)            /* server TIME seconds we accept (year 2096) */
+
+/* TIME, then GET of every key (absent: false, a nil in the reply). */
+static const char GET_SCRIPT[] = "local t = redis.call('TIME')\n"
+                                 "local r = {t[1], t[2]}\n"
+                                 "for i = 1, #KEYS do r[i + 2] = redis.call('GET', KEYS[i]) end\n"
+                                 "return r\n";
+/*
+ * ARGV: [1] '1' when KEYS[1] held exactly ARGV[2], '0' when it was absent;
+ * [3] the new value ('' deletes); [4] its PX in ms ('0': no expiry). Returns 1
+ * when written, else {sec, usec, current value} for the next attempt.
+ */
+static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
+                                 "if (ARGV[1] == '1' and v == ARGV[2]) or (ARGV[1] == '0' and v == false) then\n"
+                                 "  if ARGV[3] == '' then redis.call('DEL', KEYS[1])\n"
+                                 "  elseif ARGV[4] == '0' then redis.call('SET', KEYS[1], ARGV[3])\n"
+                                 "  else redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4]) end\n"
+                                 "  return 1\n"
+                                 "end\n"
+                                 "local t = redis.call('TIME')\n"
+                                 "return {t[1], t[2], v}\n";
+
+enum { SC_GET, SC_CAS, SC_COUNT };
+static const char *const script_src[SC_COUNT] = {GET_SCRIPT, CAS_SCRIPT};
+
+typedef struct slot {
+    redisContext *c; /* NULL: not connected */
+    int busy;
+} slot;
+
+typedef struct rd {
+    const bw__store_clock *clock;
+    char host[HOST_MAX + 1];
+    char sock[SOCKET_MAX + 1];
+    char user[CRED_MAX + 1], pass[CRED_MAX + 1];
+    int port, db, auth; /* auth: 0 none, 1 password, 2 user and password */
+    char prefix[PREFIX_MAX + 1];
+    size_t plen;
+    int64_t connect_ns, timeout_ns;
+    int pool;
+    pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
+    char sha[SC_COUNT][41];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t down_until, backoff; /* bw__mono_now instants; backoff 0 = healthy */
+    int down_code;
+    char down_why[160];
+    slot slots[POOL_MAX];
+} rd;
+
+/* ---- the URL ---- */
+
+static int all_digits(const char *s, size_t n)
+{
+    if (n == 0 || n > 10)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
+static int host_char(char ch, int bracketed)
+{
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' ||
+        ch == '_')
+        return 1;
+    return bracketed && ch == ':';
+}
+
+/* userinfo "user:password" or ":password" (no escapes). */
+static int parse_userinfo(rd *r, const char *s, size_t n, bw_error *err)
+{
+    const char *colon = memchr(s, ':', n);
+    if (!colon)
+        return bw__fail(err, BW_EINVAL, "url",
+                        "redis: the userinfo must be user:password or :password (no escapes), got %zu bytes "
+                        "without a ':'",
+                        n);
+    size_t ul = (size_t)(colon - s), pl = n - ul - 1;
+    if (ul > CRED_MAX || pl > CRED_MAX)
+        return bw__fail(err, BW_EINVAL, "url", "redis: the user name and the password must be at most %d bytes each",
+                        CRED_MAX);
+    if (pl == 0)
+        return bw__fail(err, BW_EINVAL, "url", "redis: the password must not be empty in user:password@");
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+            return bw__fail(err, BW_EINVAL, "url",
+                            "redis: the user name and the password must be printable ASCII "
+                            "without spaces");
+    memcpy(r->user, s, ul);
+    memcpy(r->pass, colon + 1, pl);
+    r->auth = ul ? 2 : 1;
+    return BW_OK;
+}
+
+/* host, [v6-address] or nothing (a socket), then :port. */
+static int parse_hostport(rd *r, const char *s, size_t n, bw_error *err)
+{
+    const char *h = s, *rest;
+    size_t hl;
+    int bracketed = n > 0 && s[0] == '[';
+    if (bracketed) {
+        const char *close = memchr(s, ']', n);
+        if (!close)
+            return bw__fail(err, BW_EINVAL, "host", "redis: an IPv6 address must be written [address], got no ']'");
+        h = s + 1;
+        hl = (size_t)(close - h);
+        rest = close + 1;
+    } else {
+        const char *colon = memchr(s, ':', n);
+        hl = colon ? (size_t)(colon - s) : n;
+        rest = s + hl;
+    }
+    size_t rl = n - (size_t)(rest - s);
+    if (hl > HOST_MAX)
+        return bw__fail(err, BW_EINVAL, "host", "redis: the host must be 1 to %d bytes, got %zu", HOST_MAX, hl);
+    if (bracketed && hl == 0)
+        return bw__fail(err, BW_EINVAL, "host", "redis: an IPv6 address must not be empty");
+    for (size_t i = 0; i < hl; i++)
+        if (!host_char(h[i], bracketed))
+            return bw__fail(err, BW_EINVAL, "host",
+                            "redis: the host may hold letters, digits, '.', '-' and '_' (and ':' inside [ ]), got "
+                            "'%.*s'",
+                            (int)(hl < 60 ? hl : 60), h);
+    memcpy(r->host, h, hl);
+    r->port = 6379;
+    if (rl > 0) {
+        if (rest[0] != ':' || !all_digits(rest + 1, rl - 1))
+            return bw__fail(err, BW_EINVAL, "port", "redis: the port must be a whole number in [1, 65535], got '%.*s'",
+                            (int)(rl < 20 ? rl : 20), rest);
+        long p = strtol(rest + 1, NULL, 10);
+        if (p < 1 || p > 65535)
+            return bw__fail(err, BW_EINVAL, "port", "redis: the port must be a whole number in [1, 65535], got %ld", p);
+        r->port = (int)p;
+    }
+    return BW_OK;
+}
+
+/* u->path: "//" [userinfo "@"] [host [":" port]] ["/" [db]]. */
+static int parse_path(rd *r, const char *path, bw_error *err)
+{
+    if (strncmp(path, "//", 2) != 0)
+        return bw__fail(err, BW_EINVAL, "path",
+                        "redis: the URL must be redis://[user:password@]host[:port][/db] or "
+                        "redis://[/db]?socket=/path, got 'redis:%.60s'",
+                        path);
+    const char *a = path + 2;
+    size_t an = strcspn(a, "/");
+    const char *at = NULL;
+    for (size_t i = 0; i < an; i++)
+        if (a[i] == '@')
+            at = a + i; /* the last '@': a password may hold one */
+    int rc = BW_OK;
+    if (at)
+        rc = parse_userinfo(r, a, (size_t)(at - a), err);
+    const char *hp = at ? at + 1 : a;
+    if (rc == BW_OK)
+        rc = parse_hostport(r, hp, an - (size_t)(hp - a), err);
+    if (rc != BW_OK)
+        return rc;
+    const char *d = a + an;
+    r->db = 0;
+    if (*d == '/' && d[1]) {
+        size_t dn = strlen(d + 1);
+        long long v = all_digits(d + 1, dn) ? strtoll(d + 1, NULL, 10) : -1;
+        if (v < 0 || v > INT32_MAX)
+            return bw__fail(err, BW_EINVAL, "db", "redis: the db must be a whole number in [0, %d], got '%.20s'",
+                            INT32_MAX, d + 1);
+        r->db = (int)v;
+    }
+    return BW_OK;
+}
+
+static int parse_options(rd *r, const bw__url *u, bw_error *err)
+{
+    int64_t v;
+    int rc = bw__url_int(u, "connect_timeout", 1000000, 60 * (int64_t)BW_NS_PER_S, BW_NS_PER_S, 1, &r->connect_ns, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "timeout", 1000000, 60 * (int64_t)BW_NS_PER_S, 100 * (int64_t)1000000, 1, &r->timeout_ns,
+                         err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "pool", 1, POOL_MAX, 4, 0, &v, err);
+    if (rc != BW_OK)
+        return rc;
+    r->pool = (int)v;
+    const char *p = bw__url_opt(u, "prefix");
+    if (!p)
+        p = "breakwater:";
+    size_t pl = strlen(p);
+    if (pl > PREFIX_MAX)
+        return bw__fail(err, BW_EINVAL, "prefix", "redis: prefix must be 0 to %d bytes, got %zu", PREFIX_MAX, pl);
+    for (size_t i = 0; i < pl; i++)
+        if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
+            return bw__fail(err, BW_EINVAL, "prefix", "redis: prefix must be printable ASCII without spaces");
+    memcpy(r->prefix, p, pl + 1);
+    r->plen = pl;
+    const char *s = bw__url_opt(u, "socket");
+    if (s) {
+        size_t sl = strlen(s);
+        if (sl < 1 || sl > SOCKET_MAX || s[0] != '/')
+            return bw__fail(err, BW_EINVAL, "socket", "redis: socket must be an absolute path of 1 to %d bytes",
+                            SOCKET_MAX);
+        if (r->host[0])
+            return bw__fail(err, BW_EINVAL, "socket",
+                            "redis: give a host or ?socket=, not both (redis://[/db]?socket=/path)");
+        memcpy(r->sock, s, sl + 1);
+    } else if (!r->host[0]) {
+        return bw__fail(err, BW_EINVAL, "host",
+                        "redis: a redis: store needs a host, as in redis://127.0.0.1:6379, or ?socket=/path");
+    }
+    return BW_OK;
+}
+
+/* ---- connections ---- */
+
+static struct timeval tv_of(int64_t ns)
+{
+    struct timeval tv = {(time_t)(ns / BW_NS_PER_S), (suseconds_t)(ns % BW_NS_PER_S / 1000)};
+    return tv;
+}
+
+static const char *where(const rd *r, char *buf, size_t n)
+{
+    if (r->sock[0])
+        snprintf(buf, n, "%.107s", r->sock);
+    else
+        snprintf(buf, n, "%.100s:%d", r->host, r->port);
+    return buf;
+}
+
+/* The error of a context that failed (it is unusable now): BW_ETIMEDOUT for a timeout, else BW_ESYS. */
+static int ctx_fail(const rd *r, const redisContext *c, int saved_errno, const char *what, bw_error *err)
+{
+    char w[140];
+    const char *msg = c ? c->errstr : "out of memory";
+    int timed = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
+                strstr(msg, "timed out") || strstr(msg, "temporarily unavailable");
+    if (timed)
+        return bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time (%s)", what, where(r, w, sizeof w),
+                        msg);
+    return bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, where(r, w, sizeof w), msg);
+}
+
+/* A command on c: the reply, or NULL with *err filled (and c unusable when *broken). */
+static redisReply *command(const rd *r, redisContext *c, int argc, const char **argv, const size_t *len,
+                           const char *what, int *broken, bw_error *err)
+{
+    errno = 0;
+    redisReply *rep = redisCommandArgv(c, argc, argv, len);
+    int e = errno;
+    if (!rep) {
+        *broken = 1;
+        ctx_fail(r, c, e, what, err);
+    }
+    return rep;
+}
+
+/* Fail with the server's error reply (the connection stays usable). */
+static int reply_fail(const redisReply *rep, const char *what, bw_error *err)
+{
+    return bw__fail(err, BW_ESYS, "", "redis: %s: the server answered: %.*s", what,
+                    (int)(rep->len < 150 ? rep->len : 150), rep->str ? rep->str : "");
+}
+
+/* A command whose reply must be +OK (AUTH, SELECT). */
+static int command_ok(const rd *r, redisContext *c, int argc, const char **argv, const char *what, int *broken,
+                      bw_error *err)
+{
+    size_t len[3];
+    for (int i = 0; i < argc; i++)
+        len[i] = strlen(argv[i]);
+    redisReply *rep = command(r, c, argc, argv, len, what, broken, err);
+    if (!rep)
+        return err ? err->code : BW_ESYS;
+    int rc = rep->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rep, what, err);
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* A new connection: connected, deadlines set, authenticated, its db selected. */
+static int connect_one(rd *r, redisContext **out, bw_error *err)
+{
+    struct timeval ctv = tv_of(r->connect_ns);
+    errno = 0;
+    redisContext *c =
+        r->sock[0] ? redisConnectUnixWithTimeout(r->sock, ctv) : redisConnectWithTimeout(r->host, r->port, ctv);
+    int e = errno;
+    if (!c || c->err) {
+        int rc = ctx_fail(r, c, e, "connect to", err);
+        if (c)
+            redisFree(c);
+        return rc;
+    }
+    int broken = 0, rc = BW_OK;
+    if (redisSetTimeout(c, tv_of(r->timeout_ns)) != REDIS_OK)
+        rc = ctx_fail(r, c, errno, "set the timeout of", err);
+    if (rc == BW_OK && r->auth) {
+        const char *argv[3] = {"AUTH", r->user, r->pass};
+        rc = r->auth == 2 ? command_ok(r, c, 3, argv, "AUTH", &broken, err)
+                          : (argv[1] = r->pass, command_ok(r, c, 2, argv, "AUTH", &broken, err));
+    }
+    if (rc == BW_OK && r->db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", r->db);
+        const char *argv[2] = {"SELECT", db};
+        rc = command_ok(r, c, 2, argv, "SELECT", &broken, err);
+    }
+    if (rc != BW_OK) {
+        redisFree(c);
+        return rc;
+    }
+    *out = c;
+    return BW_OK;
+}
+
+/* Note a failure: drop every idle connection and back off. mu held. */
+static void note_down(rd *r, const bw_error *e)
+{
+    for (int i = 0; i < r->pool; i++)
+        if (!r->slots[i].busy && r->slots[i].c) {
+            redisFree(r->slots[i].c); /* close(2) of an idle socket: no wait */
+            r->slots[i].c = NULL;
+        }
+    r->backoff = r->backoff ? (r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
+    r->down_until = bw__mono_now() + r->backoff;
+    r->down_code = e->code;
+    snprintf(r->down_why, sizeof r->down_why, "%.150s", e->message);
+    pthread_cond_broadcast(&r->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
+}
+
+/*
+ * Take a slot: one with a connection if any is idle, else an idle one to
+ * connect (unless `conn_only`). `wait`: wait up to timeout for one to come
+ * free; else BW_ESTATE at once. During a backoff fail at once.
+ */
+static int acquire(rd *r, int wait, int conn_only, slot **out, bw_error *err)
+{
+    if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: replies would cross */
+        return bw__fail(err, BW_ESTATE, "",
+                        "redis: this store was opened in another process: open it again after fork()");
+    int64_t deadline = bw__mono_now() + r->timeout_ns;
+    slot *pick = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        int64_t now = bw__mono_now();
+        if (r->backoff && now < r->down_until) {
+            int code = r->down_code;
+            char why[160];
+            memcpy(why, r->down_why, sizeof why);
+            int64_t left = (r->down_until - now) / 1000000 + 1;
+            pthread_mutex_unlock(&r->mu);
+            return bw__fail(err, code, "", "%.150s (not retried for %" PRId64 " ms)", why, left);
+        }
+        slot *idle = NULL;
+        for (int i = 0; i < r->pool && !pick; i++) {
+            if (r->slots[i].busy)
+                continue;
+            if (r->slots[i].c)
+                pick = &r->slots[i];
+            else if (!idle)
+                idle = &r->slots[i];
+        }
+        if (!pick && !conn_only)
+            pick = idle;
+        if (pick)
+            break;
+        if (!wait) {
+            pthread_mutex_unlock(&r->mu);
+            return BW_ESTATE;
+        }
+        if (now >= deadline) {
+            pthread_mutex_unlock(&r->mu);
+            return bw__fail(err, BW_ETIMEDOUT, "", "redis: all %d connections of the pool stayed busy for the timeout",
+                            r->pool);
+        }
+        struct timespec ts = bw__timespec_of(deadline);
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+    pick->busy = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (!pick->c) {
+        bw_error e = {0, "", ""};
+        redisContext *c = NULL;
+        int rc = connect_one(r, &c, &e);
+        pthread_mutex_lock(&r->mu);
+        pick->c = c;
+        if (rc != BW_OK) {
+            note_down(r, &e);
+            pick->busy = 0;
+            pthread_cond_signal(&r->cv);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (rc != BW_OK) {
+            if (err)
+                *err = e;
+            return rc;
+        }
+    }
+    *out = pick;
+    return BW_OK;
+}
+
+/* Give a slot back; `broken`: its connection failed (drop it and back off), `ok`: the server answered. */
+static void release(rd *r, slot *s, int broken, const bw_error *e)
+{
+    pthread_mutex_lock(&r->mu);
+    if (broken) {
+        redisFree(s->c);
+        s->c = NULL;
+        s->busy = 0;
+        note_down(r, e);
+    } else {
+        s->busy = 0;
+        r->backoff = 0;
+    }
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/*
+ * Run script `which` with keys and args: EVALSHA, then EVAL when the server
+ * lost the script. The reply, or NULL with *err filled.
+ */
+static redisReply *run_script(const rd *r, redisContext *c, int which, size_t nkeys, const char *const *keys,
+                              const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
+                              bw_error *err)
+{
+    size_t argc = 3 + nkeys + (size_t)nargs;
+    const char *sv[3 + 8 + 8];
+    size_t sl[3 + 8 + 8];
+    const char **argv = sv;
+    size_t *len = sl;
+    if (argc > sizeof sv / sizeof sv[0]) {
+        argv = malloc(argc * sizeof *argv);
+        len = malloc(argc * sizeof *len);
+        if (!argv || !len) {
+            free((void *)argv);
+            free(len);
+            bw__fail(err, BW_ENOMEM, "", "out of memory");
+            return NULL;
+        }
+    }
+    char nk[24];
+    snprintf(nk, sizeof nk, "%zu", nkeys);
+    argv[2] = nk;
+    len[2] = strlen(nk);
+    for (size_t i = 0; i < nkeys; i++) {
+        argv[3 + i] = keys[i];
+        len[3 + i] = klen[i];
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[3 + nkeys + (size_t)i] = args[i];
+        len[3 + nkeys + (size_t)i] = alen[i];
+    }
+    redisReply *rep = NULL;
+    int noscript = 1;
+    if (r->sha[which][0]) {
+        argv[0] = "EVALSHA";
+        len[0] = 7;
+        argv[1] = r->sha[which];
+        len[1] = 40;
+        rep = command(r, c, (int)argc, argv, len, "EVALSHA on", broken, err);
+        if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
+            rep = NULL;
+        } else {
+            noscript = 0;
+        }
+    }
+    if (noscript) {
+        argv[0] = "EVAL";
+        len[0] = 4;
+        argv[1] = script_src[which];
+        len[1] = strlen(script_src[which]);
+        rep = command(r, c, (int)argc, argv, len, "EVAL on", broken, err);
+    }
+    if (argv != sv) {
+        free((void *)argv);
+        free(len);
+    }
+    if (rep && rep->type == REDIS_REPLY_ERROR) {
+        reply_fail(rep, which == SC_GET ? "reading entries" : "writing an entry", err);
+        freeReplyObject(rep);
+        rep = NULL;
+    }
+    return rep;
+}
+
+/* ---- replies (untrusted: every field checked) ---- */
+
+/* A TIME field: 1 to 19 digits in [0, max]. */
+static int time_part(const redisReply *e, int64_t max, int64_t *out)
+{
+    if (!e || e->type != REDIS_REPLY_STRING || e->len < 1 || e->len > 19)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < e->len; i++) {
+        if (e->str[i] < '0' || e->str[i] > '9')
+            return -1;
+        v = v * 10 + (e->str[i] - '0');
+    }
+    if (v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* `now` from the reply's TIME (or the injected clock). */
+static int reply_now(const rd *r, const redisReply *rep, int64_t *now, bw_error *err)
+{
+    int64_t sec, usec;
+    if (time_part(rep->element[0], TIME_SEC_MAX, &sec) || time_part(rep->element[1], 999999, &usec))
+        return bw__fail(err, BW_ESYS, "", "redis: the server's TIME is malformed or out of range");
+    if (atomic_load(&((bw__store_clock *)r->clock)->clock))
+        *now = bw__store_clock_now(r->clock);
+    else
+        *now = sec * BW_NS_PER_S + usec * 1000;
+    return BW_OK;
+}
+
+/* Decode a value into *out: *found = 1 when it is a live entry (a nil, an expired or malformed value: 0). */
+static void decode(const redisReply *v, int64_t now, bw_store_entry *out, int *found)
+{
+    *found = 0;
+    if (!v || v->type != REDIS_REPLY_STRING || v->len < HEAD + 1 || v->len > HEAD + BW_STORE_DATA_MAX)
+        return;
+    uint64_t x = 0;
+    for (int i = 0; i < HEAD; i++)
+        x = x << 8 | (unsigned char)v->str[i];
+    int64_t exp = (int64_t)x;
+    if (exp <= now)
+        return;
+    out->expires_at = exp;
+    out->len = (uint32_t)(v->len - HEAD);
+    memcpy(out->data, v->str + HEAD, out->len);
+    *found = 1;
+}
+
+static size_t make_key(const rd *r, const char *name, char *key)
+{
+    size_t n = strlen(name);
+    if (n > BW__STORE_KEY_MAX)
+        n = BW__STORE_KEY_MAX; /* store.c checked it; never past the buffer */
+    memcpy(key, r->prefix, r->plen);
+    memcpy(key + r->plen, name, n);
+    return r->plen + n;
+}
+
+/* A GET_SCRIPT (or conflicting CAS_SCRIPT) reply with `n` values: well formed? */
+static int reply_shape(const redisReply *rep, size_t n, bw_error *err)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n + 2)
+        return bw__fail(err, BW_ESYS, "", "redis: the server's reply has an unexpected shape");
+    for (size_t i = 0; i < n; i++) {
+        int t = rep->element[i + 2]->type;
+        if (t != REDIS_REPLY_NIL && t != REDIS_REPLY_STRING)
+            return bw__fail(err, BW_ESYS, "", "redis: the server's reply has an unexpected shape");
+    }
+    return BW_OK;
+}
+
+/* ---- the operations ---- */
+
+/* Read n keys (GET_SCRIPT) on slot s. */
+static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                     bw_error *err)
+{
+    char kbuf[KEY_MAX + 1];
+    const char *k1;
+    size_t l1;
+    char *block = NULL;
+    const char **keys = &k1;
+    size_t *klen = &l1;
+    if (n == 1) {
+        l1 = make_key(r, names[0], kbuf);
+        k1 = kbuf;
+    } else {
+        block = malloc(n * (KEY_MAX + sizeof *keys + sizeof *klen));
+        if (!block)
+            return bw__fail(err, BW_ENOMEM, "", "out of memory");
+        keys = (const char **)(void *)block;
+        klen = (size_t *)(void *)(block + n * sizeof *keys);
+        char *kb = block + n * (sizeof *keys + sizeof *klen);
+        for (size_t i = 0; i < n; i++) {
+            klen[i] = make_key(r, names[i], kb + i * KEY_MAX);
+            keys[i] = kb + i * KEY_MAX;
+        }
+    }
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    redisReply *rep = run_script(r, s->c, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
+    free(block);
+    int rc = rep ? reply_shape(rep, n, &e) : e.code;
+    if (rc == BW_OK)
+        rc = reply_now(r, rep, now, &e);
+    for (size_t i = 0; rc == BW_OK && i < n; i++)
+        decode(rep->element[i + 2], *now, &out[i], &found[i]);
+    if (rep)
+        freeReplyObject(rep);
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
+static int rd_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    rd *r = ctx;
+    slot *s;
+    int rc = acquire(r, 0, 1, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    return read_keys(r, s, 1, &name, now, out, found, err);
+}
+
+static int rd_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                        bw_error *err)
+{
+    rd *r = ctx;
+    if (n == 0) {
+        *now = bw__store_clock_now(r->clock);
+        return BW_OK;
+    }
+    if (n > 100000)
+        return bw__fail(err, BW_EINVAL, "n", "redis: read_many reads at most 100000 keys at once, got %zu", n);
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    return read_keys(r, s, n, names, now, out, found, err);
+}
+
+/* The PX of an entry expiring at `exp`, written at `now` ("0": never). */
+static void px_of(const rd *r, int64_t now, int64_t exp, char *buf, size_t n)
+{
+    if (exp == BW_STORE_NEVER) {
+        snprintf(buf, n, "0");
+        return;
+    }
+    int64_t left = exp > now ? (exp / 2 - now / 2) : 0; /* halves: no overflow */
+    int64_t ms = left >= PX_MAX_MS / 2 * 1000000 ? PX_MAX_MS : (left * 2 + 999999) / 1000000;
+    if (ms < 1)
+        ms = 1;
+    if (atomic_load(&((bw__store_clock *)r->clock)->clock))
+        ms += INJECTED_SLACK_MS;
+    if (ms > PX_MAX_MS)
+        ms = PX_MAX_MS;
+    snprintf(buf, n, "%" PRId64, ms);
+}
+
+/* Sleep a random time in [0, min(4 ms, 16 us << attempt)). */
+static void pause_jitter(uint64_t *rng, int attempt)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
+    struct timespec ts = {0, (long)(*rng % (uint64_t)cap)};
+    nanosleep(&ts, NULL);
+}
+
+static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    rd *r = ctx;
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    char key[KEY_MAX + 1];
+    const char *keys[1] = {key};
+    size_t klen[1] = {make_key(r, name, key)};
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    redisReply *rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
+    rc = rep ? BW_OK : e.code;
+    int64_t start = bw__mono_now();
+    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
+    bw_store_entry cur, next;
+    unsigned char val[HEAD + BW_STORE_DATA_MAX];
+    for (int attempt = 0; rc == BW_OK; attempt++) {
+        int64_t now;
+        int found;
+        rc = reply_shape(rep, 1, &e);
+        if (rc == BW_OK)
+            rc = reply_now(r, rep, &now, &e);
+        if (rc != BW_OK)
+            break;
+        if (attempt >= RETRIES && bw__mono_now() - start >= CONTENTION * r->timeout_ns) {
+            rc = bw__fail(&e, BW_ETIMEDOUT, "",
+                          "redis: an update of '%.100s' lost %d races in a row to other clients writing it, for "
+                          "longer than %d times the timeout",
+                          name, attempt, CONTENTION);
+            break;
+        }
+        const redisReply *v = rep->element[2];
+        decode(v, now, &cur, &found);
+        bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
+        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && v->type == REDIS_REPLY_NIL))
+            break;
+        size_t vlen = 0;
+        char px[24] = "0";
+        if (verdict == BW_STORE_PUT) { /* store.c checked the verdict and the length */
+            uint64_t x = (uint64_t)next.expires_at;
+            for (int i = HEAD - 1; i >= 0; i--, x >>= 8)
+                val[i] = (unsigned char)(x & 0xff);
+            memcpy(val + HEAD, next.data, next.len);
+            vlen = HEAD + next.len;
+            px_of(r, now, next.expires_at, px, sizeof px);
+        }
+        const char *args[4] = {v->type == REDIS_REPLY_NIL ? "0" : "1", v->str ? v->str : "", (const char *)val, px};
+        size_t alen[4] = {1, v->type == REDIS_REPLY_NIL ? 0 : v->len, vlen, strlen(px)};
+        redisReply *cas = run_script(r, s->c, SC_CAS, 1, keys, klen, 4, args, alen, &broken, &e);
+        freeReplyObject(rep);
+        rep = cas;
+        if (!cas) {
+            rc = e.code;
+            break;
+        }
+        if (cas->type == REDIS_REPLY_INTEGER && cas->integer == 1)
+            break; /* written */
+        /*
+         * A conflict: the reply carries TIME and the value now there, for the
+         * next attempt at once; after a second conflict in a row, a random
+         * pause (exponential, at most 4 ms) and a fresh read, so that writers
+         * racing for one key spread out.
+         */
+        if (attempt >= 1) {
+            freeReplyObject(rep);
+            rep = NULL;
+            pause_jitter(&rng, attempt);
+            rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
+            if (!rep) {
+                rc = e.code;
+                break;
+            }
+        }
+    }
+    if (rep)
+        freeReplyObject(rep);
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
+static int rd_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    (void)ctx;
+    (void)max;
+    (void)err;
+    *deleted = 0; /* the server expires entries itself (PX): there is nothing to sweep */
+    return BW_OK;
+}
+
+static void rd_close(void *ctx)
+{
+    rd *r = ctx;
+    for (int i = 0; i < r->pool; i++)
+        if (r->slots[i].c)
+            redisFree(r->slots[i].c);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* ---- opening ---- */
+
+/* SCRIPT LOAD both scripts on the first connection (their SHA1s serve every connection). */
+static int load_scripts(rd *r, bw_error *err)
+{
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
+        size_t len[3] = {6, 4, strlen(script_src[i])};
+        redisReply *rep = command(r, s->c, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        if (!rep) {
+            rc = e.code;
+            break;
+        }
+        if (rep->type == REDIS_REPLY_STRING && rep->len == 40)
+            memcpy(r->sha[i], rep->str, 40);
+        else
+            rc = rep->type == REDIS_REPLY_ERROR
+                     ? reply_fail(rep, "SCRIPT LOAD", &e)
+                     : bw__fail(&e, BW_ESYS, "", "redis: SCRIPT LOAD answered something else than a SHA1");
+        freeReplyObject(rep);
+    }
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
+static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
+{
+    rd *r = calloc(1, sizeof *r);
+    if (!r)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    int rc = parse_path(r, u->path, err);
+    if (rc == BW_OK)
+        rc = parse_options(r, u, err);
+    if (rc != BW_OK) {
+        free(r);
+        return rc;
+    }
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutex");
+    }
+    if (bw__cond_init_mono(&r->cv) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's condition variable");
+    }
+    r->clock = clock;
+    r->pid = getpid();
+    rc = load_scripts(r, err);
+    if (rc != BW_OK) {
+        rd_close(r);
+        return rc;
+    }
+    static const bw_store_ops rd_ops = {BW_STORE_OPS_VERSION, "redis", rd_update, rd_sweep, rd_close, rd_read,
+                                        rd_read_many};
+    *ops = rd_ops;
+    *ctx = r;
+    return BW_OK;
+}
+
+const bw__backend bw__backend_redis = {
+    "redis", {"prefix", "connect_timeout", "timeout", "pool", "socket", NULL}, BW__STORE_REALTIME, rd_open, NULL};

@@ -1,0 +1,222 @@
+/*
+ * test_redis.c — what only the redis:// store does (the store contract it
+ * shares with every store is tests/contract/): URL validation (each error
+ * names its field and range), rediss:// refused for want of TLS, a wrong
+ * password and an unreachable server refused at open within the connect
+ * deadline, the key layout (prefix + store key, expires_at then the data),
+ * a value breakwater did not write read as absent, and a stopped server
+ * (SIGSTOP) failing calls within the timeout, then answering again after
+ * SIGCONT. Run by ctest under tests/support/with_redis.sh, whose server it
+ * talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "entries.h"
+#include "base/systime.h"
+#include "store/front.h"
+
+#define MS 1000000LL
+
+static int port;
+static pid_t server;
+
+static const char *url(const char *fmt)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, fmt, port);
+    return buf;
+}
+
+/* bw_store_open(u) fails with want, naming field, its message holding `says`. */
+static void refused(const char *u, int want, const char *field, const char *says)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    int rc = bw_store_open(u, &s, &e);
+    CHECK_INT(rc, want);
+    CHECK(s == NULL);
+    if (rc == want && rc != BW_OK) {
+        if (field)
+            CHECK_STR(e.field, field);
+        if (says && !strstr(e.message, says))
+            H_FAIL("%s: message '%s' lacks '%s'", u, e.message, says);
+    }
+    if (s)
+        bw_store_close(s);
+}
+
+static void test_url_errors(void)
+{
+    char host[400];
+    memset(host, 'h', 256);
+    snprintf(host + 256, sizeof host - 256, ":%d", port);
+    char u[600];
+    snprintf(u, sizeof u, "redis://%s", host);
+    refused(u, BW_EINVAL, "host", "1 to 255 bytes");
+    refused("redis://127.0.0.1:0", BW_EINVAL, "port", "[1, 65535]");
+    refused("redis://127.0.0.1:65536", BW_EINVAL, "port", "[1, 65535]");
+    refused("redis://127.0.0.1:63x", BW_EINVAL, "port", "[1, 65535]");
+    refused("redis://127.0.0.1:", BW_EINVAL, "port", "[1, 65535]");
+    refused("redis://[::1", BW_EINVAL, "host", "]");
+    refused("redis://ho st", BW_EINVAL, "host", "letters");
+    refused("redis://127.0.0.1/x", BW_EINVAL, "db", "[0, 2147483647]");
+    refused("redis://127.0.0.1/-1", BW_EINVAL, "db", "[0, 2147483647]");
+    refused("redis:127.0.0.1", BW_EINVAL, "path", "redis://");
+    refused("redis://", BW_EINVAL, "host", "needs a host");
+    refused("redis://user@127.0.0.1", BW_EINVAL, "url", "user:password");
+    refused("redis://127.0.0.1?bogus=1", BW_EINVAL, "bogus", "unknown option");
+    refused("redis://127.0.0.1?pool=0", BW_EINVAL, "pool", "[1, 64]");
+    refused("redis://127.0.0.1?pool=65", BW_EINVAL, "pool", "[1, 64]");
+    refused("redis://127.0.0.1?timeout=0", BW_EINVAL, "timeout", "duration");
+    refused("redis://127.0.0.1?timeout=2m", BW_EINVAL, "timeout", "duration");
+    refused("redis://127.0.0.1?connect_timeout=500us", BW_EINVAL, "connect_timeout", "duration");
+    refused("redis://127.0.0.1?prefix=a b", BW_EINVAL, "prefix", "printable");
+    refused("redis://127.0.0.1?socket=/tmp/r.sock", BW_EINVAL, "socket", "not both");
+    refused("redis://?socket=relative.sock", BW_EINVAL, "socket", "absolute");
+    refused("rediss://127.0.0.1:6380", BW_ESTATE, "scheme", "TLS");
+    CHECK(bw_components() & BW_COMPONENT_REDIS);
+}
+
+static void test_open_errors(void)
+{
+    /* This server has no password: AUTH is refused, at open. */
+    refused(url("redis://:wrong@127.0.0.1:%d"), BW_ESYS, NULL, "AUTH");
+    /* A db the server does not have. */
+    refused(url("redis://127.0.0.1:%d/100000"), BW_ESYS, NULL, "SELECT");
+    /* Nobody listens on port 1: refused at once (connect_timeout bounds it anyway). */
+    int64_t t0 = bw__mono_now();
+    refused("redis://127.0.0.1:1?connect_timeout=200ms", BW_ESYS, NULL, "connect");
+    CHECK(bw__mono_now() - t0 < 200 * MS + 1000 * MS);
+}
+
+/* A raw connection to the test's server, to look at what the store wrote. */
+static redisContext *raw(void)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    CHECK(c && !c->err);
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static void test_layout(void)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/3?prefix=lay:&pool=2"), &s, &e));
+    CHECK_STR(bw_store_scheme(s), "redis");
+    CHECK_OK(entry_put(s, "svc key", 42, 64, BW_STORE_NEVER, NULL));
+    redisContext *c = raw();
+    redisReply *r = redisCommand(c, "SELECT 3");
+    CHECK(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(c, "GET %s", "lay:svc key");
+    CHECK(r && r->type == REDIS_REPLY_STRING && r->len == 8 + 64);
+    if (r && r->type == REDIS_REPLY_STRING && r->len >= 8)
+        CHECK(memcmp(r->str, "\x7f\xff\xff\xff\xff\xff\xff\xff", 8) == 0); /* BW_STORE_NEVER, big-endian */
+    freeReplyObject(r);
+    r = redisCommand(c, "PTTL %s", "lay:svc key");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == -1); /* never: no server-side expiry */
+    freeReplyObject(r);
+    /* A lifetime becomes the server's PX. */
+    int64_t now = 0;
+    bw_store_entry out;
+    int found = 1;
+    CHECK_OK(bw__store_try_read(s, "short", &now, &out, &found)); /* the server's TIME */
+    CHECK_INT(found, 0);
+    CHECK_OK(entry_put(s, "short", 1, 64, now + 30 * (int64_t)BW_NS_PER_S, NULL));
+    r = redisCommand(c, "PTTL %s", "lay:short");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 25000 && r->integer <= 30000);
+    freeReplyObject(r);
+    /* What breakwater did not write reads as absent, and an update replaces it. */
+    r = redisCommand(c, "SET %s %s", "lay:junk", "abc");
+    freeReplyObject(r);
+    CHECK_INT(entry_get(s, "junk"), -2);
+    CHECK_OK(entry_put(s, "junk", 7, 64, BW_STORE_NEVER, NULL));
+    CHECK_INT(entry_get(s, "junk"), 7);
+    redisFree(c);
+    int d = -1;
+    CHECK_OK(bw_store_sweep(s, 10, &d, NULL));
+    CHECK_INT(d, 0); /* the server expires entries itself */
+    bw_store_close(s);
+}
+
+/* A store handle belongs to the process that opened it: a forked child gets BW_ESTATE, the parent goes on. */
+static void test_fork(void)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:"), &s, &e));
+    CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, NULL);
+        _exit(rc == BW_ESTATE ? 0 : 1);
+    }
+    CHECK(child > 0);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_INT(entry_get(s, "k"), 1);
+    bw_store_close(s);
+}
+
+static void test_stopped_server(void)
+{
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d?prefix=stall:&timeout=100ms&connect_timeout=300ms"), &s, &e));
+    CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+    CHECK(kill(server, SIGSTOP) == 0);
+    for (int i = 0; i < 3; i++) { /* the first times out; the next fail at once (backoff) or time out */
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        CHECK(rc != BW_OK);
+        if (i == 0)
+            CHECK_INT(rc, BW_ETIMEDOUT);
+        CHECK(took < 100 * MS + 1000 * MS); /* a bound on the wait: timeout + 1 s */
+        if (took >= 1100 * MS)
+            H_FAIL("call %d took %lld ms (%s)", i, (long long)(took / MS), e.message);
+    }
+    CHECK(kill(server, SIGCONT) == 0);
+    int rc = BW_ESYS;
+    int64_t t0 = bw__mono_now();
+    while (rc != BW_OK && bw__mono_now() - t0 < 5000 * MS) { /* answers again once the backoff ends */
+        rc = entry_put(s, "k", 3, 64, BW_STORE_NEVER, &e);
+        if (rc != BW_OK) {
+            struct timespec ts = {0, 20 * MS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    CHECK_OK(rc);
+    int64_t v = entry_get(s, "k");
+    CHECK(v == 3 || v == 2); /* a write whose reply timed out may still have been applied */
+    bw_store_close(s);
+}
+
+int main(void)
+{
+    const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
+    if (!p || !pid) {
+        fprintf(stderr, "test_redis: run it through ctest (tests/support/with_redis.sh sets $BW_TEST_PORT and "
+                        "$BW_TEST_SERVER_PID)\n");
+        return 2;
+    }
+    port = atoi(p);
+    server = (pid_t)atoi(pid);
+    RUN(test_url_errors);
+    RUN(test_open_errors);
+    RUN(test_layout);
+    RUN(test_fork);
+    RUN(test_stopped_server);
+    return TEST_SUMMARY();
+}
