@@ -321,14 +321,12 @@ int bw_registry_apply(bw_registry *r, bw_verb v)
     return rc;
 }
 
-int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64_t *id)
+/* After the registry's listeners changed (rc BW_OK): every breaker (and circuit) reads what it must report
+   again; one made meanwhile read it under mu. Returns rc. */
+static int refresh_all(bw_registry *r, int rc)
 {
-    if (!r || !l || !l->fn || !l->mask)
-        return BW_EINVAL;
-    int rc = bw__fanout_add(r->fan, l, id);
     if (rc != BW_OK)
         return rc;
-    /* Every breaker (and circuit) reads what it must report again; one made meanwhile did under mu. */
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->count; i++)
         bw__breaker_refresh(r->order[i]);
@@ -336,16 +334,14 @@ int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64_t *id)
     return BW_OK;
 }
 
+int bw_registry_add_listener(bw_registry *r, const bw_listener *l, uint64_t *id)
+{
+    if (!r || !l || !l->fn || !l->mask)
+        return BW_EINVAL;
+    return refresh_all(r, bw__fanout_add(r->fan, l, id));
+}
+
 int bw_registry_remove_listener(bw_registry *r, uint64_t id)
 {
-    if (!r)
-        return BW_EINVAL;
-    int rc = bw__fanout_remove(r->fan, id);
-    if (rc != BW_OK)
-        return rc;
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->count; i++)
-        bw__breaker_refresh(r->order[i]);
-    pthread_mutex_unlock(&r->mu);
-    return BW_OK;
+    return r ? refresh_all(r, bw__fanout_remove(r->fan, id)) : BW_EINVAL;
 }
