@@ -106,6 +106,9 @@ static int admitted(bw__shared_op *op, int64_t now, int state, uint64_t gen, int
     op->out_gen = gen;
     op->found = found;
     op->open_until = INT64_MAX;
+    op->why = 0; /* as a first run leaves them: an optimistic store may run this again after a lost race */
+    op->open_wait = 0;
+    op->failed_rounds = 0;
     return 1;
 }
 
