@@ -38,6 +38,38 @@
  *                                   is the lane's polls; target <= 1 %)
  *   lane_idle_cpu_pct_8000_sqlite   the same on sqlite: (target <= 5 %)
  *
+ * The redis: figures (built with the redis: store; `store_bench redis` runs
+ * only them). The bench starts a redis-server of its own (found in PATH): on a
+ * free loopback port in [20000, 32000), no persistence, its --dir the bench's
+ * temp directory; it waits at most 5 s for an answer whose INFO process_id is
+ * its child's, and kills it at exit (the server also dies with the bench,
+ * PR_SET_PDEATHSIG). Without redis-server these figures are skipped, with a
+ * `# redis figures skipped: ...` line. The store URL gives each call 1 s
+ * (timeout=1s), so a stalled server does not degrade the breakers mid-figure.
+ * Round trips are counted by the server: `INFO commandstats` read on a raw
+ * hiredis connection before and after the calls; a round trip is one command
+ * a client sent, so the sum of the `calls` of every command except INFO (the
+ * counting's own) and GET, SET, DEL and TIME (the store sends these only
+ * inside its scripts, where the server counts them as well): each EVALSHA or
+ * EVAL is one, as are any reconnect's AUTH, SELECT or SCRIPT LOAD.
+ *
+ *   redis_round_trips_per_stored_call  stored mode, CLOSED: round trips per
+ *                                   acquire + settle(SUCCESS), over RT_CALLS
+ *                                   calls; the median of RUNS runs (target <= 2.0)
+ *   redis_round_trips_per_poll_1000 1,000 coordinated breakers on one redis
+ *                                   store, store_poll 100 ms, idle: round trips
+ *                                   in POLL_SECONDS divided by the poll intervals
+ *                                   in that time (target <= 2)
+ *   redis_coordinated_closed_overhead_ns  a breaker coordinated through redis
+ *                                   (CLOSED, store_poll 1 h) against one with no
+ *                                   store, both timed in each of RUNS rounds of
+ *                                   ITERS_CLOSED calls; the median of the
+ *                                   per-round differences (target <= 3 ns)
+ *   redis_stored_two_procs_calls_per_s  as shm_stored_two_procs_calls_per_s,
+ *                                   each process opening its own redis store
+ *                                   after the fork (reported)
+ *   redis_trip_propagation_ms       as trip_propagation_ms, on redis (target <= 110)
+ *
  * Allocations are counted by tests/support/alloc_hook.h (compiled out in sanitizer
  * builds, where the figure is not reported). Segments are named
  * bw-bench-<pid>-*, databases live in a mkdtemp directory; both are removed at
@@ -63,6 +95,10 @@
 
 #include "bench.h"
 
+#ifdef BW_BENCH_REDIS
+#include <hiredis/hiredis.h>
+#endif
+
 #define MS 1000000LL
 #define ITERS_CLOSED 10000000L
 #define ITERS_STORED 1000000L
@@ -71,6 +107,9 @@
 #define TRIALS 7
 #define LANE_BREAKERS 8000
 #define LANE_SECONDS 5
+#define RT_CALLS 10000 /* stored calls per round-trip count */
+#define POLL_BREAKERS 1000
+#define POLL_SECONDS 3
 
 /* ---- allocation counting: tests/support/alloc_hook.h ---- */
 
@@ -446,17 +485,273 @@ static void bench_lane_idle(const char *figure, const char *url)
     report(figure, 100.0 * (double)(c1 - c0) / (double)(t1 - t0), "%");
 }
 
+/* `store_bench [PREFIX]`: only the figures whose names start with PREFIX (all without). */
+static const char *only;
+
+static int want(const char *figure)
+{
+    return !only || strncmp(figure, only, strlen(only)) == 0;
+}
+
+/* ---- redis: a server of our own, round trips counted by the server ---- */
+
+#ifdef BW_BENCH_REDIS
+static pid_t redis_pid;         /* the server we started (0: none) */
+static redisContext *redis_raw; /* our counting connection */
+static char redis_url[256];
+
+static void redis_stop(void)
+{
+    if (redis_raw) {
+        redisFree(redis_raw);
+        redis_raw = NULL;
+    }
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGKILL);
+        reap(redis_pid);
+        redis_pid = 0;
+    }
+}
+
+/* redis-server in PATH, or why not (in why). */
+static int redis_found(char *why, size_t n)
+{
+    const char *path = getenv("PATH");
+    char dir[512];
+    while (path && *path) {
+        size_t len = strcspn(path, ":");
+        if (len > 0 && len < sizeof dir - 20) {
+            memcpy(dir, path, len);
+            snprintf(dir + len, sizeof dir - len, "/redis-server");
+            if (access(dir, X_OK) == 0)
+                return 1;
+        }
+        path += len + (path[len] == ':');
+    }
+    snprintf(why, n, "redis-server is not in PATH (apt-get install redis-server, or sh scripts/deps.sh --all as root)");
+    return 0;
+}
+
+/* INFO <section> on the raw connection: a reply string (freed by the caller with freeReplyObject), or NULL. */
+static redisReply *redis_info(redisContext *c, const char *section)
+{
+    redisReply *rep = redisCommand(c, "INFO %s", section);
+    if (rep && rep->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        rep = NULL;
+    }
+    return rep;
+}
+
+/* Start redis-server on a free port; 1 when it answers as our child, 0 (why) when not. */
+static int redis_start(char *why, size_t n)
+{
+    if (!redis_found(why, n))
+        return 0;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)mono_ns();
+    char log[256];
+    snprintf(log, sizeof log, "%s/redis.log", tmpdir);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        int port = 20000 + (int)(rand_r(&seed) % 12000); /* below the kernel's ephemeral range */
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", port);
+        fflush(stdout);
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork", BW_ESYS);
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* survives the exec: the server dies with the bench */
+            if (getppid() != parent)
+                _exit(9);
+            execlp("redis-server", "redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                   "no", "--dir", tmpdir, "--daemonize", "no", "--logfile", log, (char *)NULL);
+            _exit(127);
+        }
+        redis_pid = pid;
+        for (int i = 0; i < 100; i++) { /* at most 5 s */
+            int st;
+            if (waitpid(pid, &st, WNOHANG) == pid) { /* it exited: the port was taken */
+                redis_pid = 0;
+                break;
+            }
+            struct timeval tv = {1, 0};
+            redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+            if (c && !c->err) {
+                redisSetTimeout(c, tv);
+                redisReply *rep = redis_info(c, "server");
+                char want_line[64];
+                snprintf(want_line, sizeof want_line, "process_id:%ld\r", (long)pid);
+                int ours = rep && strstr(rep->str, want_line) != NULL;
+                if (rep)
+                    freeReplyObject(rep);
+                if (ours) {
+                    redis_raw = c;
+                    snprintf(redis_url, sizeof redis_url,
+                             "redis://127.0.0.1:%d/?prefix=bw-bench-%ld:&timeout=1s&connect_timeout=1s", port,
+                             (long)getpid());
+                    printf("# redis: redis-server pid %ld on 127.0.0.1:%d\n", (long)pid, port);
+                    return 1;
+                }
+            }
+            if (c)
+                redisFree(c);
+            bench_sleep_ns(50 * MS);
+        }
+        redis_stop(); /* another port */
+    }
+    snprintf(why, n, "could not start redis-server on a free port in 20 tries (its log: %s)", log);
+    return 0;
+}
+
+/* Commands clients sent so far: INFO commandstats, every command's calls but INFO's and the scripts' inner ones. */
+static long redis_round_trips(void)
+{
+    redisReply *rep = redis_info(redis_raw, "commandstats");
+    if (!rep) {
+        fprintf(stderr, "store_bench: INFO commandstats failed: %s\n", redis_raw->errstr);
+        exit(1);
+    }
+    static const char *const skip[] = {"info", "get", "set", "del", "time"};
+    long total = 0;
+    for (const char *line = strstr(rep->str, "cmdstat_"); line; line = strstr(line + 1, "\ncmdstat_")) {
+        if (*line == '\n')
+            line++;
+        const char *name = line + strlen("cmdstat_"), *colon = strchr(name, ':');
+        const char *calls = colon ? strstr(colon, "calls=") : NULL;
+        if (!calls)
+            break;
+        int skipped = 0;
+        for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+            if ((size_t)(colon - name) == strlen(skip[i]) && strncmp(name, skip[i], strlen(skip[i])) == 0)
+                skipped = 1;
+        if (!skipped)
+            total += strtol(calls + strlen("calls="), NULL, 10);
+    }
+    freeReplyObject(rep);
+    return total;
+}
+
+static void bench_redis_stored_rt(void)
+{
+    bw_store *s = open_store(redis_url);
+    bw_breaker *b = make("bench-redis-stored", s, BW_STORE_STORED, 0, 0);
+    bench_check("the warm-up", call_loop(b, 1000));
+    double v[RUNS], ns[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        long c0 = redis_round_trips();
+        int64_t t0 = mono_ns();
+        bench_check("the stored loop", call_loop(b, RT_CALLS));
+        int64_t t1 = mono_ns();
+        long c1 = redis_round_trips();
+        v[r] = (double)(c1 - c0) / RT_CALLS;
+        ns[r] = (double)(t1 - t0) / RT_CALLS;
+    }
+    if (bw_breaker_state(b) != BW_STATE_CLOSED)
+        die("the stored breaker left CLOSED", BW_ESTATE);
+    printf("# redis stored acquire + settle: %.1f us per call (loopback)\n", median(ns, RUNS) / 1000.0);
+    report("redis_round_trips_per_stored_call", median(v, RUNS), "round_trips");
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void bench_redis_poll(void)
+{
+    bw_store *s = open_store(redis_url);
+    bw_breaker **b = malloc(POLL_BREAKERS * sizeof *b);
+    if (!b)
+        die("malloc", BW_ENOMEM);
+    char name[64];
+    for (int i = 0; i < POLL_BREAKERS; i++) {
+        snprintf(name, sizeof name, "bench-redis-poll-%d", i);
+        b[i] = make(name, s, BW_STORE_COORDINATED, 100 * MS, 0);
+    }
+    bench_sleep_ns(500 * MS); /* the first polls (at creation) are done */
+    long c0 = redis_round_trips();
+    int64_t t0 = mono_ns();
+    bench_sleep_ns(POLL_SECONDS * 1000 * MS);
+    long c1 = redis_round_trips();
+    int64_t t1 = mono_ns();
+    for (int i = 0; i < POLL_BREAKERS; i++)
+        bw_breaker_free(b[i]);
+    free(b);
+    bw_store_close(s);
+    double intervals = (double)(t1 - t0) / (100.0 * MS);
+    printf("# redis poll: %d breakers, store_poll 100 ms: %ld round trips in %.3f s (%.1f intervals)\n", POLL_BREAKERS,
+           c1 - c0, (t1 - t0) / 1e9, intervals);
+    report("redis_round_trips_per_poll_1000", (double)(c1 - c0) / intervals, "round_trips");
+}
+
+static void bench_redis_closed(void)
+{
+    bw_store *s = open_store(redis_url);
+    bw_breaker *local = make("bench-redis-local", NULL, 0, 0, 0);
+    bw_breaker *coord = make("bench-redis-coordinated", s, BW_STORE_COORDINATED, 3600 * 1000 * MS, 0);
+    double d[RUNS];
+    bench_check("warm-up", call_loop(local, ITERS_CLOSED / 4) + call_loop(coord, ITERS_CLOSED / 4));
+    for (int r = 0; r < RUNS; r++) {
+        int64_t t0 = mono_ns();
+        bench_check("the local loop", call_loop(local, ITERS_CLOSED));
+        int64_t t1 = mono_ns();
+        bench_check("the coordinated loop", call_loop(coord, ITERS_CLOSED));
+        int64_t t2 = mono_ns();
+        d[r] = (double)((t2 - t1) - (t1 - t0)) / ITERS_CLOSED;
+    }
+    if (bw_breaker_state(coord) != BW_STATE_CLOSED)
+        die("the coordinated breaker left CLOSED", BW_ESTATE);
+    report("redis_coordinated_closed_overhead_ns", median(d, RUNS), "ns");
+    bw_breaker_free(coord);
+    bw_breaker_free(local);
+    bw_store_close(s); /* stops its lane: no thread is left for the forks below */
+}
+
+static void bench_redis(void)
+{
+    if (!(want("redis_round_trips_per_stored_call") || want("redis_round_trips_per_poll_1000") ||
+          want("redis_coordinated_closed_overhead_ns") || want("redis_stored_two_procs_calls_per_s") ||
+          want("redis_trip_propagation_ms")))
+        return;
+    char why[300];
+    if (!redis_start(why, sizeof why)) {
+        printf("# redis figures skipped: %s\n", why);
+        return;
+    }
+    if (want("redis_round_trips_per_stored_call"))
+        bench_redis_stored_rt();
+    if (want("redis_round_trips_per_poll_1000"))
+        bench_redis_poll();
+    if (want("redis_coordinated_closed_overhead_ns"))
+        bench_redis_closed();
+    if (want("redis_stored_two_procs_calls_per_s"))
+        bench_stored_two("redis_stored_two_procs_calls_per_s", redis_url);
+    if (want("redis_trip_propagation_ms"))
+        bench_propagation("redis_trip_propagation_ms", redis_url, "redis");
+    redis_stop();
+}
+#else
+static void redis_stop(void)
+{
+}
+
+static void bench_redis(void)
+{
+    if (want("redis"))
+        printf("# redis figures skipped: this build has no redis: store (hiredis was not found)\n");
+}
+#endif
+
 /* ---- main ---- */
 
 static void cleanup(void)
 {
     if (getpid() != main_pid)
         return;
+    redis_stop();
     if (shm_path[0])
         shm_unlink(shm_path);
     if (tmpdir[0]) {
-        static const char *const files[] = {"db",      "db-wal",      "db-shm",      "db-journal",
-                                            "lane.db", "lane.db-wal", "lane.db-shm", "lane.db-journal"};
+        static const char *const files[] = {"db",          "db-wal",      "db-shm",          "db-journal", "lane.db",
+                                            "lane.db-wal", "lane.db-shm", "lane.db-journal", "redis.log",  "dump.rdb"};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             char p[256];
             snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
@@ -465,14 +760,6 @@ static void cleanup(void)
         rmdir(tmpdir);
         tmpdir[0] = 0;
     }
-}
-
-/* `store_bench [PREFIX]`: only the figures whose names start with PREFIX (all without). */
-static const char *only;
-
-static int want(const char *figure)
-{
-    return !only || strncmp(figure, only, strlen(only)) == 0;
 }
 
 int main(int argc, char **argv)
@@ -518,5 +805,6 @@ int main(int argc, char **argv)
         snprintf(url, sizeof url, "sqlite:%s/lane.db", tmpdir);
         bench_lane_idle("lane_idle_cpu_pct_8000_sqlite", url);
     }
+    bench_redis();
     return 0;
 }
