@@ -771,6 +771,9 @@ typedef struct emit {
     char head[H_N][PREFIX_MAX + 40];
     size_t head_len[H_N];
     const collect *c;
+    /* The label tails the families share, made once per write (make_tail). */
+    char tail_state[N_STATES][48], tail_kind[BW_CALL_KINDS][48], tail_le[BW_DURATION_BUCKETS][48];
+    size_t tail_state_len[N_STATES], tail_kind_len[BW_CALL_KINDS], tail_le_len[BW_DURATION_BUCKETS];
 } emit;
 
 /* The HELP and TYPE lines of a family (`family` without _total; counters get it in Prometheus text). */
@@ -908,126 +911,159 @@ static size_t make_tail(char *buf, const char *label, const char *value)
     return n;
 }
 
-static void emit_all(emit *e)
+/* ---- the families: one table, one loop (emit_all) ---- */
+
+static void samples_state(emit *e, const row *r)
 {
-    const collect *c = e->c;
-    const row *rows = c->rows;
-    size_t n = c->nrows;
-    int any;
+    for (int st = 0; st < N_STATES; st++)
+        line_u64(e, H_STATE, r, e->tail_state[st], e->tail_state_len[st], st == r->state);
+}
 
-    char tails_state[N_STATES][48];
-    size_t tails_state_len[N_STATES];
-    for (int i = 0; i < N_STATES; i++)
-        tails_state_len[i] = make_tail(tails_state[i], "state", bw_state_name((bw_state)i));
-
-    /* state */
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (!any++)
-            family_header(e, "state", "gauge", NULL,
-                          "The breaker's state: 1 for the state it is in, 0 for the other five.");
-        for (int st = 0; st < N_STATES; st++)
-            line_u64(e, H_STATE, r, tails_state[st], tails_state_len[st], st == r->state);
-    }
-
-    /* calls */
-    char tails_kind[BW_CALL_KINDS][48];
-    size_t tails_kind_len[BW_CALL_KINDS];
+static void samples_calls(emit *e, const row *r)
+{
     for (int k = 0; k < BW_CALL_KINDS; k++)
-        tails_kind_len[k] = make_tail(tails_kind[k], "kind", bw_call_kind_name((bw_call_kind)k));
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (!(r->flags & ROW_COUNTING))
-            continue;
-        if (!any++)
-            family_header(e, "calls", "counter", NULL, "Settled calls by kind (slow: at least slow_call_duration).");
-        for (int k = 0; k < BW_CALL_KINDS; k++)
-            line_u64(e, H_CALLS, r, tails_kind[k], tails_kind_len[k], r->calls[k]);
-    }
+        line_u64(e, H_CALLS, r, e->tail_kind[k], e->tail_kind_len[k], r->calls[k]);
+}
 
-    /* rejected */
-    static const bw_state rej_states[3] = {BW_STATE_OPEN, BW_STATE_HALF_OPEN, BW_STATE_FORCED_OPEN};
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (!(r->flags & ROW_COUNTING))
-            continue;
-        if (!any++)
-            family_header(e, "rejected", "counter", NULL,
-                          "Calls the breaker rejected, by the state that rejected them.");
-        for (int k = 0; k < 3; k++)
-            line_u64(e, H_REJECTED, r, tails_state[rej_states[k]], tails_state_len[rej_states[k]], r->rejected[k]);
-    }
+static void samples_rejected(emit *e, const row *r)
+{
+    static const bw_state by[3] = {BW_STATE_OPEN, BW_STATE_HALF_OPEN, BW_STATE_FORCED_OPEN};
+    for (int k = 0; k < 3; k++)
+        line_u64(e, H_REJECTED, r, e->tail_state[by[k]], e->tail_state_len[by[k]], r->rejected[k]);
+}
 
-    /* transitions */
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !r->ntrans)
-            continue;
-        if (!any++)
-            family_header(e, "transitions", "counter", NULL,
-                          "State changes by their from and to states, operator verbs included (pairs seen only).");
-        for (unsigned t = 0; t < r->ntrans; t++) {
-            const trans *tr = &c->trans[r->trans_off + t];
-            char tail[96];
-            size_t tl = 0;
-            memcpy(tail, ",from=\"", 7);
-            tl = 7;
-            const char *f = bw_state_name((bw_state)tr->from), *to = bw_state_name((bw_state)tr->to);
-            size_t fl = strlen(f), tol = strlen(to);
-            memcpy(tail + tl, f, fl);
-            tl += fl;
-            memcpy(tail + tl, "\",to=\"", 6);
-            tl += 6;
-            memcpy(tail + tl, to, tol);
-            tl += tol;
-            memcpy(tail + tl, "\"} ", 3);
-            tl += 3;
-            line_u64(e, H_TRANSITIONS, r, tail, tl, tr->n);
-        }
+static void samples_transitions(emit *e, const row *r)
+{
+    for (unsigned t = 0; t < r->ntrans; t++) {
+        const trans *tr = &e->c->trans[r->trans_off + t];
+        const char *f = bw_state_name((bw_state)tr->from), *to = bw_state_name((bw_state)tr->to);
+        size_t fl = strlen(f), tol = strlen(to), tl = 0;
+        char tail[96]; /* 7 + 12 + 6 + 12 + 3 at most */
+        memcpy(tail, ",from=\"", 7);
+        tl = 7;
+        memcpy(tail + tl, f, fl);
+        tl += fl;
+        memcpy(tail + tl, "\",to=\"", 6);
+        tl += 6;
+        memcpy(tail + tl, to, tol);
+        tl += tol;
+        memcpy(tail + tl, "\"} ", 3);
+        tl += 3;
+        line_u64(e, H_TRANSITIONS, r, tail, tl, tr->n);
     }
+}
 
-    /* resets, probe rounds, store events */
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !(r->flags & ROW_COUNTING))
-            continue;
-        if (!any++)
-            family_header(e, "resets", "counter", NULL, "bw_breaker_reset calls.");
-        line_u64(e, H_RESETS, r, TAIL("} "), r->resets);
-    }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !(r->flags & ROW_COUNTING))
-            continue;
-        if (!any++)
-            family_header(e, "probe_rounds", "counter", NULL,
-                          "Half-open probe rounds that closed (passed) or reopened (failed) the breaker.");
-        line_u64(e, H_ROUNDS, r, TAIL(",result=\"passed\"} "), r->rounds[0]);
-        line_u64(e, H_ROUNDS, r, TAIL(",result=\"failed\"} "), r->rounds[1]);
-    }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !(r->flags & ROW_COUNTING))
-            continue;
-        if (!any++)
-            family_header(e, "store_events", "counter", NULL,
-                          "Store events: degraded (the store failed), recovered, write_dropped (queue full).");
-        line_u64(e, H_STORE, r, TAIL(",event=\"degraded\"} "), r->store[0]);
-        line_u64(e, H_STORE, r, TAIL(",event=\"recovered\"} "), r->store[1]);
-        line_u64(e, H_STORE, r, TAIL(",event=\"write_dropped\"} "), r->store[2]);
-    }
+static void samples_resets(emit *e, const row *r)
+{
+    line_u64(e, H_RESETS, r, TAIL("} "), r->resets);
+}
 
-    /* the call-duration histogram */
+static void samples_rounds(emit *e, const row *r)
+{
+    line_u64(e, H_ROUNDS, r, TAIL(",result=\"passed\"} "), r->rounds[0]);
+    line_u64(e, H_ROUNDS, r, TAIL(",result=\"failed\"} "), r->rounds[1]);
+}
+
+static void samples_store(emit *e, const row *r)
+{
+    line_u64(e, H_STORE, r, TAIL(",event=\"degraded\"} "), r->store[0]);
+    line_u64(e, H_STORE, r, TAIL(",event=\"recovered\"} "), r->store[1]);
+    line_u64(e, H_STORE, r, TAIL(",event=\"write_dropped\"} "), r->store[2]);
+}
+
+static void samples_duration(emit *e, const row *r)
+{
+    uint64_t cum = 0;
+    for (int b = 0; b < BW_DURATION_BUCKETS; b++) {
+        cum += r->buckets[b];
+        line_u64(e, H_BUCKET, r, e->tail_le[b], e->tail_le_len[b], cum);
+    }
+    line_dbl(e, H_SUM, r, TAIL("} "), r->sum_s);
+    line_u64(e, H_COUNT, r, TAIL("} "), cum);
+}
+
+static void samples_failure_rate(emit *e, const row *r)
+{
+    line_dbl(e, H_FAILURE_RATE, r, TAIL("} "), r->failure_rate);
+}
+
+static void samples_slow_rate(emit *e, const row *r)
+{
+    line_dbl(e, H_SLOW_RATE, r, TAIL("} "), r->slow_call_rate);
+}
+
+static void samples_window(emit *e, const row *r)
+{
+    line_u64(e, H_WINDOW, r, TAIL(",kind=\"total\"} "), r->window[0]);
+    line_u64(e, H_WINDOW, r, TAIL(",kind=\"failed\"} "), r->window[1]);
+    line_u64(e, H_WINDOW, r, TAIL(",kind=\"slow\"} "), r->window[2]);
+}
+
+static void samples_age(emit *e, const row *r)
+{
+    line_seconds(e, H_AGE, r, TAIL("} "), r->last_failure_age_ns);
+}
+
+static void samples_keyed(emit *e, const row *r)
+{
+    line_u64(e, H_KEYED, r, TAIL("} "), r->keyed);
+}
+
+/*
+ * A metric family: its metadata, which rows have series in it (every flag of
+ * `need`, no flag of `skip`, and `some` > 0 when it names a count), and their
+ * samples. A family no row has is left out.
+ */
+typedef struct family {
+    const char *name, *type, *unit, *help;
+    unsigned need, skip;
+    int some; /* 0: none; SOME_TRANS: r->ntrans; SOME_KEYED: r->keyed */
+    void (*samples)(emit *e, const row *r);
+} family;
+
+enum { SOME_TRANS = 1, SOME_KEYED = 2 };
+#define COUNTED ROW_COUNTING
+#define TIMED (ROW_COUNTING | ROW_TIMED)
+
+static const family families[] = {
+    {"state", "gauge", NULL, "The breaker's state: 1 for the state it is in, 0 for the other five.", 0, 0, 0,
+     samples_state},
+    {"calls", "counter", NULL, "Settled calls by kind (slow: at least slow_call_duration).", COUNTED, 0, 0,
+     samples_calls},
+    {"rejected", "counter", NULL, "Calls the breaker rejected, by the state that rejected them.", COUNTED, 0, 0,
+     samples_rejected},
+    {"transitions", "counter", NULL,
+     "State changes by their from and to states, operator verbs included (pairs seen only).", 0, ROW_KEY, SOME_TRANS,
+     samples_transitions},
+    {"resets", "counter", NULL, "bw_breaker_reset calls.", COUNTED, ROW_KEY, 0, samples_resets},
+    {"probe_rounds", "counter", NULL, "Half-open probe rounds that closed (passed) or reopened (failed) the breaker.",
+     COUNTED, ROW_KEY, 0, samples_rounds},
+    {"store_events", "counter", NULL,
+     "Store events: degraded (the store failed), recovered, write_dropped (queue full).", COUNTED, ROW_KEY, 0,
+     samples_store},
+    {"call_duration_seconds", "histogram", "seconds", "Durations of settled calls, from acquire to settle.", TIMED,
+     ROW_KEY, 0, samples_duration},
+    {"failure_rate", "gauge", NULL,
+     "Failed / all calls in the sliding window, 0..1 (also below min_calls; 0 when it is empty).", 0, ROW_KEY, 0,
+     samples_failure_rate},
+    {"slow_call_rate", "gauge", NULL,
+     "Slow / all calls in the sliding window, 0..1 (also below min_calls; 0 when it is empty).", 0, ROW_KEY, 0,
+     samples_slow_rate},
+    {"window_calls", "gauge", NULL, "Calls in the sliding window: total, failed, slow.", 0, ROW_KEY, 0, samples_window},
+    {"last_failure_age_seconds", "gauge", "seconds",
+     "Seconds since the last failure was settled (breakers with one since their last reset).", ROW_LAST_FAILURE,
+     ROW_KEY, 0, samples_age},
+    {"keyed_circuits", "gauge", NULL, "Resident keyed circuits of the breaker.", 0, ROW_KEY, SOME_KEYED, samples_keyed},
+};
+
+/* The label tails every write shares: states, call kinds, histogram bounds. */
+static void make_tails(emit *e)
+{
+    for (int i = 0; i < N_STATES; i++)
+        e->tail_state_len[i] = make_tail(e->tail_state[i], "state", bw_state_name((bw_state)i));
+    for (int k = 0; k < BW_CALL_KINDS; k++)
+        e->tail_kind_len[k] = make_tail(e->tail_kind[k], "kind", bw_call_kind_name((bw_call_kind)k));
     static const int64_t bounds_ns[BW_DURATION_BUCKETS - 1] = BW_DURATION_BOUNDS_NS;
-    char tails_le[BW_DURATION_BUCKETS][48];
-    size_t tails_le_len[BW_DURATION_BUCKETS];
     for (int i = 0; i < BW_DURATION_BUCKETS; i++) {
         char v[40];
         size_t vl;
@@ -1042,79 +1078,27 @@ static void emit_all(emit *e)
             vl = 4;
         }
         v[vl] = 0;
-        tails_le_len[i] = make_tail(tails_le[i], "le", v);
+        e->tail_le_len[i] = make_tail(e->tail_le[i], "le", v);
     }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || (r->flags & (ROW_COUNTING | ROW_TIMED)) != (ROW_COUNTING | ROW_TIMED))
-            continue;
-        if (!any++)
-            family_header(e, "call_duration_seconds", "histogram", "seconds",
-                          "Durations of settled calls, from acquire to settle.");
-        uint64_t cum = 0;
-        for (int b = 0; b < BW_DURATION_BUCKETS; b++) {
-            cum += r->buckets[b];
-            line_u64(e, H_BUCKET, r, tails_le[b], tails_le_len[b], cum);
+}
+
+static void emit_all(emit *e)
+{
+    make_tails(e);
+    const row *rows = e->c->rows;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        const family *fam = &families[f];
+        int any = 0;
+        for (size_t i = 0; i < e->c->nrows; i++) {
+            const row *r = &rows[i];
+            if ((r->flags & fam->need) != fam->need || (r->flags & fam->skip) ||
+                (fam->some == SOME_TRANS && !r->ntrans) || (fam->some == SOME_KEYED && !r->keyed))
+                continue;
+            if (!any++)
+                family_header(e, fam->name, fam->type, fam->unit, fam->help);
+            fam->samples(e, r);
         }
-        line_dbl(e, H_SUM, r, TAIL("} "), r->sum_s);
-        line_u64(e, H_COUNT, r, TAIL("} "), cum);
     }
-
-    /* the window */
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (r->flags & ROW_KEY)
-            continue;
-        if (!any++)
-            family_header(e, "failure_rate", "gauge", NULL,
-                          "Failed / all calls in the sliding window, 0..1 (also below min_calls; 0 when it is empty).");
-        line_dbl(e, H_FAILURE_RATE, r, TAIL("} "), r->failure_rate);
-    }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (r->flags & ROW_KEY)
-            continue;
-        if (!any++)
-            family_header(e, "slow_call_rate", "gauge", NULL,
-                          "Slow / all calls in the sliding window, 0..1 (also below min_calls; 0 when it is empty).");
-        line_dbl(e, H_SLOW_RATE, r, TAIL("} "), r->slow_call_rate);
-    }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if (r->flags & ROW_KEY)
-            continue;
-        if (!any++)
-            family_header(e, "window_calls", "gauge", NULL, "Calls in the sliding window: total, failed, slow.");
-        line_u64(e, H_WINDOW, r, TAIL(",kind=\"total\"} "), r->window[0]);
-        line_u64(e, H_WINDOW, r, TAIL(",kind=\"failed\"} "), r->window[1]);
-        line_u64(e, H_WINDOW, r, TAIL(",kind=\"slow\"} "), r->window[2]);
-    }
-
-    /* last failure, keyed circuits */
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !(r->flags & ROW_LAST_FAILURE))
-            continue;
-        if (!any++)
-            family_header(e, "last_failure_age_seconds", "gauge", "seconds",
-                          "Seconds since the last failure was settled (breakers with one since their last reset).");
-        line_seconds(e, H_AGE, r, TAIL("} "), r->last_failure_age_ns);
-    }
-    any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        if ((r->flags & ROW_KEY) || !r->keyed)
-            continue;
-        if (!any++)
-            family_header(e, "keyed_circuits", "gauge", NULL, "Resident keyed circuits of the breaker.");
-        line_u64(e, H_KEYED, r, TAIL("} "), r->keyed);
-    }
-
     if (e->om)
         put(e->s, "# EOF\n", 6);
 }
