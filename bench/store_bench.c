@@ -461,24 +461,36 @@ static int64_t cpu_ns(void)
            ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
 }
 
-static void bench_lane_idle(const char *figure, const char *url)
+/* n coordinated breakers on s named PREFIX-i, polling every `poll` (0: the default); free with free_many. */
+static bw_breaker **make_many(const char *prefix, int n, bw_store *s, int64_t poll)
 {
-    bw_store *s = open_store(url);
-    bw_breaker **b = malloc(LANE_BREAKERS * sizeof *b);
+    bw_breaker **b = malloc((size_t)n * sizeof *b);
     if (!b)
         die("malloc", BW_ENOMEM);
     char name[64];
-    for (int i = 0; i < LANE_BREAKERS; i++) {
-        snprintf(name, sizeof name, "lane-idle-%d", i);
-        b[i] = make(name, s, BW_STORE_COORDINATED, 0, 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        b[i] = make(name, s, BW_STORE_COORDINATED, poll, 0);
     }
+    return b;
+}
+
+static void free_many(bw_breaker **b, int n)
+{
+    for (int i = 0; i < n; i++)
+        bw_breaker_free(b[i]);
+    free(b);
+}
+
+static void bench_lane_idle(const char *figure, const char *url)
+{
+    bw_store *s = open_store(url);
+    bw_breaker **b = make_many("lane-idle", LANE_BREAKERS, s, 0);
     bench_sleep_ns(1500 * MS); /* the first polls (at once) are done; from now on the lane is in its steady state */
     int64_t c0 = cpu_ns(), t0 = mono_ns();
     bench_sleep_ns(LANE_SECONDS * 1000 * MS);
     int64_t c1 = cpu_ns(), t1 = mono_ns();
-    for (int i = 0; i < LANE_BREAKERS; i++)
-        bw_breaker_free(b[i]);
-    free(b);
+    free_many(b, LANE_BREAKERS);
     bw_store_close(s);
     printf("# %s: %d breakers, store_poll 1 s, %.3f s of CPU in %.3f s\n", figure, LANE_BREAKERS, (c1 - c0) / 1e9,
            (t1 - t0) / 1e9);
@@ -658,23 +670,14 @@ static void bench_redis_stored_rt(void)
 static void bench_redis_poll(void)
 {
     bw_store *s = open_store(redis_url);
-    bw_breaker **b = malloc(POLL_BREAKERS * sizeof *b);
-    if (!b)
-        die("malloc", BW_ENOMEM);
-    char name[64];
-    for (int i = 0; i < POLL_BREAKERS; i++) {
-        snprintf(name, sizeof name, "bench-redis-poll-%d", i);
-        b[i] = make(name, s, BW_STORE_COORDINATED, 100 * MS, 0);
-    }
+    bw_breaker **b = make_many("bench-redis-poll", POLL_BREAKERS, s, 100 * MS);
     bench_sleep_ns(500 * MS); /* the first polls (at creation) are done */
     long c0 = redis_round_trips();
     int64_t t0 = mono_ns();
     bench_sleep_ns(POLL_SECONDS * 1000 * MS);
     long c1 = redis_round_trips();
     int64_t t1 = mono_ns();
-    for (int i = 0; i < POLL_BREAKERS; i++)
-        bw_breaker_free(b[i]);
-    free(b);
+    free_many(b, POLL_BREAKERS);
     bw_store_close(s);
     double intervals = (double)(t1 - t0) / (100.0 * MS);
     printf("# redis poll: %d breakers, store_poll 100 ms: %ld round trips in %.3f s (%.1f intervals)\n", POLL_BREAKERS,
