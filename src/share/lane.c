@@ -58,7 +58,13 @@
 #include "time/clock.h"
 #include "time/sched.h"
 
-#define READ_CHUNK 64 /* entries a batched poll reads per store call */
+/*
+ * Entries a batched poll reads per store call: the lane's read buffers start
+ * at READ_CHUNK and grow with its batches up to READ_CHUNK_MAX (a network
+ * store then refreshes 1,000 circuits in one round trip; each entry is ~1 KiB).
+ */
+#define READ_CHUNK 64
+#define READ_CHUNK_MAX 1024
 
 typedef struct qop {
     int op;
@@ -110,7 +116,11 @@ struct lane {
     size_t live, cap;  /* coordinators not yet freed; the heap has room for `cap` of them */
     bw__coord **batch; /* what a fire works on, then its polls: 2 x batch_cap (one fire runs at a time) */
     size_t batch_cap;
-    bw_store_entry *ents; /* READ_CHUNK entries for batched reads */
+    /* Batched reads: read_cap entries, keys and found flags (READ_CHUNK .. READ_CHUNK_MAX). */
+    bw_store_entry *ents;
+    const char **keys;
+    int *found;
+    size_t read_cap;
     bw__sched *sched;
     bw__sched_entry entry;
     bw__store_hook hook; /* bw_store_close stops the lane */
@@ -295,16 +305,44 @@ static void poll_alone(lane *ln, bw__coord *c)
 }
 
 /*
+ * Grow the read buffers towards n entries (at most READ_CHUNK_MAX); on a
+ * failed allocation they keep their size, and a poll reads in more chunks.
+ * Only the lane's fire uses them (one at a time). mu held.
+ */
+static void grow_reads(lane *ln, size_t n)
+{
+    if (n > READ_CHUNK_MAX)
+        n = READ_CHUNK_MAX;
+    if (n <= ln->read_cap)
+        return;
+    bw_store_entry *e = malloc(n * sizeof *e);
+    const char **k = malloc(n * sizeof *k);
+    int *f = malloc(n * sizeof *f);
+    if (e && k && f) {
+        free(ln->ents);
+        free(ln->keys);
+        free(ln->found);
+        ln->ents = e, ln->keys = k, ln->found = f, ln->read_cap = n;
+        return;
+    }
+    free(e);
+    free(k);
+    free(f);
+}
+
+/*
  * Poll cs[0..n) (each already through its gate): by read_many in chunks where
  * the store has it, else one by one. mu held on entry and return.
  */
 static void poll_batch(lane *ln, bw__coord **cs, size_t n)
 {
+    grow_reads(ln, n);
+    size_t chunk = ln->read_cap;
     bw_store_entry *ents = ln->ents;
-    const char *keys[READ_CHUNK];
-    int found[READ_CHUNK];
-    for (size_t at = 0; at < n; at += READ_CHUNK) {
-        size_t k = n - at < READ_CHUNK ? n - at : READ_CHUNK;
+    const char **keys = ln->keys;
+    int *found = ln->found;
+    for (size_t at = 0; at < n; at += chunk) {
+        size_t k = n - at < chunk ? n - at : chunk;
         for (size_t i = 0; i < k; i++)
             keys[i] = cs[at + i]->key; /* copies: valid while the batch holds its references */
         int64_t now;
@@ -395,6 +433,8 @@ static void lane_free(lane *ln)
     free(ln->heap.a);
     free(ln->batch);
     free(ln->ents);
+    free(ln->keys);
+    free(ln->found);
     free(ln);
 }
 
@@ -424,12 +464,15 @@ static lane *lane_new(bw_store *s, bw_clock *clock)
     if (!ln)
         return NULL;
     ln->ents = malloc(READ_CHUNK * sizeof *ln->ents);
+    ln->keys = malloc(READ_CHUNK * sizeof *ln->keys);
+    ln->found = malloc(READ_CHUNK * sizeof *ln->found);
+    ln->read_cap = READ_CHUNK;
     ln->batch = malloc(2 * READ_CHUNK * sizeof *ln->batch); /* grown by fires; this much always works */
     ln->batch_cap = READ_CHUNK;
     ln->entry.deadline = lane_deadline;
     ln->entry.fire = lane_fire;
     /* Each step only if the ones before it worked; on failure, undo those that did. */
-    int mu = ln->ents && ln->batch && pthread_mutex_init(&ln->mu, NULL) == 0;
+    int mu = ln->ents && ln->keys && ln->found && ln->batch && pthread_mutex_init(&ln->mu, NULL) == 0;
     int cv = mu && bw__cond_init_mono(&ln->idle) == 0; /* timed waits on it take CLOCK_MONOTONIC deadlines */
     int sched = cv && bw__sched_new(clock, &ln->sched) == BW_OK;
     if (!sched || bw__sched_add(ln->sched, &ln->entry) != BW_OK) {
@@ -440,6 +483,8 @@ static lane *lane_new(bw_store *s, bw_clock *clock)
             pthread_mutex_destroy(&ln->mu);
         free(ln->batch);
         free(ln->ents);
+        free(ln->keys);
+        free(ln->found);
         free(ln);
         return NULL;
     }
