@@ -6,8 +6,9 @@
  * deadline, the key layout (prefix + store key, expires_at then the data),
  * a value breakwater did not write read as absent, and a stopped server
  * (SIGSTOP) failing calls within the timeout, then answering again after
- * SIGCONT. Run by ctest under tests/support/with_redis.sh, whose server it
- * talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
+ * SIGCONT; an update costs one round trip when the store has seen the key's
+ * value, and a value another client changed since is only a conflict. Run by ctest under tests/support/with_redis.sh,
+ * whose server it talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hiredis/hiredis.h>
@@ -148,6 +149,87 @@ static void test_layout(void)
     bw_store_close(s);
 }
 
+/* EVALSHA calls the server has answered (every store call is one). */
+static long evalsha_calls(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *at = strstr(r->str, "cmdstat_evalsha:calls=");
+        n = at ? atol(at + strlen("cmdstat_evalsha:calls=")) : 0;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Counting entry_op_fn's runs. */
+typedef struct counted {
+    entry_op op;
+    int runs;
+} counted;
+
+static bw_store_verdict counted_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    counted *c = arg;
+    c->runs++;
+    return entry_op_fn(&c->op, now, cur, next);
+}
+
+/* One update of key by s: its round trips (server-counted), fn's runs, and what fn saw last (-2: absent). */
+#define update_costs(...) (h_line = __LINE__, update_costs_(__VA_ARGS__))
+static int h_line;
+static void update_costs_(bw_store *s, redisContext *c, const char *key, int verdict, int64_t value, long want_trips,
+                          int want_runs, int64_t want_seen)
+{
+    counted k = {{verdict, value, 64, BW_STORE_NEVER, 0, 0}, 0};
+    long c0 = evalsha_calls(c);
+    CHECK_OK(bw_store_update(s, key, counted_fn, &k, NULL));
+    long c1 = evalsha_calls(c);
+    if (c1 - c0 != want_trips || k.runs != want_runs)
+        fprintf(stderr, "  (the update at line %d)\n", h_line);
+    CHECK_INT(c1 - c0, want_trips);
+    CHECK_INT(k.runs, want_runs);
+    CHECK_INT(k.op.present ? k.op.seen : -2, want_seen);
+}
+
+/*
+ * The cache: an update of a value the store has seen (by a read or its own
+ * write) is one round trip and one run of fn; a value another client changed
+ * in between is a conflict that answers the new value (two round trips, fn
+ * runs again on it), never a write over it; a KEEP is checked, not trusted.
+ */
+static void test_cached_update(void)
+{
+    bw_store *a = NULL, *b = NULL;
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &a, NULL));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &b, NULL));
+    redisContext *c = raw();
+    update_costs(a, c, "k", BW_STORE_PUT, 1, 2, 1, -2); /* unknown to the cache: a read, then the write */
+    update_costs(a, c, "k", BW_STORE_PUT, 2, 1, 1, 1);  /* its own write: the write alone */
+    update_costs(a, c, "k", BW_STORE_KEEP, 0, 1, 1, 2); /* a KEEP: one check */
+    update_costs(b, c, "k", BW_STORE_PUT, 3, 2, 1, 2);  /* another client (b has not seen k) */
+    update_costs(a, c, "k", BW_STORE_PUT, 4, 2, 2, 3);  /* a's value is stale: a conflict, then 4 written over 3 */
+    CHECK_INT(entry_get(b, "k"), 4);
+    update_costs(b, c, "k", BW_STORE_KEEP, 0, 1, 1, 4); /* b's read above told its cache */
+    /* A read tells the cache too. */
+    update_costs(b, c, "k2", BW_STORE_PUT, 5, 2, 1, -2);
+    int64_t now;
+    bw_store_entry out;
+    int found = 0;
+    long c0 = evalsha_calls(c);
+    CHECK_OK(bw__store_try_read(a, "k2", &now, &out, &found));
+    CHECK_INT(found, 1);
+    CHECK_INT(evalsha_calls(c) - c0, 1);
+    update_costs(a, c, "k2", BW_STORE_DELETE, 0, 1, 1, 5);
+    update_costs(b, c, "k2", BW_STORE_KEEP, 0, 1, 2, -2); /* b thinks 5: the failed check answers "gone" */
+    redisReply *r = redisCommand(c, "EXISTS %s", "cache:k2");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    redisFree(c);
+    bw_store_close(a);
+    bw_store_close(b);
+}
+
 /* A store handle belongs to the process that opened it: a forked child gets BW_ESTATE, the parent goes on. */
 static void test_fork(void)
 {
@@ -216,6 +298,7 @@ int main(void)
     RUN(test_url_errors);
     RUN(test_open_errors);
     RUN(test_layout);
+    RUN(test_cached_update);
     RUN(test_fork);
     RUN(test_stopped_server);
     return TEST_SUMMARY();

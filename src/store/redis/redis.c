@@ -22,7 +22,19 @@
  *   trip) gives `now` and the current value; fn runs in this process; a KEEP
  *   ends there, a PUT or DELETE runs CAS_SCRIPT, which writes only if the
  *   value is still byte for byte the one fn saw (so no ABA: a value is its own
- *   version), with the lifetime as a server-side PX. On a conflict CAS_SCRIPT
+ *   version), with the lifetime as a server-side PX.
+ * - The cache makes that one round trip in the common case: the store keeps
+ *   the value it last saw at each key (CACHE_SLOTS slots, direct-mapped by the
+ *   key's hash: what a read, a read_many, a write or a conflict answered),
+ *   and an update of a key it knows runs fn on that value at once, with `now`
+ *   estimated as the server's TIME last seen plus the monotonic time passed
+ *   here since (behind the server's by at most the reply's way back, until
+ *   the server's clock is stepped and the next reply corrects it), and sends
+ *   CAS_SCRIPT straight away; a KEEP sends it as a check, since a verdict on a
+ *   value that may be stale is no answer. A stale value is only a conflict,
+ *   answered with the current one: never a write over another client's. So a
+ *   stored call (a read at acquire, an update at settle) is two round trips,
+ *   and a coordinated write after a poll is one. On a conflict CAS_SCRIPT
  *   answers the new value and TIME, and fn runs again on them (so fn may run
  *   more than once; the last run's verdict is the one applied); from the
  *   second conflict on, after a random pause (at most 4 ms) and a fresh read.
@@ -65,6 +77,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "base/systime.h"
 #include "store/backend.h"
 
@@ -82,6 +95,7 @@
 #define INJECTED_SLACK_MS ((int64_t)3600 * 1000)      /* see the design notes */
 #define PX_MAX_MS ((int64_t)100 * 366 * 86400 * 1000) /* a lifetime's PX, at most ~100 years */
 #define TIME_SEC_MAX ((int64_t)4000000000)            /* server TIME seconds we accept (year 2096) */
+#define CACHE_SLOTS 256 /* values remembered for a first compare-and-set without a read (see the design notes) */
 
 /* TIME, then GET of every key (absent: false, a nil in the reply). */
 static const char GET_SCRIPT[] = "local t = redis.call('TIME')\n"
@@ -90,12 +104,15 @@ static const char GET_SCRIPT[] = "local t = redis.call('TIME')\n"
                                  "return r\n";
 /*
  * ARGV: [1] '1' when KEYS[1] held exactly ARGV[2], '0' when it was absent;
- * [3] the new value ('' deletes); [4] its PX in ms ('0': no expiry). Returns 1
- * when written, else {sec, usec, current value} for the next attempt.
+ * [3] the new value ('' deletes); [4] its PX in ms ('0': no expiry; '-':
+ * write nothing, only check). Returns 1 when written (or, checking, when the
+ * key holds what ARGV[1..2] say), else {sec, usec, current value} for the
+ * next attempt.
  */
 static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
                                  "if (ARGV[1] == '1' and v == ARGV[2]) or (ARGV[1] == '0' and v == false) then\n"
-                                 "  if ARGV[3] == '' then redis.call('DEL', KEYS[1])\n"
+                                 "  if ARGV[4] == '-' then return 1\n"
+                                 "  elseif ARGV[3] == '' then redis.call('DEL', KEYS[1])\n"
                                  "  elseif ARGV[4] == '0' then redis.call('SET', KEYS[1], ARGV[3])\n"
                                  "  else redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4]) end\n"
                                  "  return 1\n"
@@ -110,6 +127,15 @@ typedef struct slot {
     redisContext *c; /* NULL: not connected */
     int busy;
 } slot;
+
+/* A value last seen at a key (a slot of the cache, under rd.cmu). */
+typedef struct cached {
+    uint64_t hash; /* of the key; 0: the slot is empty */
+    uint16_t klen, vlen;
+    int present; /* 0: the key was absent (vlen 0) */
+    char key[KEY_MAX];
+    char val[HEAD + BW_STORE_DATA_MAX];
+} cached;
 
 typedef struct rd {
     const bw__store_clock *clock;
@@ -129,6 +155,11 @@ typedef struct rd {
     int down_code;
     char down_why[160];
     slot slots[POOL_MAX];
+    /* The cache: its own mutex, held for a copy and never with r->mu. */
+    pthread_mutex_t cmu;
+    uint64_t seed;
+    cached *cache;            /* CACHE_SLOTS slots, direct-mapped by the key's hash */
+    _Atomic int64_t time_off; /* the server's TIME minus bw__mono_now when last seen; INT64_MIN: never */
 } rd;
 
 /* ---- the URL ---- */
@@ -589,35 +620,63 @@ static int time_part(const redisReply *e, int64_t max, int64_t *out)
     return 0;
 }
 
-/* `now` from the reply's TIME (or the injected clock). */
-static int reply_now(const rd *r, const redisReply *rep, int64_t *now, bw_error *err)
+/* `now` from the reply's TIME (or the injected clock); the server's TIME is noted for est_now. */
+static int reply_now(rd *r, const redisReply *rep, int64_t *now, bw_error *err)
 {
     int64_t sec, usec;
     if (time_part(rep->element[0], TIME_SEC_MAX, &sec) || time_part(rep->element[1], 999999, &usec))
         return bw__fail(err, BW_ESYS, "", "redis: the server's TIME is malformed or out of range");
+    int64_t server = sec * BW_NS_PER_S + usec * 1000;
+    atomic_store_explicit(&r->time_off, server - bw__mono_now(), memory_order_relaxed);
     if (atomic_load(&((bw__store_clock *)r->clock)->clock))
         *now = bw__store_clock_now(r->clock);
     else
-        *now = sec * BW_NS_PER_S + usec * 1000;
+        *now = server;
     return BW_OK;
 }
 
-/* Decode a value into *out: *found = 1 when it is a live entry (a nil, an expired or malformed value: 0). */
-static void decode(const redisReply *v, int64_t now, bw_store_entry *out, int *found)
+/*
+ * The store's `now` without a round trip, for an update's first attempt from
+ * the cache: the server's TIME last seen plus the time passed here since (a
+ * little behind the server's, by the reply's way back), or the injected clock.
+ * 0 when no TIME has been seen yet.
+ */
+static int est_now(rd *r, int64_t *now)
+{
+    if (atomic_load(&((bw__store_clock *)r->clock)->clock)) {
+        *now = bw__store_clock_now(r->clock);
+        return 1;
+    }
+    int64_t off = atomic_load_explicit(&r->time_off, memory_order_relaxed);
+    if (off == INT64_MIN)
+        return 0;
+    *now = off + bw__mono_now();
+    return 1;
+}
+
+/* Decode value v (vlen bytes; present 0: absent) into *out: *found = 1 when it is a live entry (absent, expired or
+ * malformed: 0). */
+static void decode_raw(const char *v, size_t vlen, int present, int64_t now, bw_store_entry *out, int *found)
 {
     *found = 0;
-    if (!v || v->type != REDIS_REPLY_STRING || v->len < HEAD + 1 || v->len > HEAD + BW_STORE_DATA_MAX)
+    if (!present || vlen < HEAD + 1 || vlen > HEAD + BW_STORE_DATA_MAX)
         return;
     uint64_t x = 0;
     for (int i = 0; i < HEAD; i++)
-        x = x << 8 | (unsigned char)v->str[i];
+        x = x << 8 | (unsigned char)v[i];
     int64_t exp = (int64_t)x;
     if (exp <= now)
         return;
     out->expires_at = exp;
-    out->len = (uint32_t)(v->len - HEAD);
-    memcpy(out->data, v->str + HEAD, out->len);
+    out->len = (uint32_t)(vlen - HEAD);
+    memcpy(out->data, v + HEAD, out->len);
     *found = 1;
+}
+
+static void decode(const redisReply *v, int64_t now, bw_store_entry *out, int *found)
+{
+    int present = v && v->type == REDIS_REPLY_STRING;
+    decode_raw(present ? v->str : NULL, present ? v->len : 0, present, now, out, found);
 }
 
 static size_t make_key(const rd *r, const char *name, char *key)
@@ -628,6 +687,56 @@ static size_t make_key(const rd *r, const char *name, char *key)
     memcpy(key, r->prefix, r->plen);
     memcpy(key + r->plen, name, n);
     return r->plen + n;
+}
+
+/* ---- the cache of values last seen (see the design notes) ---- */
+
+static cached *cache_slot(rd *r, const char *key, size_t klen, uint64_t *h)
+{
+    *h = bw__hash(r->seed, key, klen) | 1; /* never 0, the empty slot's */
+    return &r->cache[*h % CACHE_SLOTS];
+}
+
+/* Remember that key holds v (a nil: absent); a value of a length breakwater never writes is not kept. */
+static void cache_put(rd *r, const char *key, size_t klen, const char *v, size_t vlen, int present)
+{
+    if (klen > KEY_MAX || vlen > HEAD + BW_STORE_DATA_MAX)
+        return;
+    uint64_t h;
+    cached *c = cache_slot(r, key, klen, &h);
+    pthread_mutex_lock(&r->cmu);
+    c->hash = h;
+    c->klen = (uint16_t)klen;
+    memcpy(c->key, key, klen);
+    c->present = present;
+    c->vlen = (uint16_t)(present ? vlen : 0);
+    if (present)
+        memcpy(c->val, v, vlen);
+    pthread_mutex_unlock(&r->cmu);
+}
+
+static void cache_put_reply(rd *r, const char *key, size_t klen, const redisReply *v)
+{
+    if (v->type == REDIS_REPLY_STRING)
+        cache_put(r, key, klen, v->str, v->len, 1);
+    else if (v->type == REDIS_REPLY_NIL)
+        cache_put(r, key, klen, NULL, 0, 0);
+}
+
+/* What key last held, into *present, val and *vlen: 0 when the cache does not know. */
+static int cache_get(rd *r, const char *key, size_t klen, int *present, char *val, size_t *vlen)
+{
+    uint64_t h;
+    cached *c = cache_slot(r, key, klen, &h);
+    pthread_mutex_lock(&r->cmu);
+    int hit = c->hash == h && c->klen == klen && memcmp(c->key, key, klen) == 0;
+    if (hit) {
+        *present = c->present;
+        *vlen = c->vlen;
+        memcpy(val, c->val, c->vlen);
+    }
+    pthread_mutex_unlock(&r->cmu);
+    return hit;
 }
 
 /* A GET_SCRIPT (or conflicting CAS_SCRIPT) reply with `n` values: well formed? */
@@ -673,12 +782,14 @@ static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t
     int broken = 0;
     bw_error e = {0, "", ""};
     redisReply *rep = run_script(r, s->c, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
-    free(block);
     int rc = rep ? reply_shape(rep, n, &e) : e.code;
     if (rc == BW_OK)
         rc = reply_now(r, rep, now, &e);
-    for (size_t i = 0; rc == BW_OK && i < n; i++)
+    for (size_t i = 0; rc == BW_OK && i < n; i++) {
         decode(rep->element[i + 2], *now, &out[i], &found[i]);
+        cache_put_reply(r, keys[i], klen[i], rep->element[i + 2]);
+    }
+    free(block);
     if (rep)
         freeReplyObject(rep);
     release(r, s, broken, &e);
@@ -743,6 +854,44 @@ static void pause_jitter(uint64_t *rng, int attempt)
     nanosleep(&ts, NULL);
 }
 
+/*
+ * Apply verdict at keys[0] if it still holds exactly what fn saw (present:
+ * seen[0..slen)) — CAS_SCRIPT: a PUT writes fn's `next`, a DELETE deletes, a
+ * KEEP (or a DELETE of nothing) only checks. The reply: an integer 1 when
+ * done (the cache then knows the value there), else the conflict's {sec, usec,
+ * value}; NULL with *e filled on an error.
+ */
+static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *klen, int present, const char *seen,
+                       size_t slen, bw_store_verdict verdict, int64_t now, const bw_store_entry *next, int *broken,
+                       bw_error *e)
+{
+    unsigned char val[HEAD + BW_STORE_DATA_MAX];
+    size_t vlen = 0;
+    char px[24] = "0";
+    int check = verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !present);
+    if (check) {
+        px[0] = '-', px[1] = 0;
+    } else if (verdict == BW_STORE_PUT) { /* store.c checked the verdict and the length */
+        uint64_t x = (uint64_t)next->expires_at;
+        for (int i = HEAD - 1; i >= 0; i--, x >>= 8)
+            val[i] = (unsigned char)(x & 0xff);
+        memcpy(val + HEAD, next->data, next->len);
+        vlen = HEAD + next->len;
+        px_of(r, now, next->expires_at, px, sizeof px);
+    }
+    const char *args[4] = {present ? "1" : "0", present ? seen : "", (const char *)val, px};
+    size_t alen[4] = {1, present ? slen : 0, vlen, strlen(px)};
+    redisReply *rep = run_script(r, s->c, SC_CAS, 1, keys, klen, 4, args, alen, broken, e);
+    if (rep && !check && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+        cache_put(r, keys[0], klen[0], (const char *)val, vlen, verdict == BW_STORE_PUT);
+    return rep;
+}
+
+static int written(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+}
+
 static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     rd *r = ctx;
@@ -755,12 +904,35 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     size_t klen[1] = {make_key(r, name, key)};
     int broken = 0;
     bw_error e = {0, "", ""};
-    redisReply *rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
-    rc = rep ? BW_OK : e.code;
+    bw_store_entry cur, next;
+    redisReply *rep = NULL;
+    /*
+     * The first attempt from the cache, without a read: fn runs on the value
+     * last seen at the key and the estimated `now`, and the compare-and-set
+     * (for a KEEP, the check) is sent at once. Done: one round trip. A
+     * conflict answers the current value, and the loop goes on from it.
+     */
+    {
+        char seen[HEAD + BW_STORE_DATA_MAX];
+        size_t slen;
+        int present, found;
+        int64_t now;
+        if (est_now(r, &now) && cache_get(r, key, klen[0], &present, seen, &slen)) {
+            decode_raw(seen, slen, present, now, &cur, &found);
+            bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
+            rep = cas(r, s, keys, klen, present, seen, slen, verdict, now, &next, &broken, &e);
+            if (!rep)
+                rc = e.code;
+            else if (written(rep))
+                goto out;
+        }
+    }
+    if (rc == BW_OK && !rep) {
+        rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
+        rc = rep ? BW_OK : e.code;
+    }
     int64_t start = bw__mono_now();
     uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
-    bw_store_entry cur, next;
-    unsigned char val[HEAD + BW_STORE_DATA_MAX];
     for (int attempt = 0; rc == BW_OK; attempt++) {
         int64_t now;
         int found;
@@ -777,31 +949,22 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             break;
         }
         const redisReply *v = rep->element[2];
+        int present = v->type == REDIS_REPLY_STRING;
         decode(v, now, &cur, &found);
         bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
-        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && v->type == REDIS_REPLY_NIL))
+        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !present)) {
+            cache_put_reply(r, key, klen[0], v);
             break;
-        size_t vlen = 0;
-        char px[24] = "0";
-        if (verdict == BW_STORE_PUT) { /* store.c checked the verdict and the length */
-            uint64_t x = (uint64_t)next.expires_at;
-            for (int i = HEAD - 1; i >= 0; i--, x >>= 8)
-                val[i] = (unsigned char)(x & 0xff);
-            memcpy(val + HEAD, next.data, next.len);
-            vlen = HEAD + next.len;
-            px_of(r, now, next.expires_at, px, sizeof px);
         }
-        const char *args[4] = {v->type == REDIS_REPLY_NIL ? "0" : "1", v->str ? v->str : "", (const char *)val, px};
-        size_t alen[4] = {1, v->type == REDIS_REPLY_NIL ? 0 : v->len, vlen, strlen(px)};
-        redisReply *cas = run_script(r, s->c, SC_CAS, 1, keys, klen, 4, args, alen, &broken, &e);
+        redisReply *c = cas(r, s, keys, klen, present, v->str, present ? v->len : 0, verdict, now, &next, &broken, &e);
         freeReplyObject(rep);
-        rep = cas;
-        if (!cas) {
+        rep = c;
+        if (!c) {
             rc = e.code;
             break;
         }
-        if (cas->type == REDIS_REPLY_INTEGER && cas->integer == 1)
-            break; /* written */
+        if (written(c))
+            break;
         /*
          * A conflict: the reply carries TIME and the value now there, for the
          * next attempt at once; after a second conflict in a row, a random
@@ -819,6 +982,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             }
         }
     }
+out:
     if (rep)
         freeReplyObject(rep);
     release(r, s, broken, &e);
@@ -844,6 +1008,8 @@ static void rd_close(void *ctx)
             redisFree(r->slots[i].c);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->cmu);
+    free(r->cache);
     free(r);
 }
 
@@ -892,15 +1058,28 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         free(r);
         return rc;
     }
-    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+    r->cache = calloc(CACHE_SLOTS, sizeof *r->cache); /* pages the kernel gives as they are touched */
+    if (!r->cache) {
         free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutex");
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    }
+    int mu = pthread_mutex_init(&r->mu, NULL) == 0;
+    if (!mu || pthread_mutex_init(&r->cmu, NULL) != 0) {
+        if (mu)
+            pthread_mutex_destroy(&r->mu);
+        free(r->cache);
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutexes");
     }
     if (bw__cond_init_mono(&r->cv) != 0) {
         pthread_mutex_destroy(&r->mu);
+        pthread_mutex_destroy(&r->cmu);
+        free(r->cache);
         free(r);
         return bw__fail(err, BW_ESYS, "", "could not create the redis: store's condition variable");
     }
+    r->seed = bw__hash_seed(r);
+    atomic_init(&r->time_off, INT64_MIN);
     r->clock = clock;
     r->pid = getpid();
     rc = load_scripts(r, err);
