@@ -93,6 +93,7 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     lc.retry_mult = cfg->store_retry_multiplier;
     lc.retry_jitter = cfg->store_retry_jitter;
     lc.clock = b->clock;
+    lc.quorum = lc.mode == BW_STORE_COORDINATED ? cfg->store_quorum : 1;
     if (lc.mode == BW_STORE_COORDINATED) {
         /* The shared machine only opens, probes and closes: a one-call window it never fills. */
         lc.scfg.window_kind = BW_WINDOW_COUNT;

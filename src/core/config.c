@@ -59,6 +59,7 @@ static const bw_config defaults = {
     .store_retry_multiplier = 2.0,
     .store_retry_jitter = 0.2,
     .store_queue = 128,
+    .store_quorum = 1,
 };
 
 bw_config *bw_config_new(void)
@@ -325,6 +326,11 @@ int bw_config_set_store_queue(bw_config *cfg, int64_t writes, bw_error *err)
     return set_count(cfg, "store_queue", writes, 1000000, FIELD(store_queue), err);
 }
 
+int bw_config_set_store_quorum(bw_config *cfg, int64_t instances, bw_error *err)
+{
+    return set_count(cfg, "store_quorum", instances, BW_STORE_QUORUM_MAX, FIELD(store_quorum), err);
+}
+
 int bw_config_set_store_retry(bw_config *cfg, int64_t ns, bw_error *err)
 {
     return set_duration(cfg, "store_retry", ns, 0, FIELD(store_retry), err);
@@ -405,6 +411,11 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
                         "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
                         "comes back");
+    if (cfg->store_quorum > 1 && cfg->store && cfg->store_mode != BW_STORE_COORDINATED)
+        return bw__fail(err, BW_ERANGE, "store_quorum",
+                        "store_quorum above 1 needs the coordinated mode (a stored circuit is one machine: there is "
+                        "no local trip to count), got %u",
+                        cfg->store_quorum);
     if (cfg->keyed_hidle < cfg->keyed_idle)
         return bw__fail(err, BW_ERANGE, "keyed_history_idle",
                         "keyed_history_idle must be in [keyed_idle = %" PRId64 " ns, 365d], got %" PRId64 " ns",
@@ -495,6 +506,7 @@ static const knob knobs[] = {
     {"store_ttl", K_DURATION, 0, bw_config_set_store_ttl, "a duration such as 1d"},
     {"store_poll", K_DURATION, 0, bw_config_set_store_poll, "a duration such as 1s"},
     {"store_queue", K_COUNT, 0, bw_config_set_store_queue, "a whole number"},
+    {"store_quorum", K_COUNT, 0, bw_config_set_store_quorum, "a whole number"},
     {"store_retry", K_DURATION, 0, bw_config_set_store_retry, "a duration such as 5s"},
     {"store_retry_multiplier", K_MULT, bw_config_set_store_retry_multiplier, 0, "a number such as 2"},
     {"store_retry_max", K_DURATION, 0, bw_config_set_store_retry_max, "a duration such as 1m, or none"},
@@ -630,7 +642,7 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         "wait_max=%s max_wait_in_half_open=%s auto_transition=%s counters=%s unreachable_counts=%s initial_state=%s "
         "error_threshold=%u "
         "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
-        "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_retry=%s "
+        "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_quorum=%u store_retry=%s "
         "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
         m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow, m->min_calls,
         m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
@@ -638,6 +650,7 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         mwho, cfg->auto_transition ? "true" : "false", cfg->counters ? "true" : "false",
         m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state), m->error_threshold,
         m->success_threshold, m->half_open_capacity, cfg->keyed_max, cfg->keyed_limit, kidle, khidle, sttl, spoll,
-        cfg->store_queue, sretry, cfg->store_retry_multiplier, smax, cfg->store_retry_jitter, sclose);
+        cfg->store_queue, cfg->store_quorum, sretry, cfg->store_retry_multiplier, smax, cfg->store_retry_jitter,
+        sclose);
     return n;
 }

@@ -31,6 +31,7 @@ struct bw_config {
     int64_t store_ttl, store_poll, store_retry, store_retry_max, store_close_timeout; /* ns */
     double store_retry_multiplier, store_retry_jitter;
     uint32_t store_queue;
+    uint32_t store_quorum; /* coordinated: instances that must trip before the fleet's circuit opens */
 };
 
 /* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */

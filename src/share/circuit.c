@@ -1,8 +1,17 @@
 /*
  * circuit.c — the operations on a circuit kept in a store (see circuit.h).
  *
- * Entry layout: u8 format (2), u8 flags (FLAG_FENCE), u16 0, u64 born, then
- * the machine image.
+ * Entry layout: u8 format (2), u8 flags (FLAG_FENCE), u8 votes (n), u8 0, u64
+ * born, the machine image, then n votes of (u64 instance, i64 when) (a
+ * coordinated quorum's, below; n is 0 otherwise, and the same layout as before
+ * quorums existed).
+ *
+ * Quorum. With a quorum K > 1 a coordinated TRIP is a vote: the entry keeps
+ * the distinct instances that tripped within the last open wait (`wait`; older
+ * votes are dropped), and only the K-th distinct one trips the shared circuit,
+ * which clears the votes (so do a reset and an override). A vote of an
+ * instance already counted moves its time. The votes are read back as
+ * untrusted as the rest: at most K_MAX - 1 of them, no instance twice.
  *
  * Generations. A new circuit's generation starts at the wall clock in ns (read
  * finely here, not the store's coarse clock), so a circuit deleted and made
@@ -31,6 +40,15 @@
 #define FORMAT 2
 #define HEAD 12
 #define FLAG_FENCE 1u /* header byte 1: a reset's entry, kept while its generation stands */
+#define VOTE_BYTES 16
+#define VOTES_MAX (BW_STORE_QUORUM_MAX - 1) /* the K-th vote trips: at most K - 1 are ever kept */
+
+/* The trips an entry holds toward a quorum. */
+typedef struct votes {
+    int n;
+    uint64_t id[VOTES_MAX];
+    int64_t at[VOTES_MAX];
+} votes;
 
 int bw__shared_fits(const bw__mcfg *cfg)
 {
@@ -62,24 +80,88 @@ static int forgettable(bw__machine *m, bw__now *now)
     return m->win.total == 0;
 }
 
+/* The bytes of cur's machine image (after the header, before the votes), or -1 when the header is malformed. */
+static long image_len(const bw_store_entry *cur)
+{
+    if (cur->len < HEAD || cur->len > BW_STORE_DATA_MAX || cur->data[0] != FORMAT || (cur->data[1] & ~FLAG_FENCE) ||
+        cur->data[2] > VOTES_MAX || cur->data[3])
+        return -1;
+    long n = (long)cur->len - HEAD - (long)cur->data[2] * VOTE_BYTES;
+    return n >= 0 ? n : -1;
+}
+
+/* Decode the votes after an image of `len` bytes: -1 when one instance is there twice. */
+static int load_votes(const bw_store_entry *cur, long len, votes *v)
+{
+    const unsigned char *p = cur->data + HEAD + len;
+    v->n = cur->data[2];
+    for (int i = 0; i < v->n; i++, p += VOTE_BYTES) {
+        v->id[i] = get64(p);
+        v->at[i] = (int64_t)get64(p + 8);
+        for (int j = 0; j < i; j++)
+            if (v->id[j] == v->id[i])
+                return -1;
+    }
+    return 0;
+}
+
 /*
- * Decode an entry into m, checking everything the encoder could not have
- * written (machine/image.c checks the image). Returns 1 when loaded, 0 when there is
- * no entry, -1 when it is corrupt (m is then unusable).
+ * Decode an entry into m and *v, checking everything the encoder could not
+ * have written (machine/image.c checks the image). Returns 1 when loaded, 0
+ * when there is no entry, -1 when it is corrupt (m is then unusable).
  */
 static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
-                      unsigned *flags)
+                      unsigned *flags, votes *v)
 {
+    v->n = 0;
     if (!cur)
         return 0;
-    if (cur->len < HEAD || cur->len > BW_STORE_DATA_MAX || cur->data[0] != FORMAT || (cur->data[1] & ~FLAG_FENCE) ||
-        cur->data[2] || cur->data[3])
+    long len = image_len(cur);
+    if (len < 0)
         return -1;
     *born = get64(cur->data + 4);
     *flags = cur->data[1];
-    if (bw__machine_load(m, op->cfg, wmem, cur->data + HEAD, cur->len - HEAD) != 0 || *born > m->gen)
+    if (bw__machine_load(m, op->cfg, wmem, cur->data + HEAD, (size_t)len) != 0 || *born > m->gen)
         return -1; /* the generation starts at born and only grows */
+    if (load_votes(cur, len, v) != 0) {
+        v->n = 0;
+        return -1;
+    }
     return 1;
+}
+
+/*
+ * A local trip's vote toward the quorum, in CLOSED: drop the votes older than
+ * one open wait, count this instance's (once), and tell whether K distinct
+ * instances have now tripped. Returns 1 when the shared circuit should trip.
+ */
+static int vote(const bw__shared_op *op, votes *v, int64_t now)
+{
+    int64_t wait = op->cfg->wait; /* in (0, 365d] */
+    int64_t since = now >= INT64_MIN + wait ? now - wait : INT64_MIN;
+    int k = 0, mine = -1;
+    for (int i = 0; i < v->n; i++) {
+        if (v->at[i] < since)
+            continue; /* older than one open wait */
+        v->id[k] = v->id[i];
+        v->at[k] = v->at[i];
+        if (v->id[k] == op->instance)
+            mine = k;
+        k++;
+    }
+    v->n = k;
+    int distinct = k + (mine < 0);
+    if ((uint32_t)distinct >= op->quorum) {
+        v->n = 0;
+        return 1;
+    }
+    if (mine >= 0) {
+        v->at[mine] = now;
+    } else { /* distinct < quorum <= BW_STORE_QUORUM_MAX: there is room */
+        v->id[v->n] = op->instance;
+        v->at[v->n++] = now;
+    }
+    return 0;
 }
 
 /* Nothing recorded and nothing moved (a time window's expiry aside): no write, and so no renewal. */
@@ -121,9 +203,9 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
 {
     int state;
     uint64_t gen;
-    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || !cur || cur->len < HEAD ||
-        cur->len > BW_STORE_DATA_MAX || cur->data[0] != FORMAT ||
-        bw__machine_image_peek(cur->data + HEAD, cur->len - HEAD, &state, &gen) != 0)
+    long len;
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || !cur || (len = image_len(cur)) < 0 ||
+        bw__machine_image_peek(cur->data + HEAD, (size_t)len, &state, &gen) != 0)
         return 0;
     if (state != BW_STATE_CLOSED && state != BW_STATE_DISABLED && state != BW_STATE_METRICS_ONLY)
         return 0;
@@ -152,9 +234,9 @@ static bw_store_verdict verdict(bw__shared_op *op, bw_store_verdict v)
  * wall clock (see the top). Returns as load_entry.
  */
 static int load_or_fresh(bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
-                         unsigned *flags)
+                         unsigned *flags, votes *v)
 {
-    int loaded = load_entry(op, m, wmem, cur, born, flags);
+    int loaded = load_entry(op, m, wmem, cur, born, flags, v);
     op->found = loaded == 1;
     if (!op->found) { /* a fresh circuit (or a corrupt entry, replaced) */
         *flags = 0;
@@ -184,14 +266,16 @@ int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *c
     bw__machine m;
     uint64_t born = 0;
     unsigned flags = 0;
+    votes v;
     op->op = BW__OP_ADVANCE;
     op->wrote = 0;
     op->corrupt = 0;
-    if (load_or_fresh(op, &m, wmem, cur, &born, &flags) < 0 || bw__machine_deadline(&m) <= now)
+    if (load_or_fresh(op, &m, wmem, cur, &born, &flags, &v) < 0 || bw__machine_deadline(&m) <= now)
         return 0; /* corrupt (an update replaces it), or a timed transition is due: only an update does it */
     op->now = now;
     op->before = m.state;
     op->ok = 0;
+    op->votes = v.n;
     report(op, &m);
     return 1;
 }
@@ -207,7 +291,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     bw__machine m;
     uint64_t born = 0;
     unsigned flags = 0;
-    int loaded = load_or_fresh(op, &m, wmem, cur, &born, &flags);
+    votes v;
+    int loaded = load_or_fresh(op, &m, wmem, cur, &born, &flags, &v);
+    int voted = 0;
     op->corrupt = loaded < 0 && op->op != BW__OP_READ; /* a read replaces nothing: the next update reports it */
     bw__now t = bw__now_at(now);
     op->now = now;
@@ -227,6 +313,10 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         break;
     }
     case BW__OP_TRIP:
+        if (op->quorum > 1 && m.state == BW_STATE_CLOSED && !vote(op, &v, now)) {
+            voted = 1; /* a vote short of the quorum: the shared circuit stays CLOSED */
+            break;
+        }
         op->ok = bw__machine_trip(&m, now);
         break;
     case BW__OP_ADVANCE:
@@ -239,6 +329,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     default: /* READ */
         break;
     }
+    if (m.state != BW_STATE_CLOSED || op->op == BW__OP_VERB)
+        v.n = 0; /* votes count toward a trip from CLOSED only; a trip, a reset or an override ends them */
+    op->votes = v.n;
     report(op, &m);
     if (op->snap)
         bw__machine_snapshot(&m, &t, op->snap);
@@ -247,14 +340,14 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
 
     /* A reset keeps its entry (a fence): the generation it moved to makes every outcome in flight stale. */
     int fence = (op->op == BW__OP_VERB && op->state == BW_STATE_CLOSED) || ((flags & FLAG_FENCE) && m.gen == gen0);
-    if (!fence && !op->must_write && forgettable(&m, &t)) {
+    if (!fence && !op->must_write && v.n == 0 && forgettable(&m, &t)) {
         if (op->op == BW__OP_ACQUIRE && op->ok)
             op->out_gen = BW__GEN_NO_ENTRY; /* its circuit has no entry after this: see the design notes */
         if (op->found || op->corrupt)
             return verdict(op, BW_STORE_DELETE); /* closing deletes the entry */
         return BW_STORE_KEEP;
     }
-    if (op->found && no_op(op, &m, gen0)) {
+    if (op->found && !voted && no_op(op, &m, gen0)) {
         if (!op->must_write)
             return BW_STORE_KEEP;
         next->expires_at = cur->expires_at; /* the same bytes and lifetime: a write that changes nothing */
@@ -264,9 +357,15 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     }
     next->data[0] = FORMAT;
     next->data[1] = (unsigned char)(fence ? FLAG_FENCE : 0);
-    next->data[2] = next->data[3] = 0;
+    next->data[3] = 0;
     put64(next->data + 4, born);
     size_t len = HEAD + bw__machine_save(&m, next->data + HEAD);
+    int nv = 0; /* the votes that fit (a coordinated circuit's image is small: all of them) */
+    for (; nv < v.n && len + VOTE_BYTES <= BW_STORE_DATA_MAX; nv++, len += VOTE_BYTES) {
+        put64(next->data + len, v.id[nv]);
+        put64(next->data + len + 8, (uint64_t)v.at[nv]);
+    }
+    next->data[2] = (unsigned char)nv;
     next->len = (uint32_t)len;
     next->expires_at =
         m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY

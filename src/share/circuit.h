@@ -12,7 +12,10 @@
  *   probe round; local windows trip (BW__OP_TRIP), pollers move OPEN to
  *   HALF_OPEN (BW__OP_ADVANCE), probes are leased (BW__OP_ACQUIRE in
  *   HALF_OPEN) and tallied (BW__OP_RECORD) by generation, so an outcome of an
- *   earlier round is dropped as stale.
+ *   earlier round is dropped as stale. With a quorum K > 1, a local trip is
+ *   a vote: the entry keeps the instances (share/instance.h) that tripped
+ *   within the last open wait, and the shared circuit opens only at the K-th
+ *   distinct one.
  * Lifetimes: a CLOSED circuit with nothing to remember is deleted, except that a
  * reset keeps its entry (a fence, below); an operator state never expires;
  * anything else expires `ttl` after its last write, and an OPEN circuit `ttl`
@@ -51,6 +54,8 @@ typedef struct bw__shared_op {
     int state;           /* VERB */
     int must_write;      /* write even when nothing changed (a degraded breaker's retry: only a write
                             shows the store works); an unchanged entry is rewritten with its lifetime */
+    uint32_t quorum;     /* TRIP: distinct instances that must trip within one open wait (0 or 1: the first) */
+    uint64_t instance;   /* TRIP: this process's identity (share/instance.h) */
     /* Out. */
     int64_t now;            /* the store's clock during the update */
     int before, after;      /* state before and after */
@@ -63,6 +68,7 @@ typedef struct bw__shared_op {
     int found;              /* the entry existed (live and well-formed) before */
     int corrupt;            /* the entry was malformed and this update replaced it (never for READ) */
     int wrote;              /* the verdict was PUT or DELETE: a store that applies it takes writes */
+    int votes;              /* instances whose trips the entry holds toward the quorum after this */
     bw_snapshot *snap;      /* when not NULL: filled with the circuit's snapshot */
 } bw__shared_op;
 

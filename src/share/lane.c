@@ -54,6 +54,7 @@
 #include "base/hash.h"
 #include "base/heap.h"
 #include "base/systime.h"
+#include "share/instance.h"
 #include "store/front.h"
 #include "time/clock.h"
 #include "time/sched.h"
@@ -92,6 +93,7 @@ struct bw__coord {
     bw_store *store;
     bw__mcfg scfg;
     int64_t ttl;
+    uint32_t quorum;
     char *key;
     /* Under ln->mu. */
     qop *q; /* made on the first write */
@@ -224,6 +226,8 @@ static bw__shared_op op_of(const bw__coord *c, int kind)
     op.op = kind;
     op.cfg = &c->scfg;
     op.ttl = c->ttl;
+    op.quorum = c->quorum;
+    op.instance = bw__instance_id();
     return op;
 }
 
@@ -567,6 +571,7 @@ int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn res
     c->store = l->c.store;
     c->scfg = l->c.scfg;
     c->ttl = l->c.ttl;
+    c->quorum = l->c.quorum;
     c->key = key;
     c->cap = cfg->queue;
     c->poll = cfg->poll;

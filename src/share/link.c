@@ -9,6 +9,7 @@
 #include "base/compiler.h"
 #include "base/hash.h"
 #include "base/sat.h"
+#include "share/instance.h"
 #include "store/front.h"
 
 int bw__link_init(bw__link *l, const bw__link_cfg *cfg, const char *name, const char *key, int initial)
@@ -58,10 +59,18 @@ int bw__link_gate(bw__link *l)
     return open;
 }
 
-int bw__link_update(bw__link *l, bw__shared_op *op, bw_error *err)
+/* What every operation of l takes from it. */
+static void prepare(bw__link *l, bw__shared_op *op)
 {
     op->cfg = &l->c.scfg;
     op->ttl = l->c.ttl;
+    op->quorum = l->c.quorum;
+    op->instance = bw__instance_id();
+}
+
+int bw__link_update(bw__link *l, bw__shared_op *op, bw_error *err)
+{
+    prepare(l, op);
     op->must_write = l->c.mode == BW_STORE_STORED && bw__link_degraded(l);
     return bw__store_update(l->c.store, l->key, bw__shared_apply, op, err);
 }
@@ -71,8 +80,7 @@ int bw__link_admit_read(bw__link *l, bw__shared_op *op)
     bw_store_entry e;
     int found = 0;
     int64_t now;
-    op->cfg = &l->c.scfg;
-    op->ttl = l->c.ttl;
+    prepare(l, op);
     if (bw__store_try_read(l->c.store, l->key, &now, &e, &found) != BW_OK)
         return 0;
     return bw__shared_admit_read(op, now, found ? &e : NULL);
@@ -84,8 +92,7 @@ int bw__link_peek(bw__link *l, bw__shared_op *op)
     int found = 0;
     int64_t now;
     op->op = BW__OP_READ;
-    op->cfg = &l->c.scfg;
-    op->ttl = l->c.ttl;
+    prepare(l, op);
     int rc = bw__store_try_read(l->c.store, l->key, &now, &e, &found);
     if (rc == BW_OK)
         bw__shared_apply(op, now, found ? &e : NULL, &unused); /* a READ never writes */

@@ -41,6 +41,7 @@ typedef struct bw__link_cfg {
     int64_t retry, retry_max; /* ns; retry_max 0 = uncapped */
     double retry_mult, retry_jitter;
     bw_clock *clock; /* the owner's clock: retry times are on it */
+    uint32_t quorum; /* coordinated: store_quorum (1: a trip opens the fleet's circuit) */
 } bw__link_cfg;
 
 typedef struct bw__link {

@@ -13,7 +13,9 @@
  * - coordinated mode: trip propagation through the queue and polls,
  *   retry_after of a shared OPEN, the global probe budget across breakers, a
  *   late probe from an old round dropped, a lease expiring, degradation and
- *   recovery adopting an OPEN made while cut off, the queue filling up.
+ *   recovery adopting an OPEN made while cut off, the queue filling up;
+ *   quorum tripping (the fleet's circuit opens at the K-th distinct instance
+ *   to trip within one open wait; one process's breakers are one instance).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -107,8 +109,8 @@ static peek peek_at(bw_store *s, const char *name)
     return p;
 }
 
-/* The shared machine's snapshot (coordinated: the shared OPEN/HALF_OPEN and its round). */
-static bw_snapshot shared_snapshot(bw_store *s, const char *name)
+/* The configuration of the shared machine of make()'s coordinated breakers (attach_store.c's rule). */
+static void shared_cfg(bw__mcfg *mc_)
 {
     bw__mcfg mc;
     memset(&mc, 0, sizeof mc);
@@ -123,6 +125,14 @@ static bw_snapshot shared_snapshot(bw_store *s, const char *name)
     mc.permitted = 1;
     mc.max_concurrent = 1;
     mc.max_wait_ho = 5 * S;
+    *mc_ = mc;
+}
+
+/* The shared machine's snapshot (coordinated: the shared OPEN/HALF_OPEN and its round). */
+static bw_snapshot shared_snapshot(bw_store *s, const char *name)
+{
+    bw__mcfg mc;
+    shared_cfg(&mc);
     bw__shared_op op;
     memset(&op, 0, sizeof op);
     op.op = BW__OP_READ;
@@ -815,6 +825,163 @@ static void test_coordinated_trip_propagates(void)
     rec_free(lb);
 }
 
+/* ---- quorum tripping ---- */
+
+/* A coordinated breaker as make() makes it, with store_quorum = k. */
+static bw_breaker *make_quorum(const char *name, bw_store *s, int k, recorder *log)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 4, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    CHECK_OK(bw_config_set_wait(c, 10 * S, &e));
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, &e));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 5 * S, &e));
+    CHECK_OK(bw_config_set_store_poll(c, 1 * S, &e));
+    CHECK_OK(bw_config_set_store_quorum(c, k, &e));
+    if (log)
+        CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, log));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    bw_breaker *b = NULL;
+    int rc = bw_breaker_new(name, c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_breaker_new: %s: %s", bw_strerror(rc), e.message);
+    bw_config_free(c);
+    return b;
+}
+
+/* A local trip of another instance (as its lane writes it), toward quorum k: the shared state after it. */
+static int vote_as(bw_store *s, const char *name, uint64_t instance, int k, int *votes)
+{
+    bw__mcfg mc;
+    shared_cfg(&mc);
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.op = BW__OP_TRIP;
+    op.cfg = &mc;
+    op.ttl = 86400 * S;
+    op.quorum = (uint32_t)k;
+    op.instance = instance;
+    CHECK_OK(bw_store_update(s, name, bw__shared_apply, &op, NULL));
+    if (votes)
+        *votes = op.votes;
+    return op.after;
+}
+
+/* The raw entry of a circuit (found or not). */
+typedef struct raw {
+    int found;
+    bw_store_entry e;
+} raw;
+
+static bw_store_verdict raw_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now;
+    (void)next;
+    raw *r = arg;
+    r->found = cur != NULL;
+    if (cur)
+        bw__entry_copy(&r->e, cur);
+    return BW_STORE_KEEP;
+}
+
+static bw_store_verdict put_raw_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now;
+    (void)cur;
+    bw__entry_copy(next, &((raw *)arg)->e);
+    return BW_STORE_PUT;
+}
+
+/*
+ * store_quorum = 2: a local trip is a vote; the fleet's circuit opens at the
+ * second distinct instance to trip within one open wait (10 s), not before;
+ * this process's breakers are one instance however many trip; a vote older
+ * than one wait no longer counts; and an entry listing one instance twice is
+ * corrupt (replaced).
+ */
+static void test_coordinated_quorum(void)
+{
+    bw_store *s = open_store();
+    recorder *lb = rec_new();
+    bw_breaker *a = make_quorum("svc-quorum", s, 2, NULL);
+    bw_breaker *b = make_quorum("svc-quorum", s, 2, lb);
+    pump(0);
+    CHECK_OK(call(a, BW_FAILURE));
+    CHECK_OK(call(a, BW_FAILURE)); /* a trips: OPEN here, and its vote is queued */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    pump(0); /* the lane writes the vote */
+    CHECK_INT(shared_snapshot(s, "svc-quorum").state, BW_STATE_CLOSED);
+    CHECK(peek_at(s, "svc-quorum").found); /* the entry holds the vote */
+    pump(1 * S);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED); /* the others keep serving */
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    /* b is the same instance (this process): its trip is not a second vote. */
+    CHECK_OK(call(b, BW_FAILURE)); /* 1 failure of 2 calls: b trips */
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    pump(0);
+    CHECK_INT(shared_snapshot(s, "svc-quorum").state, BW_STATE_CLOSED);
+    /* A second instance trips within the wait: the fleet's circuit opens. */
+    int votes = -1;
+    CHECK_INT(vote_as(s, "svc-quorum", 0x5eed, 2, &votes), BW_STATE_OPEN);
+    CHECK_INT(votes, 0);
+    bw_breaker *c = make_quorum("svc-quorum", s, 2, NULL); /* a fresh breaker follows it at its first poll */
+    pump(1 * S);
+    CHECK_INT(bw_breaker_state(c), BW_STATE_OPEN);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(c, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK(why.retry_after_ns > 0 && why.retry_after_ns <= 10 * S);
+    bw_breaker_free(c);
+
+    /* Votes expire after one wait: X at 0 s, Y at 11 s does not open; Z at 12 s does (with Y). */
+    CHECK_INT(vote_as(s, "svc-q2", 0xa, 3, &votes), BW_STATE_CLOSED);
+    CHECK_INT(votes, 1);
+    CHECK_INT(vote_as(s, "svc-q2", 0xa, 3, &votes), BW_STATE_CLOSED); /* the same instance again: still one */
+    CHECK_INT(votes, 1);
+    pump(11 * S);
+    CHECK_INT(vote_as(s, "svc-q2", 0xb, 3, &votes), BW_STATE_CLOSED);
+    CHECK_INT(votes, 1); /* 0xa's is older than the wait: dropped */
+    pump(1 * S);
+    CHECK_INT(vote_as(s, "svc-q2", 0xc, 3, &votes), BW_STATE_CLOSED);
+    CHECK_INT(votes, 2);
+    CHECK_INT(vote_as(s, "svc-q2", 0xd, 3, &votes), BW_STATE_OPEN); /* b, c, d within 10 s */
+    CHECK_INT(votes, 0);
+
+    /* Untrusted: an entry with one instance listed twice is corrupt, and is replaced. */
+    CHECK_INT(vote_as(s, "svc-q3", 0xe, 3, &votes), BW_STATE_CLOSED);
+    raw r;
+    memset(&r, 0, sizeof r);
+    CHECK_OK(bw_store_update(s, "svc-q3", raw_fn, &r, NULL));
+    CHECK(r.found && r.e.data[2] == 1 && r.e.len + 16 <= BW_STORE_DATA_MAX);
+    if (r.found && r.e.len >= 16 && r.e.len + 16 <= BW_STORE_DATA_MAX) {
+        memcpy(r.e.data + r.e.len, r.e.data + r.e.len - 16, 16);
+        r.e.len += 16;
+        r.e.data[2] = 2;
+        CHECK_OK(bw_store_update(s, "svc-q3", put_raw_fn, &r, NULL));
+        bw__mcfg mc;
+        shared_cfg(&mc);
+        bw__shared_op op;
+        memset(&op, 0, sizeof op);
+        op.op = BW__OP_TRIP;
+        op.cfg = &mc;
+        op.ttl = 86400 * S;
+        op.quorum = 3;
+        op.instance = 0xf;
+        CHECK_OK(bw_store_update(s, "svc-q3", bw__shared_apply, &op, NULL));
+        CHECK_INT(op.corrupt, 1);
+        CHECK_INT(op.votes, 1); /* a fresh circuit with 0xf's vote alone: the duplicate's 0xe is gone */
+        CHECK_INT(op.after, BW_STATE_CLOSED);
+    }
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    rec_free(lb);
+}
+
 /* ---- keyed circuits through a store ---- */
 
 /*
@@ -1230,6 +1397,14 @@ static void test_config_checks(void)
     CHECK_STR(e.field, "store_retry_max");
     CHECK_RC(bw_config_set_store_retry_jitter(c, 1.5, &e), BW_ERANGE);
     CHECK_RC(bw_config_set_store_queue(c, 0, &e), BW_ERANGE);
+    CHECK_RC(bw_config_set_store_quorum(c, 0, &e), BW_ERANGE);
+    CHECK_STR(e.field, "store_quorum");
+    CHECK_RC(bw_config_set_store_quorum(c, BW_STORE_QUORUM_MAX + 1, &e), BW_ERANGE);
+    CHECK_OK(bw_config_parse(c, "store_retry_max=none store_quorum=3", &e));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE); /* stored mode: no local trips to count */
+    CHECK_STR(e.field, "store_quorum");
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    CHECK_OK(bw_config_validate(c, &e));
     bw_config_free(c);
     bw_store_close(s);
 }
@@ -1250,6 +1425,7 @@ int main(int argc, char **argv)
     RUN(test_stored_hold_recovers);
     RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
+    RUN(test_coordinated_quorum);
     RUN(test_coordinated_lane_batches);
     RUN(test_keyed_stored);
     RUN(test_keyed_coordinated);

@@ -55,6 +55,8 @@ static bw_store_verdict run(int op, const bw__mcfg *c, int64_t now, const bw_sto
     out->gen = op == BW__OP_RECORD && cur && cur->len >= 20 ? 0 : BW__GEN_NO_ENTRY;
     out->outcome = BW_FAILURE;
     out->state = BW_STATE_CLOSED;
+    out->quorum = 3; /* a TRIP votes (share/circuit.c): the votes' decoder and encoder run too */
+    out->instance = 0x77;
     out->snap = op == BW__OP_READ ? &snap : NULL;
     return bw__shared_apply(out, now, cur, next);
 }

@@ -12,6 +12,8 @@
 
 void bw_fuzz_entry_cfg(uint8_t sel, bw__mcfg *c);
 
+static uint64_t voter; /* the instance a TRIP votes as (quorum 4) */
+
 static bw_store_verdict apply(int op, const bw__mcfg *c, int64_t now, bw_store_entry *e, int *have, int outcome,
                               uint64_t *gen)
 {
@@ -24,6 +26,8 @@ static bw_store_verdict apply(int op, const bw__mcfg *c, int64_t now, bw_store_e
     o.gen = *gen;
     o.outcome = outcome;
     o.state = BW_STATE_CLOSED;
+    o.quorum = 4;
+    o.instance = voter;
     bw_store_verdict v = bw__shared_apply(&o, now, *have ? e : NULL, &next);
     if (v == BW_STORE_PUT) {
         *e = next;
@@ -73,7 +77,13 @@ int main(int argc, char **argv)
         }
         apply(BW__OP_VERB, &c, now, &e, &have, 0, &gen);
         if (have)
-            dump(dir, (uint8_t)sel, 2, &e); /* a reset's fence */
+            dump(dir, (uint8_t)sel, 2, &e);    /* a reset's fence */
+        for (voter = 1; voter <= 3; voter++) { /* votes toward a quorum of 4: 1, 2, 3 of them */
+            apply(BW__OP_TRIP, &c, now, &e, &have, 0, &gen);
+            if (have)
+                dump(dir, (uint8_t)sel, 3, &e);
+            now += BW_NS_PER_S;
+        }
     }
     printf("%d entries written to %s\n", n_written, dir);
     return 0;

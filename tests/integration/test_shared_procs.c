@@ -11,6 +11,9 @@
  *   (stored mode) or 2 leases (coordinated mode) between them;
  * - a trip in one process rejects in another: within a bounded time through
  *   the polls (coordinated), at the very next acquire (stored);
+ * - quorum tripping (coordinated, store_quorum 2, three processes): one
+ *   process's trip leaves the others serving; a second process's trip opens
+ *   the fleet's circuit for the third within a bounded time;
  * - a process SIGKILLed at random moments of an acquire/settle loop on a
  *   stored breaker (so, now and then, while it holds the store's lock) leaves
  *   the store usable and the circuit consistent for the others.
@@ -270,6 +273,7 @@ typedef struct knobs {
     int64_t wait, poll;
     int probes;
     int window, min_calls;
+    int quorum;         /* store_quorum when not 0 */
     recorder *degraded; /* hears BW_EVENT_STORE_DEGRADED when not NULL */
 } knobs;
 
@@ -302,6 +306,8 @@ static int make(const char *name, bw_store *s, const knobs *k, bw_breaker **out)
         rc = bw_config_set_max_wait_in_half_open(c, 5 * S, &e);
     if (rc == BW_OK && k->poll)
         rc = bw_config_set_store_poll(c, k->poll, &e);
+    if (rc == BW_OK && k->quorum)
+        rc = bw_config_set_store_quorum(c, k->quorum, &e);
     if (rc == BW_OK)
         rc = bw_config_set_store_close_timeout(c, 2 * S, &e);
     if (rc == BW_OK && k->degraded)
@@ -482,6 +488,8 @@ typedef struct tripper {
     const char *name;
     knobs k;
     pipes p;
+    int staged;    /* child 1 waits for `second` to close after the start signal */
+    int second[2]; /* when staged */
 } tripper;
 
 /* Ready; at the start signal fail until the circuit is OPEN here; tell; hold until told to finish. */
@@ -496,6 +504,11 @@ static int trip_child(void *arg, int idx)
         return 1;
     send_msg(out, MSG_READY, idx, 0, 0, 0);
     wait_closed(t->p.start[0]);
+    if (t->staged) {
+        close(t->second[1]);
+        if (idx == 1)
+            wait_closed(t->second[0]);
+    }
     int rc;
     for (int i = 0; i < 4 && bw_breaker_state(b) != BW_STATE_OPEN; i++)
         if ((rc = call(b, BW_FAILURE, NULL)) != BW_OK) {
@@ -579,6 +592,82 @@ static void test_trip_coordinated(void)
 static void test_trip_stored(void)
 {
     run_trip(BW_STORE_STORED);
+}
+
+/* ---- quorum: three processes, store_quorum 2 ---- */
+
+static void test_quorum_coordinated(void)
+{
+    begin_test();
+    tripper t;
+    memset(&t, 0, sizeof t);
+    t.name = "quorum";
+    t.k.mode = BW_STORE_COORDINATED;
+    t.k.wait = 10 * S;
+    t.k.poll = 50 * MS;
+    t.k.quorum = 2;
+    t.staged = 1;
+    bw_store *s = NULL;
+    bw_breaker *b = NULL;
+    if (pipes_open(&t.p) != 0 || pipe(t.second) != 0) {
+        H_FAIL("pipe: %s", strerror(errno));
+        end_test();
+        return;
+    }
+    pid_t p0 = spawn(trip_child, &t, 0), p1 = spawn(trip_child, &t, 1); /* before the parent has a lane */
+    pipes_parent(&t.p);
+    close(t.second[0]);
+    int in = t.p.res[0];
+    msg m;
+    if (p0 < 0 || p1 < 0 || collect(in, MSG_READY, 2, NULL) != 2)
+        goto out;
+    s = open_store();
+    if (!s || make(t.name, s, &t.k, &b) != BW_OK)
+        goto out;
+    CHECK_OK(call(b, BW_SUCCESS, NULL));
+    sleep_ns(150 * MS);  /* the first poll (at once) has found nothing shared */
+    close(t.p.start[1]); /* child 0 trips; child 1 waits */
+    t.p.start[1] = -1;
+    if (collect(in, MSG_TRIPPED, 1, &m) != 1)
+        goto out;
+    CHECK_INT(m.idx, 0);
+    CHECK_INT(m.state, BW_STATE_OPEN); /* OPEN there, on its own */
+    /* One instance's trip is not the fleet's: here calls go on for 12 polls (without a quorum: rejected in ~50 ms). */
+    int64_t t0 = mono_ns();
+    int rc = BW_OK;
+    while (rc == BW_OK && mono_ns() - t0 < 600 * MS) {
+        rc = call(b, BW_SUCCESS, NULL);
+        sleep_ns(5 * MS);
+    }
+    CHECK_OK(rc);
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    close(t.second[1]); /* child 1 trips: the second instance */
+    t.second[1] = -1;
+    if (collect(in, MSG_TRIPPED, 1, &m) != 1)
+        goto out;
+    CHECK_INT(m.idx, 1);
+    t0 = mono_ns();
+    bw_rejection why;
+    memset(&why, 0, sizeof why);
+    while ((rc = call(b, BW_SUCCESS, &why)) == BW_OK && mono_ns() - t0 < 3 * S)
+        sleep_ns(1 * MS);
+    printf("# %s: the quorum's trip rejected here after %.1f ms (store_poll 50 ms)\n", url,
+           (double)(mono_ns() - t0) / 1e6);
+    CHECK_RC(rc, BW_REJECTED);
+    if (rc == BW_REJECTED) {
+        CHECK_INT(why.state, BW_STATE_OPEN);
+        CHECK(why.retry_after_ns > 0 && why.retry_after_ns <= 10 * S);
+    }
+    close(t.p.fin[1]);
+    t.p.fin[1] = -1;
+    reap_all_ok();
+out:
+    end_test();
+    pipes_close_parent(&t.p);
+    if (t.second[1] >= 0)
+        close(t.second[1]);
+    bw_breaker_free(b);
+    bw_store_close(s);
 }
 
 /* ---- 3. a process killed at random moments, now and then holding the store's lock ---- */
@@ -711,6 +800,7 @@ int main(int argc, char **argv)
     RUN(test_race_coordinated);
     RUN(test_trip_coordinated);
     RUN(test_trip_stored);
+    RUN(test_quorum_coordinated);
     RUN(test_killed_mid_loop);
     store_url_cleanup();
     return TEST_SUMMARY();
