@@ -22,6 +22,7 @@ allowed() {
     registry) echo "base core" ;;
     resilience) echo "base core time" ;;
     observe) echo "base" ;;
+    http) echo "base" ;;
     *) echo "?" ;;
     esac
 }

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "common.h"
 #include "config.h"
+#include "http.h"
 #include "keyed.h"
 #include "listener.h"
 #include "pipeline.h"

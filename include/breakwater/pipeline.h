@@ -111,6 +111,18 @@ BW_API int bw_ctx_attempt(const bw_ctx *ctx);
  */
 BW_API int bw_ctx_set_retry_after(bw_ctx *ctx, int64_t ns);
 
+/*
+ * bw_ctx_set_timed_out — the call declares that it timed out by itself (its own
+ * I/O deadline fired: curl's CURLE_OPERATION_TIMEDOUT, a socket's SO_RCVTIMEO),
+ * so the layers outside see BW_ETIMEDOUT for it, exactly as if a timeout layer
+ * had ended it: a breaker records a timeout (a slow failure, bw_settle_timeout),
+ * a retry treats it as a timeout, a fallback with BW_FALLBACK_ON_TIMEOUT stands
+ * in, and bw_pipeline_execute returns BW_ETIMEDOUT with *rc the call's code.
+ * It holds for the current attempt only. Returns BW_OK, or BW_EINVAL for NULL.
+ * Thread safety: the thread running the call.
+ */
+BW_API int bw_ctx_set_timed_out(bw_ctx *ctx);
+
 /* ---- custom strategies ---- */
 
 /*

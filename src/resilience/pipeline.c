@@ -52,6 +52,7 @@ struct bw_ctx {
     int rc;
     int attempt;
     int job_status; /* a limiter job's status */
+    int timed_out;  /* the call declared a timeout (bw_ctx_set_timed_out) */
     /* The report. */
     int attempts, verdict;
     unsigned fallback;
@@ -72,8 +73,9 @@ static inline int next(bw_ctx *c)
 {
     const bw_pipeline *p = c->p;
     if (c->layer == p->n) {
+        c->timed_out = 0;
         c->rc = c->fn(c, c->arg);
-        return BW_OK;
+        return BW_UNLIKELY(c->timed_out) ? BW_ETIMEDOUT : BW_OK;
     }
     const layer *l = &p->layers[c->layer++];
     int status = l->s->execute(l->state, c);
@@ -132,6 +134,14 @@ int bw_ctx_set_retry_after(bw_ctx *ctx, int64_t ns)
     if (!ctx || ns < 0)
         return BW_EINVAL;
     ctx->retry_after = ns;
+    return BW_OK;
+}
+
+int bw_ctx_set_timed_out(bw_ctx *ctx)
+{
+    if (!ctx)
+        return BW_EINVAL;
+    ctx->timed_out = 1;
     return BW_OK;
 }
 

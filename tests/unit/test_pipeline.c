@@ -284,6 +284,77 @@ static void test_timeout_is_a_slow_failure(void)
     bw_breaker_free(b);
 }
 
+/* A call that times out by itself (its own I/O deadline) and says so. */
+static int own_timeout(bw_ctx *ctx, void *arg)
+{
+    dep *d = arg;
+    d->calls++;
+    if (d->calls <= d->fail_first) {
+        CHECK_OK(bw_ctx_set_timed_out(ctx));
+        return 28; /* CURLE_OPERATION_TIMEDOUT, say */
+    }
+    return 0;
+}
+
+static int timeout_fallback(const bw_fallback_info *why, void *arg, void *user)
+{
+    (void)user;
+    CHECK_INT(why->reason, BW_FALLBACK_ON_TIMEOUT);
+    CHECK_INT(why->status, BW_ETIMEDOUT);
+    ((dep *)arg)->value = 7;
+    return 70;
+}
+
+/*
+ * bw_ctx_set_timed_out: the layers outside see the call as a timeout, as if a
+ * timeout layer had ended it: the breaker records a slow failure with code
+ * BW_ETIMEDOUT, the retry retries it, the status is BW_ETIMEDOUT with the
+ * call's code kept, a fallback on timeouts stands in; it holds for one attempt.
+ */
+static void test_call_declares_timeout(void)
+{
+    reset_logs();
+    bw_breaker *b = breaker("slow_call_duration=1s min_calls=100", clk);
+    bw_retry *r = retry(3, 10 * MS);
+    bw_pipeline *p = pipeline();
+    CHECK_OK(bw_pipeline_add_retry(p, r, NULL));
+    CHECK_OK(bw_pipeline_add_breaker(p, b, NULL));
+    dep d = new_dep(5);
+    int rc = -1;
+    CHECK_RC(bw_pipeline_execute(p, own_timeout, &d, &rc, NULL), BW_ETIMEDOUT);
+    CHECK_INT(d.calls, 3); /* retried as a timeout */
+    CHECK_INT(rc, 28);
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.total_calls, 3);
+    CHECK_INT(s.failed_calls, 3);
+    CHECK_INT(s.slow_calls, 3); /* a timeout, not a plain failure */
+    int code = 0;
+    CHECK_OK(bw_breaker_last_failure(b, &code));
+    CHECK_INT(code, BW_ETIMEDOUT);
+    /* Per attempt: the third succeeds. */
+    d = new_dep(2);
+    CHECK_OK(bw_pipeline_execute(p, own_timeout, &d, &rc, NULL));
+    CHECK_INT(d.calls, 3);
+    CHECK_INT(rc, 0);
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.failed_calls, 5);
+    CHECK_INT(s.slow_calls, 5);
+    bw_pipeline_free(p);
+    /* A fallback on timeouts stands in. */
+    p = pipeline();
+    CHECK_OK(bw_pipeline_add_fallback(p, BW_FALLBACK_ON_TIMEOUT, timeout_fallback, NULL, NULL));
+    CHECK_OK(bw_pipeline_add_breaker(p, b, NULL));
+    d = new_dep(1);
+    CHECK_OK(bw_pipeline_execute(p, own_timeout, &d, &rc, NULL));
+    CHECK_INT(rc, 70);
+    CHECK_INT(d.value, 7);
+    CHECK_RC(bw_ctx_set_timed_out(NULL), BW_EINVAL);
+    bw_pipeline_free(p);
+    bw_retry_free(r);
+    bw_breaker_free(b);
+}
+
 /*
  * A full bulkhead is local saturation, not an outcome of the dependency: the
  * breaker around it records nothing in CLOSED (its window stays empty, however
@@ -1108,6 +1179,7 @@ int main(void)
     RUN(test_patient_retry_waits_for_the_probe);
     RUN(test_fallback_on_rejection);
     RUN(test_timeout_is_a_slow_failure);
+    RUN(test_call_declares_timeout);
     RUN(test_bulkhead_full_is_not_an_outcome);
     RUN(test_inner_rejection_is_not_an_outcome);
     RUN(test_strategy_rejection);
