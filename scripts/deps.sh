@@ -14,6 +14,8 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 [ -e /usr/include/microhttpd.h ] || need="$need libmicrohttpd-dev"
 # The redis: store builds when hiredis's headers are here.
 [ -e /usr/include/hiredis/hiredis.h ] || need="$need libhiredis-dev"
+# The libcurl integration (curl.h) builds when libcurl's headers are here.
+[ -n "$(find /usr/include -maxdepth 3 -path '*/curl/curl.h' 2>/dev/null | head -n 1)" ] || need="$need libcurl4-openssl-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
     # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.

@@ -20,8 +20,10 @@ done
 for src in "$tmp"/*.c; do
     [ -e "$src" ] || continue
     name=$(basename "$src" .c)
+    extra=""
+    grep -q 'breakwater/curl.h' "$src" && extra="-lcurl" # the libcurl integration's examples use libcurl too
     if grep -q 'int main' "$src"; then
-        cmd="$cc -std=c11 -Wall -Wextra -Werror -I$inc $src $lib -lpthread -o $tmp/$name"
+        cmd="$cc -std=c11 -Wall -Wextra -Werror -I$inc $src $lib $extra -lpthread -o $tmp/$name"
     else
         cmd="$cc -std=c11 -Wall -Wextra -Werror -I$inc -c $src -o $tmp/$name.o"
     fi
