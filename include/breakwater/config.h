@@ -42,7 +42,7 @@
  *   store_ttl             (0, 365d]                              1d
  *   store_poll            (0, 365d]  (coordinated)               1s
  *   store_queue           [1, 1000000]  (coordinated)            128
- *   store_quorum          [1, 16]  (coordinated)                 1
+ *   store_quorum          [1, BW_STORE_QUORUM_MAX = 16] (coordinated) 1
  *   store_retry           (0, 365d]                              5s
  *   store_retry_multiplier [1, 1000]                             2
  *   store_retry_max       none, or [store_retry, 365d]           1m
@@ -178,11 +178,14 @@ BW_API int bw_config_set_store_queue(bw_config *cfg, int64_t writes, bw_error *e
 /*
  * Quorum tripping (coordinated mode): the fleet's circuit opens only when this
  * many distinct instances (processes; docs/stores.md says how one is told from
- * another) tripped locally within one open wait (`wait`). Until then an
+ * another) tripped locally within one open wait (`wait`), each counted once
+ * however many of its breakers trip. Until then an
  * instance that tripped is OPEN on its own and the others keep serving, so one
  * bad instance cannot take a healthy dependency away from all of them. 1 (the
- * default): the first trip opens the fleet's circuit. Above 1 it needs the
- * coordinated mode (bw_config_validate).
+ * default): the first trip opens the fleet's circuit. Above 1 it needs a store
+ * in coordinated mode (bw_config_validate), and every instance of the circuit
+ * running a breakwater that knows quorums (older ones read an entry holding
+ * votes as corrupt and replace it).
  */
 BW_API int bw_config_set_store_quorum(bw_config *cfg, int64_t instances, bw_error *err);
 /* The first delay before a failing store is tried again. */

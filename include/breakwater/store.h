@@ -90,7 +90,11 @@ typedef struct bw_store bw_store;
  */
 typedef enum bw_store_mode { BW_STORE_COORDINATED = 1, BW_STORE_STORED = 2 } bw_store_mode;
 
-/* The largest store_quorum (config.h): instances that must trip before a coordinated fleet's circuit opens. */
+/*
+ * The largest store_quorum (config.h): instances that must trip before a
+ * coordinated fleet's circuit opens. Part of the stored format: an entry keeps
+ * at most BW_STORE_QUORUM_MAX - 1 votes.
+ */
 #define BW_STORE_QUORUM_MAX 16
 
 /* The most bytes an entry holds. */

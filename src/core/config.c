@@ -23,7 +23,7 @@
 #define MAX_COUNT INT64_C(1000000000)
 #define MAX_WINDOW_CALLS INT64_C(1000000)
 #define MAX_WINDOW_SECONDS INT64_C(86400)
-#define MAX_PROBES INT64_C(1000000)
+#define MAX_PROBES ((int64_t)BW__PROBES_MAX)
 
 static const bw_config defaults = {
     .m =
@@ -411,10 +411,10 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
                         "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
                         "comes back");
-    if (cfg->store_quorum > 1 && cfg->store && cfg->store_mode != BW_STORE_COORDINATED)
+    if (cfg->store_quorum > 1 && (!cfg->store || cfg->store_mode != BW_STORE_COORDINATED))
         return bw__fail(err, BW_ERANGE, "store_quorum",
-                        "store_quorum above 1 needs the coordinated mode (a stored circuit is one machine: there is "
-                        "no local trip to count), got %u",
+                        "store_quorum above 1 needs a store in coordinated mode (a quorum counts the local trips of "
+                        "instances sharing one circuit), got %u",
                         cfg->store_quorum);
     if (cfg->keyed_hidle < cfg->keyed_idle)
         return bw__fail(err, BW_ERANGE, "keyed_history_idle",

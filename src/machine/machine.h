@@ -56,6 +56,9 @@ static inline bw__now bw__now_at(int64_t ns)
 }
 
 /* The thresholds the machine needs, resolved from a bw_config. */
+/* The most probes a round may admit (config.h: permitted_probes); a stored image claiming more is corrupt. */
+#define BW__PROBES_MAX UINT32_C(1000000)
+
 typedef struct bw__mcfg {
     uint8_t policy;             /* bw_policy */
     uint8_t window_kind;        /* bw_window_kind */

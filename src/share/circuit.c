@@ -9,8 +9,10 @@
  * Quorum. With a quorum K > 1 a coordinated TRIP is a vote: the entry keeps
  * the distinct instances that tripped within the last open wait (`wait`; older
  * votes are dropped), and only the K-th distinct one trips the shared circuit,
- * which clears the votes (so do a reset and an override). A vote of an
- * instance already counted moves its time. The votes are read back as
+ * which clears the votes (so does an operator verb that reaches the store:
+ * stored mode's; a coordinated breaker's verbs stay local, and its vote
+ * expires). A vote of an instance already counted moves its time; a vote
+ * dated more than one wait ahead is dropped as stale. The votes are read back as
  * untrusted as the rest: at most K_MAX - 1 of them, no instance twice.
  *
  * Generations. A new circuit's generation starts at the wall clock in ns (read
@@ -139,10 +141,11 @@ static int vote(const bw__shared_op *op, votes *v, int64_t now)
 {
     int64_t wait = op->cfg->wait; /* in (0, 365d] */
     int64_t since = now >= INT64_MIN + wait ? now - wait : INT64_MIN;
+    int64_t until = bw__sat_add(now, wait); /* a vote dated further ahead came from no clock of ours: stale */
     int k = 0, mine = -1;
     for (int i = 0; i < v->n; i++) {
-        if (v->at[i] < since)
-            continue; /* older than one open wait */
+        if (v->at[i] < since || v->at[i] > until)
+            continue; /* older than one open wait (or from the future) */
         v->id[k] = v->id[i];
         v->at[k] = v->at[i];
         if (v->id[k] == op->instance)
@@ -157,7 +160,7 @@ static int vote(const bw__shared_op *op, votes *v, int64_t now)
     }
     if (mine >= 0) {
         v->at[mine] = now;
-    } else { /* distinct < quorum <= BW_STORE_QUORUM_MAX: there is room */
+    } else if (v->n < VOTES_MAX) { /* distinct < quorum <= BW_STORE_QUORUM_MAX: always true */
         v->id[v->n] = op->instance;
         v->at[v->n++] = now;
     }

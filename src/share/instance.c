@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -28,7 +29,10 @@ uint64_t bw__instance_id(void)
         return atomic_load_explicit(&cached_id, memory_order_relaxed);
     uint64_t r = atomic_load(&run_random);
     if (!r) {
-        uint64_t mine = bw__hash_seed(&r) | 1, none = 0;
+        uint64_t mine = 0, none = 0;
+        if (getrandom(&mine, sizeof mine, GRND_NONBLOCK) != (ssize_t)sizeof mine)
+            mine = bw__hash_seed(&r); /* no entropy yet (early boot): the address space and the clock */
+        mine |= 1;
         r = atomic_compare_exchange_strong(&run_random, &none, mine) ? mine : none;
     }
     char host[256] = "";

@@ -227,7 +227,7 @@ static bw__shared_op op_of(const bw__coord *c, int kind)
     op.cfg = &c->scfg;
     op.ttl = c->ttl;
     op.quorum = c->quorum;
-    op.instance = bw__instance_id();
+    op.instance = kind == BW__OP_TRIP && c->quorum > 1 ? bw__instance_id() : 0; /* getpid: only a vote needs it */
     return op;
 }
 

@@ -65,7 +65,7 @@ static void prepare(bw__link *l, bw__shared_op *op)
     op->cfg = &l->c.scfg;
     op->ttl = l->c.ttl;
     op->quorum = l->c.quorum;
-    op->instance = bw__instance_id();
+    op->instance = op->op == BW__OP_TRIP && op->quorum > 1 ? bw__instance_id() : 0; /* getpid: only a vote needs it */
 }
 
 int bw__link_update(bw__link *l, bw__shared_op *op, bw_error *err)

@@ -951,6 +951,17 @@ static void test_coordinated_quorum(void)
     CHECK_INT(vote_as(s, "svc-q2", 0xd, 3, &votes), BW_STATE_OPEN); /* b, c, d within 10 s */
     CHECK_INT(votes, 0);
 
+    /* One wait exactly is still within it; a vote dated further ahead than a wait is stale. */
+    CHECK_INT(vote_as(s, "svc-q4", 0x1, 2, &votes), BW_STATE_CLOSED);
+    pump(10 * S);
+    CHECK_INT(vote_as(s, "svc-q4", 0x2, 2, &votes), BW_STATE_OPEN);
+    /* The largest quorum: 15 votes are kept, the 16th distinct instance trips. */
+    for (uint64_t i = 1; i <= BW_STORE_QUORUM_MAX - 1; i++) {
+        CHECK_INT(vote_as(s, "svc-q16", 0x100 + i, BW_STORE_QUORUM_MAX, &votes), BW_STATE_CLOSED);
+        CHECK_INT(votes, (int)i);
+    }
+    CHECK_INT(vote_as(s, "svc-q16", 0x1ff, BW_STORE_QUORUM_MAX, &votes), BW_STATE_OPEN);
+
     /* Untrusted: an entry with one instance listed twice is corrupt, and is replaced. */
     CHECK_INT(vote_as(s, "svc-q3", 0xe, 3, &votes), BW_STATE_CLOSED);
     raw r;

@@ -27,9 +27,9 @@
  *   the value it last saw at each key (CACHE_SLOTS slots, direct-mapped by the
  *   key's hash: what a read, a read_many, a write or a conflict answered),
  *   and an update of a key it knows runs fn on that value at once, with `now`
- *   estimated as the server's TIME last seen plus the monotonic time passed
- *   here since (behind the server's by at most the reply's way back, until
- *   the server's clock is stepped and the next reply corrects it), and sends
+ *   estimated as the server's TIME plus the monotonic time passed here since,
+ *   at the offset of the quickest reply seen (behind the server's by at most
+ *   that reply's way back; reply_now), and sends
  *   CAS_SCRIPT straight away; a KEEP sends it as a check, since a verdict on a
  *   value that may be stale is no answer. A stale value is only a conflict,
  *   answered with the current one: never a write over another client's. So a
@@ -627,7 +627,14 @@ static int reply_now(rd *r, const redisReply *rep, int64_t *now, bw_error *err)
     if (time_part(rep->element[0], TIME_SEC_MAX, &sec) || time_part(rep->element[1], 999999, &usec))
         return bw__fail(err, BW_ESYS, "", "redis: the server's TIME is malformed or out of range");
     int64_t server = sec * BW_NS_PER_S + usec * 1000;
-    atomic_store_explicit(&r->time_off, server - bw__mono_now(), memory_order_relaxed);
+    /*
+     * Each sample is a lower bound of the offset (the reply took time to come
+     * back): keep the largest, unless the server's clock stepped back (a
+     * sample a second or more below it), which starts afresh.
+     */
+    int64_t sample = server - bw__mono_now(), off = atomic_load_explicit(&r->time_off, memory_order_relaxed);
+    if (off == INT64_MIN || sample > off || sample < off - BW_NS_PER_S)
+        atomic_store_explicit(&r->time_off, sample, memory_order_relaxed);
     if (atomic_load(&((bw__store_clock *)r->clock)->clock))
         *now = bw__store_clock_now(r->clock);
     else
@@ -637,8 +644,8 @@ static int reply_now(rd *r, const redisReply *rep, int64_t *now, bw_error *err)
 
 /*
  * The store's `now` without a round trip, for an update's first attempt from
- * the cache: the server's TIME last seen plus the time passed here since (a
- * little behind the server's, by the reply's way back), or the injected clock.
+ * the cache: the server's TIME plus the time passed here since, at the best
+ * offset seen (reply_now), or the injected clock.
  * 0 when no TIME has been seen yet.
  */
 static int est_now(rd *r, int64_t *now)
@@ -693,8 +700,8 @@ static size_t make_key(const rd *r, const char *name, char *key)
 
 static cached *cache_slot(rd *r, const char *key, size_t klen, uint64_t *h)
 {
-    *h = bw__hash(r->seed, key, klen) | 1; /* never 0, the empty slot's */
-    return &r->cache[*h % CACHE_SLOTS];
+    *h = bw__hash(r->seed, key, klen) | 1;     /* never 0, the empty slot's */
+    return &r->cache[(*h >> 1) % CACHE_SLOTS]; /* not bit 0, which is always set */
 }
 
 /* Remember that key holds v (a nil: absent); a value of a length breakwater never writes is not kept. */
