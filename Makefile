@@ -51,12 +51,13 @@ nosqlite:
 
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF >/dev/null
-	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench metrics_bench >/dev/null
+	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench metrics_bench $$(cmake --build build-bench --target help | grep -qw http_bench && echo http_bench) >/dev/null
 	./build-bench/breaker_bench
 	./build-bench/registry_bench
 	./build-bench/pipeline_bench
 	./build-bench/store_bench
 	./build-bench/metrics_bench
+	if [ -x build-bench/http_bench ]; then ./build-bench/http_bench; fi
 
 # The layers of src/ only point down (docs/architecture.md).
 layers:
