@@ -392,6 +392,21 @@ BW_API int bw_breaker_last_failure(const bw_breaker *b, int *code);
  * calling thread after the breaker's locks are released.
  */
 BW_API int bw_breaker_reset(bw_breaker *b);
+/*
+ * bw_breaker_open_for — open b now for `ns` (in (0, 365d]) because the
+ * dependency said when to come back (an HTTP 429 or 503 with Retry-After;
+ * curl.h does it for you with bw_curl_set_open_on_retry_after): CLOSED and
+ * HALF_OPEN move to OPEN with that wait (reason BW_REASON_RETRY_AFTER; a
+ * half-open round ends, its outcomes stale, and its backoff is kept, as the
+ * round did not fail), an OPEN whose wait ends sooner starts a new OPEN period
+ * of `ns`, one that ends later is left alone. After the wait, recovery goes as
+ * usual (HALF_OPEN, probes). Not an operator state: it ends by itself.
+ * Returns BW_OK (b is OPEN until at least now + ns); BW_ESTATE in an operator
+ * state (FORCED_OPEN, DISABLED, METRICS_ONLY), which wins; BW_ERANGE for ns
+ * out of range; BW_EINVAL for NULL; BW_ENOTSUP for a breaker with a store
+ * (its shared circuit decides its OPEN periods). Thread safety: any thread.
+ */
+BW_API int bw_breaker_open_for(bw_breaker *b, int64_t ns);
 BW_API int bw_breaker_force_open(bw_breaker *b);
 BW_API int bw_breaker_disable(bw_breaker *b);
 BW_API int bw_breaker_metrics_only(bw_breaker *b);

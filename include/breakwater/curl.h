@@ -155,6 +155,19 @@ BW_API bw_outcome bw_curl_classify(const bw_curl *c, CURLcode code, long http_st
 BW_API int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err);
 
 /*
+ * bw_curl_set_open_on_retry_after — let a host say when to come back: a 429
+ * or 503 response with a Retry-After of R opens the host's circuit for
+ * min(R, max_ns) at once (bw_breaker_open_for: reason BW_REASON_RETRY_AFTER;
+ * an OPEN that lasts longer already is left alone), after its failure was
+ * recorded, so every request to that host is rejected, without I/O, until the
+ * host said it would be back; then recovery goes as usual (HALF_OPEN,
+ * probes). max_ns in [0, 365d]; 0 (the default) turns it off. A circuit with
+ * a store ignores it (bw_breaker_open_for: BW_ENOTSUP). Returns BW_OK,
+ * BW_EINVAL, BW_ERANGE.
+ */
+BW_API int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err);
+
+/*
  * bw_curl_set_pipeline — run bw_curl_perform through `p` (borrowed; it must
  * outlive c): its layers (fallback, retry, bulkhead, timeout, your own) wrap
  * each request, and c appends the host's circuit as p's innermost layer, so

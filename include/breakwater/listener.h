@@ -101,13 +101,15 @@ typedef enum bw_reason {
     BW_REASON_SHARED = 10,              /* adopted from the store's shared circuit (another process tripped,
                                            probed or recovered it), or the local state again when this
                                            breaker stops following it (store degraded) */
-    BW_REASON_OPERATOR = 11             /* an operator verb: reset, force_open, disable, metrics_only */
+    BW_REASON_OPERATOR = 11,            /* an operator verb: reset, force_open, disable, metrics_only */
+    BW_REASON_RETRY_AFTER = 12          /* -> OPEN: the dependency said when to come back (bw_breaker_open_for,
+                                           e.g. an HTTP 429/503 with Retry-After) */
 } bw_reason;
 
 /*
  * bw_reason_name — "none", "initial", "failure_rate", "slow_rate",
  * "consecutive_failures", "wait_ended", "probes_passed", "probes_failed",
- * "probes_inconclusive", "half_open_timeout", "shared", "operator", or
+ * "probes_inconclusive", "half_open_timeout", "shared", "operator", "retry_after", or
  * "unknown". Static string. Thread safety: any thread.
  */
 BW_API const char *bw_reason_name(bw_reason reason);

@@ -232,7 +232,7 @@ const char *bw_reason_name(bw_reason reason)
     static const char *const names[] = {
         "none",       "initial",       "failure_rate",  "slow_rate",           "consecutive_failures",
         "wait_ended", "probes_passed", "probes_failed", "probes_inconclusive", "half_open_timeout",
-        "shared",     "operator"};
+        "shared",     "operator",      "retry_after"};
     return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
 }
 
@@ -1577,6 +1577,26 @@ static int apply_verb(bw_breaker *b, int target, int quiet)
     const bw__link *l = link_of(b);
     if (l && l->c.mode == BW_STORE_STORED)
         bw__shared_verb(b, target); /* a stored circuit lives in the store: the state goes there */
+    return BW_OK;
+}
+
+int bw_breaker_open_for(bw_breaker *b, int64_t ns)
+{
+    if (!b)
+        return BW_EINVAL;
+    if (ns <= 0 || ns > INT64_C(365) * 86400 * BW_NS_PER_S)
+        return BW_ERANGE;
+    if (link_of(b))
+        return BW_ENOTSUP; /* the shared circuit decides its own OPEN: see breaker.h */
+    pending ev;
+    ev.n = 0;
+    change c = change_begin(b);
+    int st = b->m.state;
+    int moved = bw__machine_open_for(&b->m, now_of(b), ns);
+    int after = change_end(b, &c);
+    bw__announce(b, &ev, c.before, after, 0);
+    if (!moved && st != BW_STATE_OPEN)
+        return BW_ESTATE; /* an operator state */
     return BW_OK;
 }
 

@@ -70,6 +70,7 @@ struct bw_curl {
     void *classify_user;
     uint64_t failing[STATUS_BITS / 64];
     int64_t ra_cap;
+    int64_t open_max; /* bw_curl_set_open_on_retry_after; 0: off */
     bw_pipeline *own; /* the empty pipeline of bw_curl_perform without one given */
     bw_pipeline *p;   /* the pipeline perform runs: own, or the user's */
     pthread_mutex_t mu;
@@ -267,6 +268,26 @@ static int code_of(const bw_curl_result *res)
     return res->code == CURLE_OK && res->http_status ? (int)res->http_status : 1000 + (int)res->code;
 }
 
+/*
+ * A 429 or 503 that said when to come back opens the host's circuit for that
+ * long (bw_curl_set_open_on_retry_after), after its outcome was settled.
+ */
+static void open_after(const bw_curl *c, const held *h, const char *name, const bw_curl_result *res)
+{
+    if (!c->open_max || res->retry_after_ns <= 0 || (res->http_status != 429 && res->http_status != 503))
+        return;
+    int64_t ns = res->retry_after_ns < c->open_max ? res->retry_after_ns : c->open_max;
+    if (c->reg) {
+        bw_breaker_open_for(h->b, ns);
+        return;
+    }
+    bw_breaker *circuit = bw_keyed_find(c->keyed, name);
+    if (circuit) {
+        bw_breaker_open_for(circuit, ns);
+        bw_keyed_release(circuit);
+    }
+}
+
 static void settle(held *h, const bw_curl_result *res)
 {
     char msg[BW_FAILURE_MESSAGE_MAX];
@@ -343,6 +364,7 @@ static int layer_exec(void *state, bw_ctx *ctx)
         return rc;
     int status = bw_ctx_next(ctx);
     settle(&j->h, res);
+    open_after(j->c, &j->h, res->circuit, res);
     return res->timed_out ? BW_ETIMEDOUT : status;
 }
 
@@ -498,6 +520,7 @@ int bw_curl_multi_done(bw_curl *c, const CURLMsg *msg, bw_curl_result *res)
     res->attempts = r.attempts;
     finish(c, msg->easy_handle, msg->data.result, res);
     settle(&r.h, res);
+    open_after(c, &r.h, r.name, res);
     return res->status = res->timed_out ? BW_ETIMEDOUT : BW_OK;
 }
 
@@ -602,6 +625,16 @@ int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err)
         return bw__fail(err, BW_ERANGE, "retry_after_cap", "retry_after_cap must be in [0, 365d], got %lld ns",
                         (long long)ns);
     c->ra_cap = ns;
+    return BW_OK;
+}
+
+int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err)
+{
+    if (!c)
+        return bw__fail(err, BW_EINVAL, "c", "must not be NULL");
+    if (max_ns < 0 || max_ns > BW_HTTP_RETRY_AFTER_MAX)
+        return bw__fail(err, BW_ERANGE, "max", "max must be 0 (off) or in (0, 365d], got %lld ns", (long long)max_ns);
+    c->open_max = max_ns;
     return BW_OK;
 }
 

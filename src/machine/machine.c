@@ -355,6 +355,26 @@ int bw__machine_trip(bw__machine *m, int64_t now)
     return 1;
 }
 
+int bw__machine_open_for(bw__machine *m, int64_t now, int64_t wait)
+{
+    int st = m->state;
+    if (st != BW_STATE_CLOSED && st != BW_STATE_OPEN && st != BW_STATE_HALF_OPEN)
+        return 0; /* an operator state wins */
+    if (st == BW_STATE_OPEN && bw__sat_add(m->opened_at, m->open_wait) >= bw__sat_add(now, wait))
+        return 0; /* open at least that long already */
+    because(m, BW_REASON_RETRY_AFTER, 0, 0, 0);
+    if (st == BW_STATE_CLOSED) {
+        trip(m, now);
+    } else if (st == BW_STATE_HALF_OPEN) {
+        reopen(m, now, 0); /* not a failed round: the backoff stays */
+    } else {
+        m->opened_at = now; /* a new OPEN period: permits of the old one are stale */
+        m->gen++;
+    }
+    m->open_wait = wait;
+    return 1;
+}
+
 void bw__machine_reset(bw__machine *m)
 {
     because(m, BW_REASON_OPERATOR, 0, 0, 0);

@@ -278,6 +278,15 @@ int64_t bw__machine_retry_after(const bw__machine *m, int64_t now);
 /* CLOSED -> OPEN as a trip would (a trip learned elsewhere); returns 1, or 0 in any other state. */
 int bw__machine_trip(bw__machine *m, int64_t now);
 
+/*
+ * Open m at `now` for `wait` (> 0), as a dependency asked (Retry-After):
+ * CLOSED and HALF_OPEN move to OPEN (a half-open round ends, not as a failed
+ * one), an OPEN that would end sooner starts a new OPEN period of `wait`;
+ * an OPEN that ends later, and an operator state, are left alone (0).
+ * Returns 1 when m changed (the generation moved).
+ */
+int bw__machine_open_for(bw__machine *m, int64_t now, int64_t wait);
+
 /* Operator verbs (see breaker.h). */
 void bw__machine_reset(bw__machine *m);
 void bw__machine_override(bw__machine *m, int state); /* FORCED_OPEN, DISABLED, METRICS_ONLY */

@@ -607,6 +607,8 @@ static int reason_text(char *m, size_t size, const bw_event *e)
         return snprintf(m, size, " (shared state from the store)");
     case BW_REASON_OPERATOR:
         return snprintf(m, size, " (operator)");
+    case BW_REASON_RETRY_AFTER:
+        return snprintf(m, size, " (the dependency asked for a wait: Retry-After)");
     }
     return snprintf(m, size, " (reason %d)", (int)e->reason);
 }

@@ -126,6 +126,62 @@ static void test_rejection_details(void)
     bw_breaker_free(b);
 }
 
+/*
+ * bw_breaker_open_for: CLOSED -> OPEN for exactly the asked wait (reason
+ * retry_after), an OPEN ending sooner starts a new period, one ending later is
+ * left alone, HALF_OPEN -> OPEN ends the round (its probe stale) without
+ * growing the backoff, recovery then goes as usual; an operator state wins.
+ */
+static void test_open_for(void)
+{
+    setup();
+    recorder *r = rec_new();
+    bw_breaker *b = make("min_calls=2 failure_rate=0.5 wait=10s wait_multiplier=2 permitted_probes=1", r);
+    CHECK_OK(bw_breaker_open_for(b, 30 * S));
+    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_STR(rec_since(r, 0), "state closed->open");
+    bw_counters k;
+    CHECK_OK(bw_breaker_counters(b, &k));
+    CHECK_INT(k.reason, BW_REASON_RETRY_AFTER);
+    CHECK_STR(bw_reason_name(BW_REASON_RETRY_AFTER), "retry_after");
+    bw_permit p;
+    bw_rejection why;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 30 * S);
+    pump(10 * S);
+    CHECK_OK(bw_breaker_open_for(b, 5 * S)); /* ends in 20 s already: left alone */
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 20 * S);
+    CHECK_OK(bw_breaker_open_for(b, 25 * S)); /* longer: a new period */
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 25 * S);
+    pump(25 * S);
+    CHECK_OK(bw_acquire(b, &p, NULL)); /* the wait over: a probe */
+    CHECK_STATE(b, BW_STATE_HALF_OPEN);
+    CHECK_OK(bw_breaker_open_for(b, 3 * S)); /* the round ends: its probe is stale */
+    CHECK_STATE(b, BW_STATE_OPEN);
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    bw_snapshot s;
+    CHECK_OK(bw_breaker_snapshot(b, &s));
+    CHECK_INT(s.state, BW_STATE_OPEN);
+    CHECK_INT(s.failed_rounds, 0); /* not a failed round */
+    CHECK_INT(s.retry_after_ns, 3 * S);
+    CHECK_OK(bw_breaker_counters(b, &k));
+    CHECK_INT(k.calls[BW_CALL_STALE], 1);
+    pump(3 * S);
+    call(b, BW_SUCCESS); /* recovery as usual */
+    CHECK_STATE(b, BW_STATE_CLOSED);
+    /* Operator states win; bad arguments. */
+    CHECK_OK(bw_breaker_force_open(b));
+    CHECK_RC(bw_breaker_open_for(b, S), BW_ESTATE);
+    CHECK_STATE(b, BW_STATE_FORCED_OPEN);
+    CHECK_RC(bw_breaker_open_for(b, 0), BW_ERANGE);
+    CHECK_RC(bw_breaker_open_for(b, 366 * 86400 * S), BW_ERANGE);
+    CHECK_RC(bw_breaker_open_for(NULL, S), BW_EINVAL);
+    bw_breaker_free(b);
+    rec_free(r);
+}
+
 static void test_half_open_caps_reject_without_retry_after(void)
 {
     setup();
@@ -825,6 +881,7 @@ int main(void)
 {
     RUN(test_event_order);
     RUN(test_rejection_details);
+    RUN(test_open_for);
     RUN(test_half_open_caps_reject_without_retry_after);
     RUN(test_permit_misuse);
     RUN(test_slow_call_boundary);

@@ -362,6 +362,49 @@ static void test_deadline_is_the_timeout(void)
     bw_registry_free(r);
 }
 
+/* A 429/503 with Retry-After opens the host's circuit for that long (capped); other statuses do not. */
+static void test_open_on_retry_after(void)
+{
+    bw_registry *r = hosts_registry("window=count:100 min_calls=100");
+    bw_curl *bc = NULL;
+    CHECK_OK(bw_curl_new(r, NULL, &bc, NULL));
+    bw_curl_result res;
+    CURL *e = easy_for(at("/status/503?ra=5"));
+    CHECK_OK(bw_curl_perform(bc, e, &res)); /* off by default */
+    CHECK_INT(bw_breaker_state(bw_registry_get_existing(r, "127.0.0.1")), BW_STATE_CLOSED);
+    CHECK_OK(bw_curl_set_open_on_retry_after(bc, 10 * S, NULL));
+    curl_easy_setopt(e, CURLOPT_URL, at("/status/500?ra=5")); /* not a 429 or 503 */
+    CHECK_OK(bw_curl_perform(bc, e, &res));
+    CHECK_INT(bw_breaker_state(bw_registry_get_existing(r, "127.0.0.1")), BW_STATE_CLOSED);
+    curl_easy_setopt(e, CURLOPT_URL, at("/status/503?ra=5"));
+    CHECK_OK(bw_curl_perform(bc, e, &res));
+    bw_breaker *b = bw_registry_get_existing(r, "127.0.0.1");
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    bw_counters k;
+    CHECK_OK(bw_breaker_counters(b, &k));
+    CHECK_INT(k.reason, BW_REASON_RETRY_AFTER);
+    long a0 = atomic_load(&srv.accepts), q0 = atomic_load(&srv.requests);
+    curl_easy_setopt(e, CURLOPT_URL, at("/ok"));
+    CHECK_RC(bw_curl_perform(bc, e, &res), BW_REJECTED);
+    CHECK(res.rejection.retry_after_ns > 4 * S && res.rejection.retry_after_ns <= 5 * S);
+    CHECK_INT(atomic_load(&srv.requests), q0);
+    CHECK_INT(atomic_load(&srv.accepts), a0);
+    /* Capped: 100 s asked, 10 s at most (another host's circuit: localhost). */
+    char url[128];
+    snprintf(url, sizeof url, "http://localhost:%d/status/429?ra=100", srv.port);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    CHECK_OK(bw_curl_perform(bc, e, &res));
+    CHECK_INT(res.retry_after_ns, 100 * S);
+    snprintf(url, sizeof url, "http://localhost:%d/ok", srv.port);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    CHECK_RC(bw_curl_perform(bc, e, &res), BW_REJECTED);
+    CHECK(res.rejection.retry_after_ns > 9 * S && res.rejection.retry_after_ns <= 10 * S);
+    CHECK_RC(bw_curl_set_open_on_retry_after(bc, -1, NULL), BW_ERANGE);
+    curl_easy_cleanup(e);
+    bw_curl_free(bc);
+    bw_registry_free(r);
+}
+
 /* ---- the multi interface ---- */
 
 static void run_multi(CURLM *m, bw_curl *bc, int *done, bw_curl_result *results, CURL **handles, int n)
@@ -549,6 +592,7 @@ int main(void)
     RUN(test_rejection_opens_no_connection);
     RUN(test_retry_after_and_pipeline);
     RUN(test_deadline_is_the_timeout);
+    RUN(test_open_on_retry_after);
     RUN(test_multi);
     RUN(test_keyed_source);
     RUN(test_threads);
