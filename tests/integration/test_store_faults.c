@@ -62,7 +62,8 @@ static bw_store *open_at(int proxy_port, int again)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", proxy_port);
-    const char *url = again ? store_url_again_at(proxy_port ? port : NULL) : store_url_fresh_at(proxy_port ? port : NULL);
+    const char *url =
+        again ? store_url_again_at(proxy_port ? port : NULL) : store_url_fresh_at(proxy_port ? port : NULL);
     bw_store *s = NULL;
     bw_error e;
     int rc = bw_store_open(url, &s, &e);
