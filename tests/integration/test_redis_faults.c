@@ -93,8 +93,10 @@ static int fails_saying(bw_store *s, bw_store_update_fn fn, const char *says, in
     e.message[0] = 0;
     while (mono_ms() - t0 <= limit_ms) {
         rc = bw_store_update(s, "probe", fn, NULL, &e);
-        if (rc != BW_OK && strstr(e.message, says))
+        if (rc != BW_OK && strstr(e.message, says)) {
+            printf("# %s\n", e.message);
             return rc;
+        }
         sleep_ms(20);
     }
     H_FAIL("no update failed saying '%s' in %lld ms (last: %s: %s)", says, (long long)limit_ms, bw_strerror(rc),
@@ -115,6 +117,8 @@ static void refused(const char *u, const char *says, const char *cause)
     if (rc != BW_OK && (!strstr(e.message, says) || !strstr(e.message, cause)))
         H_FAIL("%s: message '%s' lacks '%s' or '%s'", u, e.message, says, cause);
     CHECK(took < 300 + 1000); /* connect_timeout + 1 s */
+    if (rc != BW_OK)
+        printf("# refused in %lld ms: %s\n", (long long)took, e.message);
     bw_store_close(s);
 }
 
@@ -168,6 +172,7 @@ static void test_password_changed_under_load(void)
     cmd("CLIENT KILL TYPE normal SKIPME yes"); /* connections stay authenticated: drop them */
     CHECK(fl_wait_degraded(&l, 0, FL_BREAKERS, 1, OUTAGE_MS + CALL_BOUND_MS + FL_RETRY_MS));
     int rc = fails_saying(s, keep_fn, "WRONGPASS", OUTAGE_MS); /* the reconnection's AUTH names the cause */
+    CHECK(fl_counters(&l, FL_BREAKERS - 1).store_degraded >= 1);
     CHECK_INT(rc, BW_ESYS);
     while (mono_ms() - t0 < OUTAGE_MS)
         sleep_ms(20);

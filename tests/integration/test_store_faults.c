@@ -160,6 +160,88 @@ static void test_server_stopped(void)
     run_fault(&f);
 }
 
+/*
+ * A coordinated breaker's one inline store call, the probe lease, on a stopped
+ * server: a breaker follows the fleet's OPEN (another client tripped it), its
+ * polls far apart (store_poll 1 h) so that it still follows when the wait
+ * ends; the server stops; the first acquire after the wait asks the store for
+ * a probe. It must come back within the deadline, admitted by the local
+ * circuit (which never tripped), and so must every call after it.
+ */
+static bw_breaker *lease_breaker(bw_store *s)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_config_parse(c,
+                             "failure_rate=0.5 window=count:10 min_calls=5 wait=500ms store_poll=1h "
+                             "store_retry=200ms store_retry_multiplier=1 store_retry_jitter=0 store_close_timeout=2s",
+                             &e));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    CHECK_OK(bw_breaker_new("lease", c, &b, &e));
+    bw_config_free(c);
+    return b;
+}
+
+static void test_probe_lease_stopped(void)
+{
+    bw_store *s = open_at(0, 0), *other = open_at(0, 1);
+    bw_breaker *tripper = lease_breaker(other);
+    if (!tripper)
+        return;
+    for (int k = 0; k < 10; k++) {
+        bw_permit p;
+        if (bw_acquire(tripper, &p, NULL) != BW_OK)
+            break;
+        CHECK_OK(bw_settle(tripper, &p, BW_FAILURE));
+    }
+    bw_breaker *b = NULL;
+    bw_permit p;
+    bw_rejection why;
+    int64_t wait_over = 0;
+    for (int64_t t0 = mono_ms(); !wait_over && mono_ms() - t0 < 400;) { /* a breaker made now follows the OPEN */
+        bw_breaker_free(b);
+        b = lease_breaker(s); /* its first poll, at once, reads the shared OPEN */
+        sleep_ms(20);
+        if (bw_acquire(b, &p, &why) == BW_REJECTED)
+            wait_over = mono_ms() + why.retry_after_ns / FL_MS + 1;
+        else
+            CHECK_OK(bw_settle(b, &p, BW_IGNORED));
+    }
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    CHECK(wait_over > 0);
+    CHECK(kill(server, SIGSTOP) == 0);
+    while (mono_ms() < wait_over + 20) /* the fleet's wait is over: the next acquire leases a probe */
+        sleep_ms(5);
+    int64_t longest = 0;
+    long admitted = 0, calls = 0;
+    for (int64_t t0 = mono_ms(); mono_ms() - t0 < 600; calls++) {
+        int64_t c0 = mono_ns();
+        int rc = bw_acquire(b, &p, NULL);
+        int64_t took = (mono_ns() - c0) / FL_MS;
+        longest = took > longest ? took : longest;
+        if (rc == BW_OK) {
+            admitted++;
+            CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+        }
+        sleep_ms(2);
+    }
+    CHECK(kill(server, SIGCONT) == 0);
+    bw_counters c;
+    CHECK_OK(bw_breaker_counters(b, &c));
+    printf("# probe lease on a stopped server: %ld calls, %ld admitted, longest %lld ms (bound %lld ms), %llu "
+           "degraded\n",
+           calls, admitted, (long long)longest, (long long)call_bound_ms(), (unsigned long long)c.store_degraded);
+    CHECK_INT(admitted, calls); /* the store's failure rejects nothing: the local circuit serves */
+    CHECK(c.store_degraded >= 1);
+    if (longest > call_bound_ms())
+        H_FAIL("an acquire leasing a probe from a stopped server took %lld ms", (long long)longest);
+    bw_breaker_free(b);
+    bw_breaker_free(tripper);
+    bw_store_close(s);
+    bw_store_close(other);
+}
+
 /* ---- the server killed under load, restarted on the same port ---- */
 
 static void kill_server(void *arg)
@@ -265,6 +347,7 @@ int main(int argc, char **argv)
     alarm(100);
     printf("# %s, deadline %lld ms\n", store_url_scheme(), (long long)deadline_ms);
     RUN(test_server_stopped);
+    RUN(test_probe_lease_stopped);
     RUN(test_proxy_faults);
     RUN(test_server_killed);
     store_url_cleanup();
