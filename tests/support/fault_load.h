@@ -258,9 +258,13 @@ static inline int64_t fl_trip_seen(fault_load *l, int i, bw_store *other, int64_
             sleep_ms(5);
         }
     }
-    if (took < 0)
-        H_FAIL("%s breaker %s: its trip never reached another store's client within %lld ms", fl_mode_name(i), name,
-               (long long)limit_ms);
+    if (took < 0) {
+        bw_counters c = fl_counters(l, i);
+        H_FAIL("%s breaker %s: its trip never reached another store's client within %lld ms (it is %s; store "
+               "degraded %llu, recovered %llu, writes dropped %llu)",
+               fl_mode_name(i), name, (long long)limit_ms, bw_state_name(c.state), (unsigned long long)c.store_degraded,
+               (unsigned long long)c.store_recovered, (unsigned long long)c.store_dropped);
+    }
     bw_breaker_free(obs);
     return took;
 }
