@@ -30,6 +30,8 @@ set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
 # FAULT_DEADLINE (milliseconds); they need a TEST_WRAPPER that also exports
 # $BW_TEST_SERVER_PID (the server, to stop or kill) and $BW_TEST_RESTART (a
 # script that starts it again on the same port: tests/support/with_redis.sh).
+# The server must answer TCP on 127.0.0.1:$BW_TEST_PORT: the fault proxy
+# forwards there, and the tests point a store at the proxy by replacing %P.
 function(bw_add_backend scheme)
   cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS;TEST_WRAPPER;FAULT_URL;FAULT_DEADLINE" "SOURCES;INCLUDES;LIBS"
     ${ARGN})
