@@ -254,6 +254,47 @@ static void test_probe_lease_stopped(void)
     bw_store_close(other);
 }
 
+/*
+ * Tearing down on a stopped server: a coordinated breaker with a trip queued
+ * for the lane, a stored one, then the store itself. bw_breaker_free waits for
+ * queued writes at most store_close_timeout (2 s here) and bw_store_close for
+ * a lane's store call at most its deadline: nothing waits for the server.
+ */
+static void test_teardown_stopped(void)
+{
+    bw_store *s = open_at(0, 0);
+    bw_breaker *coord = fl_breaker("teardown-c", s, BW_STORE_COORDINATED);
+    bw_breaker *stored = fl_breaker("teardown-s", s, BW_STORE_STORED);
+    h_calls(stored, 3, BW_SUCCESS);
+    sleep_ms(2 * FL_POLL_MS);
+    fl_watch w;
+    fl_watch_start(&w);
+    CHECK(kill(server, SIGSTOP) == 0);
+    int64_t t0 = mono_ms();
+    for (int k = 0; k < 10; k++) { /* a local trip: its write is queued for the lane, which finds the server stopped */
+        bw_permit p;
+        if (bw_acquire(coord, &p, NULL) != BW_OK)
+            break;
+        CHECK_OK(bw_settle(coord, &p, BW_FAILURE));
+    }
+    h_calls(stored, 3, BW_SUCCESS);
+    bw_breaker_free(coord);
+    int64_t t1 = mono_ms();
+    bw_breaker_free(stored);
+    int64_t t2 = mono_ms();
+    bw_store_close(s);
+    int64_t t3 = mono_ms();
+    CHECK(kill(server, SIGCONT) == 0);
+    int64_t stall = fl_watch_ms(&w);
+    fl_watch_stop(&w);
+    printf("# teardown on a stopped server: the calls and freeing the coordinated breaker %lld ms, the stored one "
+           "%lld ms, closing the store %lld ms; the process stalled %lld ms at most\n",
+           (long long)(t1 - t0), (long long)(t2 - t1), (long long)(t3 - t2), (long long)stall);
+    if (t3 - t0 > 2000 + call_bound_ms(stall))
+        H_FAIL("tearing down on a stopped server took %lld ms, more than store_close_timeout (2 s) + the deadline",
+               (long long)(t3 - t0));
+}
+
 /* ---- the server killed under load, restarted on the same port ---- */
 
 static void kill_server(void *arg)
@@ -360,6 +401,7 @@ int main(int argc, char **argv)
     printf("# %s, deadline %lld ms\n", store_url_scheme(), (long long)deadline_ms);
     RUN(test_server_stopped);
     RUN(test_probe_lease_stopped);
+    RUN(test_teardown_stopped);
     RUN(test_proxy_faults);
     RUN(test_server_killed);
     store_url_cleanup();
