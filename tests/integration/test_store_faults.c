@@ -15,7 +15,12 @@
  *   recovers within BACKOFF_MAX_MS (the store's own reconnect backoff) +
  *   store_retry + store_poll + ALLOWANCE_MS;
  * - writes reach the server again: a breaker tripped after recovery is seen
- *   OPEN by a client of another store handle (another process's view).
+ *   OPEN by a client of another store handle (another process's view);
+ * - and every bound holds plus the longest the process itself was not run
+ *   (fault_load.h's stall watch: a loaded machine, a sanitizer).
+ * Two more cases without the load: a coordinated breaker's probe lease (its
+ * one inline store call) on a stopped server, and tearing breakers and the
+ * store down while the server is stopped.
  *
  * Run as `test_store_faults URL DEADLINE_MS` under the backend's TEST_WRAPPER
  * (bw_add_backend's FAULT_URL and FAULT_DEADLINE, cmake/backends.cmake): URL
