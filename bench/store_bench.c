@@ -69,6 +69,15 @@
  *                                   each process opening its own redis store
  *                                   after the fork (reported)
  *   redis_trip_propagation_ms       as trip_propagation_ms, on redis (target <= 110)
+ *   redis_stalled_acquire_max_ms    the server stopped (SIGSTOP), a stored breaker
+ *                                   on a store of the default deadline (timeout
+ *                                   100 ms) retrying it every 1 ms (store_retry,
+ *                                   multiplier 1): the longest of STALL_CALLS
+ *                                   acquires, one a millisecond, each timed; so
+ *                                   every time the store's own backoff (10 ms
+ *                                   doubling to 1 s) lets a call through to the
+ *                                   stopped server, that call waits for the
+ *                                   deadline (target <= timeout + 20 % = 120 ms)
  *
  * Allocations are counted by tests/support/alloc_hook.h (compiled out in sanitizer
  * builds, where the figure is not reported). Segments are named
@@ -110,6 +119,7 @@
 #define RT_CALLS 10000 /* stored calls per round-trip count */
 #define POLL_BREAKERS 1000
 #define POLL_SECONDS 3
+#define STALL_CALLS 1000
 
 /* ---- allocation counting: tests/support/alloc_hook.h ---- */
 
@@ -511,6 +521,7 @@ static int want(const char *figure)
 static pid_t redis_pid;         /* the server we started (0: none) */
 static redisContext *redis_raw; /* our counting connection */
 static char redis_url[256];
+static int redis_port;
 
 static void redis_stop(void)
 {
@@ -599,6 +610,7 @@ static int redis_start(char *why, size_t n)
                     freeReplyObject(rep);
                 if (ours) {
                     redis_raw = c;
+                    redis_port = port;
                     snprintf(redis_url, sizeof redis_url,
                              "redis://127.0.0.1:%d/?prefix=bw-bench-%ld:&timeout=1s&connect_timeout=1s", port,
                              (long)getpid());
@@ -708,11 +720,59 @@ static void bench_redis_closed(void)
     bw_store_close(s); /* stops its lane: no thread is left for the forks below */
 }
 
+/* redis_stalled_acquire_max_ms: see the figures at the top. */
+static void bench_redis_stalled(void)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/?prefix=bw-bench-stall-%ld:&timeout=100ms", redis_port,
+             (long)getpid());
+    bw_store *s = open_store(url);
+    bw_error err;
+    bw_config *cfg = bw_config_new();
+    bw_breaker *b = NULL;
+    int rc =
+        cfg ? bw_config_parse(cfg, "store_retry=1ms store_retry_multiplier=1 store_retry_jitter=0", &err) : BW_ENOMEM;
+    if (rc == BW_OK)
+        rc = bw_config_set_store(cfg, s, BW_STORE_STORED, &err);
+    if (rc == BW_OK)
+        rc = bw_breaker_new("bench-redis-stalled", cfg, &b, &err);
+    if (rc != BW_OK)
+        die_err("the stalled breaker", rc, &err);
+    bw_config_free(cfg);
+    bench_check("the warm-up", call_loop(b, 100));
+    if (kill(redis_pid, SIGSTOP) != 0)
+        die("kill SIGSTOP", BW_ESYS);
+    int64_t max = 0, max_call = 0, t_start = mono_ns();
+    long waited = 0, bad = 0;
+    for (int i = 0; i < STALL_CALLS; i++) {
+        bw_permit p;
+        int64_t t0 = mono_ns();
+        int a = bw_acquire(b, &p, NULL);
+        int64_t t1 = mono_ns();
+        if (a != BW_OK || bw_settle(b, &p, BW_SUCCESS) != BW_OK)
+            bad++; /* a call failed because of the store */
+        int64_t t2 = mono_ns();
+        max = t1 - t0 > max ? t1 - t0 : max;
+        max_call = t2 - t0 > max_call ? t2 - t0 : max_call;
+        waited += t1 - t0 >= 50 * MS;
+        bench_sleep_ns(1 * MS);
+    }
+    int64_t t_end = mono_ns();
+    kill(redis_pid, SIGCONT);
+    bench_check("the stalled calls", bad);
+    printf("# redis stalled: %d stored acquires in %.2f s, %ld of them waited for the stopped server; the longest "
+           "acquire + settle %.1f ms\n",
+           STALL_CALLS, (double)(t_end - t_start) / 1e9, waited, (double)max_call / 1e6);
+    report("redis_stalled_acquire_max_ms", (double)max / 1e6, "ms");
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
 static void bench_redis(void)
 {
     if (!(want("redis_round_trips_per_stored_call") || want("redis_round_trips_per_poll_1000") ||
           want("redis_coordinated_closed_overhead_ns") || want("redis_stored_two_procs_calls_per_s") ||
-          want("redis_trip_propagation_ms")))
+          want("redis_trip_propagation_ms") || want("redis_stalled_acquire_max_ms")))
         return;
     char why[300];
     if (!redis_start(why, sizeof why)) {
@@ -729,6 +789,8 @@ static void bench_redis(void)
         bench_stored_two("redis_stored_two_procs_calls_per_s", redis_url);
     if (want("redis_trip_propagation_ms"))
         bench_propagation("redis_trip_propagation_ms", redis_url, "redis");
+    if (want("redis_stalled_acquire_max_ms"))
+        bench_redis_stalled();
     redis_stop();
 }
 #else

@@ -24,10 +24,22 @@ set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
 # TEST_WRAPPER: a shell script every test of the backend runs under (`sh script
 # test args...`): one that starts the server the tests need and exports what
 # the URL's placeholders read (%P: $BW_TEST_PORT), stopping it when the test ends.
+# FAULT_URL and FAULT_DEADLINE: a network store's fault tests
+# (tests/integration/test_store_faults.c, integration_faults_<scheme>) run on
+# FAULT_URL, which has %P and %n and gives every store call the deadline
+# FAULT_DEADLINE (milliseconds); they need a TEST_WRAPPER that also exports
+# $BW_TEST_SERVER_PID (the server, to stop or kill) and $BW_TEST_RESTART (a
+# script that starts it again on the same port: tests/support/with_redis.sh).
+# The server must answer TCP on 127.0.0.1:$BW_TEST_PORT: the fault proxy
+# forwards there, and the tests point a store at the proxy by replacing %P.
 function(bw_add_backend scheme)
-  cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS;TEST_WRAPPER" "SOURCES;INCLUDES;LIBS" ${ARGN})
+  cmake_parse_arguments(B "" "COMPONENT;TEST_URL;PROCS;TEST_WRAPPER;FAULT_URL;FAULT_DEADLINE" "SOURCES;INCLUDES;LIBS"
+    ${ARGN})
   if(B_PROCS AND NOT (B_TEST_URL AND B_PROCS MATCHES "^(keep-across-fork|reopen-after-fork)$"))
     message(FATAL_ERROR "bw_add_backend(${scheme}): PROCS needs a TEST_URL and is keep-across-fork or reopen-after-fork")
+  endif()
+  if(B_FAULT_URL AND NOT (B_TEST_URL AND B_TEST_WRAPPER AND B_FAULT_DEADLINE MATCHES "^[1-9][0-9]*$"))
+    message(FATAL_ERROR "bw_add_backend(${scheme}): FAULT_URL needs a TEST_URL, a TEST_WRAPPER and a FAULT_DEADLINE in ms")
   endif()
   set_property(GLOBAL APPEND PROPERTY BW_BACKENDS ${scheme})
   list(TRANSFORM B_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
@@ -44,6 +56,8 @@ function(bw_add_backend scheme)
     set_property(GLOBAL PROPERTY BW_TEST_URL_${scheme} "${B_TEST_URL}")
     set_property(GLOBAL PROPERTY BW_TEST_PROCS_${scheme} "${B_PROCS}")
     set_property(GLOBAL PROPERTY BW_TEST_WRAPPER_${scheme} "${B_TEST_WRAPPER}")
+    set_property(GLOBAL PROPERTY BW_TEST_FAULT_URL_${scheme} "${B_FAULT_URL}")
+    set_property(GLOBAL PROPERTY BW_TEST_FAULT_DEADLINE_${scheme} "${B_FAULT_DEADLINE}")
   endif()
   set(BW_HAVE_${scheme} ON CACHE INTERNAL "")
 endfunction()
@@ -70,13 +84,17 @@ get_property(BW_BACKEND_LIBS GLOBAL PROPERTY BW_BACKEND_LIBS)
 get_property(BW_COMPONENT_BITS GLOBAL PROPERTY BW_COMPONENT_BITS)
 
 # What the tests run on: BW_TEST_BACKENDS (schemes with a TEST_URL), BW_TEST_URLS
-# (their URLs, in the same order), BW_TEST_URL_<scheme>, BW_TEST_PROCS_<scheme> and
-# BW_TEST_RUN_<scheme> (what a test command starts with: "sh wrapper" or nothing).
+# (their URLs, in the same order), BW_TEST_URL_<scheme>, BW_TEST_PROCS_<scheme>,
+# BW_TEST_FAULT_URL_<scheme> and BW_TEST_FAULT_DEADLINE_<scheme> (empty: no fault
+# tests) and BW_TEST_RUN_<scheme> (what a test command starts with: "sh wrapper"
+# or nothing).
 get_property(BW_TEST_BACKENDS GLOBAL PROPERTY BW_TEST_BACKENDS)
 set(BW_TEST_URLS "")
 foreach(b ${BW_TEST_BACKENDS})
   get_property(BW_TEST_URL_${b} GLOBAL PROPERTY BW_TEST_URL_${b})
   get_property(BW_TEST_PROCS_${b} GLOBAL PROPERTY BW_TEST_PROCS_${b})
+  get_property(BW_TEST_FAULT_URL_${b} GLOBAL PROPERTY BW_TEST_FAULT_URL_${b})
+  get_property(BW_TEST_FAULT_DEADLINE_${b} GLOBAL PROPERTY BW_TEST_FAULT_DEADLINE_${b})
   get_property(wrapper GLOBAL PROPERTY BW_TEST_WRAPPER_${b})
   set(BW_TEST_RUN_${b} "")
   if(wrapper)

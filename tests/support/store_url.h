@@ -85,14 +85,13 @@ static inline void su_note(const char *url)
 }
 
 /*
- * The template expanded with a new %n: a store no other call named (the same
- * string each time for a URL without %n). Valid until the next call.
+ * The template expanded with %n as n and %P as `port` (NULL: $BW_TEST_PORT; a
+ * fault test points a store at its proxy this way). Valid until the next call.
  */
-static inline const char *store_url_fresh(void)
+static inline const char *store_url_expand(const char *port, int n)
 {
     static char out[SU_URL_LEN];
     size_t at = 0;
-    int n = su_counter++;
     for (const char *t = su_template; *t && at < sizeof out - 1; t++) {
         char part[300];
         part[0] = 0;
@@ -111,7 +110,8 @@ static inline const char *store_url_fresh(void)
             snprintf(part, sizeof part, "%s", su_make_dir());
             break;
         case 'P': {
-            const char *port = getenv("BW_TEST_PORT");
+            if (!port)
+                port = getenv("BW_TEST_PORT");
             if (!port || !port[0] || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port)) {
                 fprintf(stderr,
                         "store_url: '%s' needs $BW_TEST_PORT, the port of the server its test wrapper "
@@ -134,6 +134,28 @@ static inline const char *store_url_fresh(void)
     out[at < sizeof out ? at : sizeof out - 1] = 0;
     su_note(out);
     return out;
+}
+
+/*
+ * The template expanded with a new %n: a store no other call named (the same
+ * string each time for a URL without %n), %P as `port` (NULL: $BW_TEST_PORT).
+ * Valid until the next call.
+ */
+static inline const char *store_url_fresh_at(const char *port)
+{
+    return store_url_expand(port, su_counter++);
+}
+
+/* The same store as the last store_url_fresh_at, with %P as `port` (NULL: $BW_TEST_PORT). */
+static inline const char *store_url_again_at(const char *port)
+{
+    return store_url_expand(port, su_counter > 0 ? su_counter - 1 : 0);
+}
+
+/* The template expanded with a new %n and the wrapper's port. */
+static inline const char *store_url_fresh(void)
+{
+    return store_url_fresh_at(NULL);
 }
 
 /* Remove dir and everything under it, with system calls only (async-signal-safe). */
