@@ -8,7 +8,9 @@
 # root they run as the user nobody (the directory is then nobody's).
 # Authentication: trust for the superuser `postgres` (the tests' user), and a
 # password (scram-sha-256) for the role `bwpass` (password `bwsecret`), so
-# that a test can see a wrong password refused.
+# that a test can see a wrong password refused. pg_stat_statements is loaded:
+# the server's own count of the statements the store ran (test_postgres
+# counts round trips with it).
 # TEST sees the port in $BW_TEST_PORT (the %P of a test URL,
 # tests/support/store_url.h), the postmaster's pid in $BW_TEST_SERVER_PID
 # (test_postgres stops the server, postmaster and backends, with SIGSTOP) and
@@ -67,12 +69,12 @@ while [ $try -lt 20 ]; do
     port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000)) # below the kernel's ephemeral range
     # A port another process holds makes the server exit at once (it cannot bind): pg_ctl -w says so.
     if $as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=off" \
         >/dev/null 2>&1; then
         started=1
         pm=$(head -n 1 "$data/postmaster.pid")
         if ! $as "$psql" -h "$dir" -p "$port" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \
-            -c "SET password_encryption = 'scram-sha-256'; CREATE ROLE bwpass LOGIN PASSWORD 'bwsecret'; GRANT ALL ON SCHEMA public TO bwpass" \
+            -c "SET password_encryption = 'scram-sha-256'; CREATE ROLE bwpass LOGIN PASSWORD 'bwsecret'; GRANT ALL ON SCHEMA public TO bwpass; CREATE EXTENSION pg_stat_statements" \
             >"$dir/psql.log" 2>&1; then
             echo "with_postgres: could not create the test role; psql said:" >&2
             cat "$dir/psql.log" >&2
