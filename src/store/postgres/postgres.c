@@ -11,7 +11,7 @@
  *   breakwater's own options are taken out of the query: table (default
  *   "breakwater", [schema.]table, each part 1 to 63 bytes of [A-Za-z0-9_] not
  *   starting with a digit, quoted, so case is kept), connect_timeout (1s),
- *   timeout (100ms), pool (4). Every other option must be one of libpq's
+ *   timeout (100ms), pool (4), sweep (1h). Every other option must be one of libpq's
  *   connection keywords (sslmode, application_name, ...; PQconndefaults) and
  *   goes to libpq as written. The whole connection string is checked by
  *   PQconninfoParse before anything is created; bw_store_open then connects
@@ -37,8 +37,10 @@
  *   lock across one: the store caches, per key, the last row it saw (by read,
  *   read_many or update: version, data, expiry) and runs fn at once on it,
  *   with "now" estimated from the server's clock last seen plus the local
- *   monotonic time since (only when that sample is at most ESTIMATE_MAX old;
- *   else it reads first). Then ONE statement writes only if the version is
+ *   monotonic time since the answer that carried it arrived (so never ahead
+ *   of the server's clock: a trip's opened_at is never in the future of a
+ *   client that reads it next), only when that sample is at most ESTIMATE_MAX
+ *   old (else it reads first). Then ONE statement writes only if the version is
  *   still the one fn saw (UPDATE ... WHERE version = $2, INSERT ... ON
  *   CONFLICT DO NOTHING, or DELETE ... WHERE version = $2, inside a WITH) and
  *   otherwise answers the row as it is, with the server's clock, so a stale
@@ -57,7 +59,10 @@
  *   an update replaces it through its version).
  * - sweep deletes at most `max` rows whose expires_at <= now, by ctid, in one
  *   statement (the expiry is checked again on the row deleted, so a row
- *   renewed meanwhile stays).
+ *   renewed meanwhile stays). The automatic sweep (?sweep=1h; off disables)
+ *   needs no thread: an update that finds it due (every period, the first
+ *   pass at a random point of the first period) runs one pass of at most
+ *   SWEEP_BATCH rows on its connection, one more round trip.
  * - Deadlines: every wait is a poll() on the connection's socket with a
  *   deadline (connecting: connect_timeout; each statement: timeout), never a
  *   blocking libpq call, so a stopped server cannot hold a caller; the server
@@ -102,6 +107,7 @@
 #define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
 #define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
 #define READ_MANY_MAX 100000
+#define SWEEP_BATCH 100                             /* rows an automatic sweep deletes at most */
 #define CACHE_SLOTS 256                             /* rows remembered, one per slot (direct-mapped) */
 #define ESTIMATE_MAX ((int64_t)10 * BW_NS_PER_S)    /* the oldest server clock sample "now" is estimated from */
 #define BACKOFF_MIN (10 * (int64_t)1000000)         /* 10 ms */
@@ -146,6 +152,8 @@ typedef struct pg {
     char table[2 * (IDENT_MAX + 2) + 2]; /* quoted: "schema"."table" or "table" */
     char *setup;                         /* the session's SET and PREPAREs */
     int64_t connect_ns, timeout_ns;
+    int64_t sweep_ns;   /* the automatic sweep's period; 0: none */
+    int64_t next_sweep; /* bw__mono_now instant of the next pass (cmu) */
     int pool;
     pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
     pthread_mutex_t mu;
@@ -193,7 +201,7 @@ static int parse_table(pg *r, const char *t, bw_error *err)
 static int own_option(const char *k)
 {
     return strcmp(k, "table") == 0 || strcmp(k, "connect_timeout") == 0 || strcmp(k, "timeout") == 0 ||
-           strcmp(k, "pool") == 0;
+           strcmp(k, "pool") == 0 || strcmp(k, "sweep") == 0;
 }
 
 /* Append s to r->conninfo; 0 when it does not fit. */
@@ -231,7 +239,7 @@ static int parse_conninfo(pg *r, const bw__url *u, bw_error *err)
             PQconninfoFree(known);
             return bw__fail(err, BW_EINVAL, k,
                             "unknown option '%s' for a postgresql: store: neither breakwater's (table, "
-                            "connect_timeout, timeout, pool) nor a libpq connection keyword",
+                            "connect_timeout, timeout, pool, sweep) nor a libpq connection keyword",
                             k);
         }
         if (uri) { /* as the URI's own query: libpq decodes its %-escapes */
@@ -274,6 +282,9 @@ static int parse_options(pg *r, const bw__url *u, bw_error *err)
                          err);
     if (rc == BW_OK)
         rc = bw__url_int(u, "pool", 1, POOL_MAX, 4, 0, &v, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "sweep", 0, 366 * 86400 * (int64_t)BW_NS_PER_S, 3600 * (int64_t)BW_NS_PER_S, 1,
+                         &r->sweep_ns, err);
     if (rc == BW_OK)
         rc = parse_table(r, bw__url_opt(u, "table") ? bw__url_opt(u, "table") : "breakwater", err);
     if (rc == BW_OK)
@@ -735,15 +746,22 @@ static void row_at(const PGresult *res, int i, row *out)
 }
 
 /* `now` of a result (the server's clock, or the injected one), and the clock sample it gives. */
-static int result_now(pg *r, const PGresult *res, int64_t sent, int64_t *now, bw_error *err)
+static int result_now(pg *r, const PGresult *res, int64_t *now, bw_error *err)
 {
     int64_t srv = int8_at(res, 0, 0, -1);
     if (srv < 0 || srv > NOW_MAX)
         return bw__fail(err, BW_ESYS, "", "postgresql: the server's clock is missing or out of range");
-    int64_t mid = sent / 2 + bw__mono_now() / 2; /* the server read its clock about halfway */
+    /*
+     * The sample is taken as of the answer's arrival, not the midpoint of the
+     * round trip: the server read its clock before that, so an estimate from
+     * it (cache_get) is never ahead of the server's clock (but for the rates
+     * of the two clocks, within ESTIMATE_MAX). A write made on an estimate
+     * then never carries an instant later than what another client reads
+     * after it (a trip's opened_at is never in its readers' future).
+     */
     pthread_mutex_lock(&r->cmu);
     r->srv_now = srv;
-    r->srv_mono = mid;
+    r->srv_mono = bw__mono_now();
     pthread_mutex_unlock(&r->cmu);
     if (atomic_load(&((bw__store_clock *)r->clock)->clock))
         *now = bw__store_clock_now(r->clock);
@@ -847,14 +865,13 @@ static int read_rows(pg *r, slot *s, size_t n, const char *const *names, row *ro
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     const char *vals[1] = {arr};
     int lens[1] = {alen}, fmts[1] = {1};
-    int64_t sent = bw__mono_now();
     PGresult *res = exec(s->c, r->timeout_ns, ST_READ, 1, vals, lens, fmts, broken, err);
     free(arr);
     if (!res)
         return err ? err->code : BW_ESYS;
     int rc = check_shape(res, (int)n, err);
     if (rc == BW_OK)
-        rc = result_now(r, res, sent, now, err);
+        rc = result_now(r, res, now, err);
     unsigned char *seen = rc == BW_OK ? calloc(n, 1) : NULL;
     if (rc == BW_OK && !seen)
         rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
@@ -979,13 +996,12 @@ static int cas(pg *r, slot *s, const char *name, bw_store_verdict verdict, const
         lens[at++] = 8;
         n = at;
     }
-    int64_t sent = bw__mono_now();
     PGresult *res = exec(s->c, r->timeout_ns, st, n, vals, lens, fmts, broken, err);
     if (!res)
         return err ? err->code : BW_ESYS;
     int rc = check_shape(res, 1, err);
     if (rc == BW_OK)
-        rc = result_now(r, res, sent, now, err);
+        rc = result_now(r, res, now, err);
     if (rc == BW_OK) {
         if (!PQgetisnull(res, 0, 1)) {
             rc = 1;
@@ -1001,6 +1017,53 @@ static int cas(pg *r, slot *s, const char *name, bw_store_verdict verdict, const
     }
     PQclear(res);
     return rc;
+}
+
+/* One pass of the sweep on slot s: at most max expired rows deleted (*deleted). */
+static int sweep_pass(pg *r, slot *s, int max, int *deleted, int *broken, bw_error *err)
+{
+    unsigned char nowb[8], maxb[4];
+    int injected = atomic_load(&((bw__store_clock *)r->clock)->clock) != NULL;
+    be64(nowb, injected ? bw__store_clock_now(r->clock) : 0);
+    for (int b = 0; b < 4; b++)
+        maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
+    const char *vals[2] = {injected ? (const char *)nowb : NULL, (const char *)maxb};
+    int lens[2] = {8, 4}, fmts[2] = {1, 1};
+    PGresult *res = exec(s->c, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, broken, err);
+    if (!res)
+        return err ? err->code : BW_ESYS;
+    int64_t n = -1;
+    if (PQnfields(res) == 1 && PQntuples(res) == 1 && PQftype(res, 0) == OID_INT8 && PQfformat(res, 0) == 1 &&
+        !PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) == 8)
+        n = rd64(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (n < 0 || n > max)
+        return bw__fail(err, BW_ESYS, "", "postgresql: the server's answer to a sweep is malformed");
+    *deleted = (int)n;
+    return BW_OK;
+}
+
+/* The period's next instant from `mono`: in [period / 2, period) ahead, so that processes started together spread. */
+static int64_t next_sweep(pg *r, int64_t mono)
+{
+    uint64_t x = bw__mix64((uint64_t)mono ^ r->seed);
+    return mono + r->sweep_ns / 2 + (int64_t)(x % (uint64_t)(r->sweep_ns / 2 + 1));
+}
+
+/* The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot s, best effort. */
+static void sweep_maybe(pg *r, slot *s, int *broken)
+{
+    if (r->sweep_ns <= 0)
+        return;
+    int64_t mono = bw__mono_now();
+    pthread_mutex_lock(&r->cmu);
+    int due = mono >= r->next_sweep;
+    if (due)
+        r->next_sweep = next_sweep(r, mono);
+    pthread_mutex_unlock(&r->cmu);
+    int n;
+    if (due)
+        (void)sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL); /* the next pass retries */
 }
 
 static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
@@ -1072,6 +1135,8 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
         }
     }
+    if (rc == BW_OK && !broken)
+        sweep_maybe(r, s, &broken);
     release(r, s, broken, &e);
     if (rc == BW_OK)
         cache_put(r, name, &w);
@@ -1087,28 +1152,9 @@ static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
     int rc = acquire(r, 1, 0, &s, err);
     if (rc != BW_OK)
         return rc;
-    unsigned char nowb[8], maxb[4];
-    int injected = atomic_load(&((bw__store_clock *)r->clock)->clock) != NULL;
-    be64(nowb, injected ? bw__store_clock_now(r->clock) : 0);
-    for (int b = 0; b < 4; b++)
-        maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
-    const char *vals[2] = {injected ? (const char *)nowb : NULL, (const char *)maxb};
-    int lens[2] = {8, 4}, fmts[2] = {1, 1};
     int broken = 0;
     bw_error e = {0, "", ""};
-    PGresult *res = exec(s->c, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, &broken, &e);
-    rc = res ? BW_OK : e.code;
-    if (res) {
-        int64_t n = -1;
-        if (PQnfields(res) == 1 && PQntuples(res) == 1 && PQftype(res, 0) == OID_INT8 && PQfformat(res, 0) == 1 &&
-            !PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) == 8)
-            n = rd64(PQgetvalue(res, 0, 0));
-        if (n < 0 || n > max)
-            rc = bw__fail(&e, BW_ESYS, "", "postgresql: the server's answer to a sweep is malformed");
-        else
-            *deleted = (int)n;
-        PQclear(res);
-    }
+    rc = sweep_pass(r, s, max, deleted, &broken, &e);
     release(r, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
@@ -1180,6 +1226,8 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     r->clock = clock;
     r->pid = getpid();
     r->seed = bw__hash_seed(r);
+    if (r->sweep_ns > 0)
+        r->next_sweep = next_sweep(r, bw__mono_now());
     /* Connect once now (the table made or checked), so a wrong URL fails here; the connection joins the pool. */
     rc = connect_one(r, &r->slots[0].c, 1, err);
     if (rc != BW_OK) {
@@ -1194,7 +1242,10 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
 }
 
 /* "*": any other option is accepted here and checked by pg_open (libpq's connection keywords). */
-const bw__backend bw__backend_postgresql = {
-    "postgresql", {"table", "connect_timeout", "timeout", "pool", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL};
+const bw__backend bw__backend_postgresql = {"postgresql",
+                                            {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL},
+                                            BW__STORE_REALTIME,
+                                            pg_open,
+                                            NULL};
 const bw__backend bw__backend_postgres = {
-    "postgres", {"table", "connect_timeout", "timeout", "pool", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL};
+    "postgres", {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL};
