@@ -66,7 +66,9 @@
  *                      wait for a pooled connection), may wait, after which
  *                      the call fails with BW_ETIMEDOUT and a breaker
  *                      degrades to its local circuit; ?pool=4 connections,
- *                      in [1, 64]; any other option must be a libpq
+ *                      in [1, 64]; ?sweep=1h (off, or up to 366d): an
+ *                      update deletes at most 100 expired rows that often;
+ *                      any other option must be a libpq
  *                      connection keyword (sslmode, sslrootcert,
  *                      application_name, ...) and goes to libpq as written
  *                      (TLS and authentication are libpq's, and so are its
