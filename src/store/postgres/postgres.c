@@ -299,27 +299,32 @@ static char *make_setup(const pg *r)
     const char *t = r->table;
     const char *tail = "SELECT n.now, w.version, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
                        " AS now) n LEFT JOIN w ON true LEFT JOIN %s c ON c.name = $1 AND w.version IS NULL;\n";
-    char tl[400];
-    snprintf(tl, sizeof tl, tail, t);
+    char tl[700];
+    snprintf(tl, sizeof tl, tail, t); /* at most 131 bytes of table name: fits */
     long ms = (long)((r->timeout_ns + 999999) / 1000000);
     size_t n = 4096 + 8 * strlen(t);
     char *s = malloc(n);
     if (!s)
         return NULL;
-    snprintf(s, n,
-             "SET statement_timeout = %ld;\n"
-             "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
-             " AS now) n CROSS JOIN unnest($1) WITH ORDINALITY AS k(name, i) LEFT JOIN %s c ON c.name = k.name;\n"
-             "PREPARE bw_put(text, int8, bytea, int8) AS WITH w AS (UPDATE %s SET data = $3, expires_at = $4, "
-             "version = DEFAULT WHERE name = $1 AND version = $2 RETURNING version) %s"
-             "PREPARE bw_ins(text, bytea, int8) AS WITH w AS (INSERT INTO %s (name, data, expires_at) VALUES ($1, $2, "
-             "$3) ON CONFLICT (name) DO NOTHING RETURNING version) %s"
-             "PREPARE bw_del(text, int8) AS WITH w AS (DELETE FROM %s WHERE name = $1 AND version = $2 RETURNING "
-             "version) %s"
-             "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
-             ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
-             "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n",
-             ms, t, t, tl, t, tl, t, tl, t, t);
+    int len = snprintf(
+        s, n,
+        "SET statement_timeout = %ld;\n"
+        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+        " AS now) n CROSS JOIN unnest($1) WITH ORDINALITY AS k(name, i) LEFT JOIN %s c ON c.name = k.name;\n"
+        "PREPARE bw_put(text, int8, bytea, int8) AS WITH w AS (UPDATE %s SET data = $3, expires_at = $4, "
+        "version = DEFAULT WHERE name = $1 AND version = $2 RETURNING version) %s"
+        "PREPARE bw_ins(text, bytea, int8) AS WITH w AS (INSERT INTO %s (name, data, expires_at) VALUES ($1, $2, "
+        "$3) ON CONFLICT (name) DO NOTHING RETURNING version) %s"
+        "PREPARE bw_del(text, int8) AS WITH w AS (DELETE FROM %s WHERE name = $1 AND version = $2 RETURNING "
+        "version) %s"
+        "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
+        ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
+        "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n",
+        ms, t, t, tl, t, tl, t, tl, t, t);
+    if (len < 0 || (size_t)len >= n) { /* cannot happen (n allows for the longest name): never run a cut script */
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
