@@ -24,12 +24,13 @@ done
 if [ -z "$bindir" ] && command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
     bindir=$(dirname "$(command -v initdb)")
 fi
-if [ -z "$bindir" ] || [ ! -x "$bindir/psql" ] && ! command -v psql >/dev/null 2>&1; then
-    echo "with_postgres: the PostgreSQL server (initdb, pg_ctl, postgres, psql) is missing: install it (apt-get install postgresql, or run sh scripts/deps.sh --all as root)" >&2
+missing() {
+    echo "with_postgres: the PostgreSQL server ($1) is missing: install it (apt-get install postgresql, or run sh scripts/deps.sh --all as root)" >&2
     exit 1
-fi
+}
+[ -n "$bindir" ] || missing "initdb, pg_ctl and postgres, looked for in /usr/lib/postgresql/*/bin and PATH"
 psql=$bindir/psql
-[ -x "$psql" ] || psql=$(command -v psql)
+[ -x "$psql" ] || psql=$(command -v psql) || missing "psql"
 as=""
 if [ "$(id -u)" = 0 ]; then
     as="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
