@@ -63,7 +63,8 @@
  *                      its case is kept), made on first use;
  *                      ?connect_timeout=1s and ?timeout=100ms, in [1ms, 1m]:
  *                      the longest a connect, and each statement (or the
- *                      wait for a pooled connection), may wait, after which
+ *                      wait for a pooled connection), may wait (the server
+ *                      ends a statement at 4/5 of it), after which
  *                      the call fails with BW_ETIMEDOUT and a breaker
  *                      degrades to its local circuit; ?pool=4 connections,
  *                      in [1, 64]; ?sweep=1h (off, or up to 366d): an

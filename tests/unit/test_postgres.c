@@ -9,7 +9,8 @@
  * the row cache (a stale cache is a conflict, never a wrong write, even
  * across a delete and a new insert), the round trips of each operation
  * counted by the server (pg_stat_statements), a forked child refused (and its
- * close harmless to the parent), and a stopped server (SIGSTOP: postmaster
+ * close harmless to the parent), a row another client holds locked (that
+ * update cancelled by the server in time, the other circuits unaffected), and a stopped server (SIGSTOP: postmaster
  * and backends) failing calls within the timeout, then answering again after
  * SIGCONT. Run by ctest under tests/support/with_postgres.sh, whose server it
  * talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
@@ -414,6 +415,44 @@ static void test_fork(void)
     bw_store_close(s);
 }
 
+/*
+ * A row another client holds locked: the update of that circuit fails within
+ * the timeout (the server cancels it), and the store's other circuits go on at
+ * once (the connection stays: no backoff).
+ */
+static void test_locked_row(void)
+{
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=locked&timeout=200ms&pool=1"));
+    if (!s)
+        return;
+    bw_error e;
+    int64_t t1 = bw__mono_now(); /* a loaded machine may stall the server past 200 ms: until it answers */
+    while (entry_put(s, "held", 1, 64, BW_STORE_NEVER, &e) != BW_OK && bw__mono_now() - t1 < 10000 * MS) {
+        struct timespec ts = {0, 20 * MS};
+        nanosleep(&ts, NULL);
+    }
+    while (entry_put(s, "free", 1, 64, BW_STORE_NEVER, &e) != BW_OK && bw__mono_now() - t1 < 10000 * MS) {
+        struct timespec ts = {0, 20 * MS};
+        nanosleep(&ts, NULL);
+    }
+    PGconn *c = raw();
+    sql(c, "BEGIN");
+    sql(c, "SELECT version FROM locked WHERE name = 'held' FOR UPDATE");
+    int64_t t0 = bw__mono_now();
+    int rc = entry_put(s, "held", 2, 64, BW_STORE_NEVER, &e);
+    int64_t took = bw__mono_now() - t0;
+    CHECK_INT(rc, BW_ETIMEDOUT);
+    if (rc == BW_ETIMEDOUT && !strstr(e.message, "statement timeout"))
+        H_FAIL("the server did not cancel it: %s", e.message);
+    CHECK(took < 200 * MS + 1000 * MS);
+    CHECK_OK(entry_put(s, "free", 2, 64, BW_STORE_NEVER, &e)); /* at once: the same connection (pool=1) */
+    sql(c, "COMMIT");
+    PQfinish(c);
+    CHECK_OK(entry_put(s, "held", 3, 64, BW_STORE_NEVER, &e));
+    CHECK_INT(entry_get(s, "held"), 3);
+    bw_store_close(s);
+}
+
 /* Send sig to the server: the postmaster and every process it started (each its own session leader). */
 static void signal_server(int sig)
 {
@@ -510,6 +549,7 @@ int main(void)
     RUN(test_stale_cache);
     RUN(test_round_trips);
     RUN(test_fork);
+    RUN(test_locked_row);
     RUN(test_stopped_server);
     return TEST_SUMMARY();
 }

@@ -66,8 +66,10 @@
  * - Deadlines: every wait is a poll() on the connection's socket with a
  *   deadline (connecting: connect_timeout; each statement: timeout), never a
  *   blocking libpq call, so a stopped server cannot hold a caller; the server
- *   also ends statements after `timeout` (statement_timeout, set on each
- *   session). A connection whose deadline passed, or that failed, is closed
+ *   also ends statements after 4/5 of `timeout` (statement_timeout, set on
+ *   each session), so that a statement waiting for another client's row lock
+ *   fails with BW_ETIMEDOUT and keeps its connection (the other circuits of
+ *   the store are not held up by a backoff). A connection whose deadline passed, or that failed, is closed
  *   (PQfinish: nothing is waited for, it is non-blocking) with every idle
  *   connection of the pool, and for a backoff (10 ms doubling to 1 s, reset
  *   by a success) calls fail at once with the last error. A write whose answer
@@ -301,7 +303,13 @@ static char *make_setup(const pg *r)
                        " AS now) n LEFT JOIN w ON true LEFT JOIN %s c ON c.name = $1 AND w.version IS NULL;\n";
     char tl[700];
     snprintf(tl, sizeof tl, tail, t); /* at most 131 bytes of table name: fits */
-    long ms = (long)((r->timeout_ns + 999999) / 1000000);
+    /*
+     * The server ends a statement at 4/5 of the timeout, so that one stuck
+     * behind another client's row lock fails with the server's answer before
+     * the client's deadline: the connection stays (no reconnect, no backoff),
+     * and the store's other circuits go on.
+     */
+    long ms = (long)((r->timeout_ns / 5 * 4 + 999999) / 1000000);
     size_t n = 4096 + 8 * strlen(t);
     char *s = malloc(n);
     if (!s)
