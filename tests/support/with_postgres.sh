@@ -14,7 +14,9 @@
 # TEST sees the port in $BW_TEST_PORT (the %P of a test URL,
 # tests/support/store_url.h), the postmaster's pid in $BW_TEST_SERVER_PID
 # (test_postgres stops the server, postmaster and backends, with SIGSTOP) and
-# the socket directory in $BW_TEST_PG_SOCKDIR. A missing server FAILS the
+# the socket directory in $BW_TEST_PG_SOCKDIR, and in $BW_TEST_PG_RESTART a
+# command that stops the server as a crash would and starts it again on the
+# same port (test_postgres). A missing server FAILS the
 # test: it is never skipped.
 set -u
 bindir=""
@@ -68,10 +70,9 @@ try=0
 while [ $try -lt 20 ]; do
     try=$((try + 1))
     port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000)) # below the kernel's ephemeral range
+    opts="-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=off"
     # A port another process holds makes the server exit at once (it cannot bind): pg_ctl -w says so.
-    if $as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=off" \
-        >/dev/null 2>&1; then
+    if $as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start -o "$opts" >/dev/null 2>&1; then
         started=1
         pm=$(head -n 1 "$data/postmaster.pid")
         if ! $as "$psql" -h "$dir" -p "$port" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \
@@ -81,7 +82,14 @@ while [ $try -lt 20 ]; do
             cat "$dir/psql.log" >&2
             exit 1
         fi
-        BW_TEST_PORT=$port BW_TEST_SERVER_PID=$pm BW_TEST_PG_SOCKDIR=$dir "$@"
+        cat >"$dir/restart.sh" <<EOF
+#!/bin/sh
+# Stop the server at once, as a crash would (no checkpoint: it recovers from its WAL), and start it again on
+# port $port. Its new postmaster's pid is then the first line of $data/postmaster.pid.
+$as "$bindir/pg_ctl" -D "$data" -m immediate -w -t 10 stop >/dev/null 2>&1 || exit 1
+exec $as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start -o "$opts" >/dev/null 2>&1
+EOF
+        BW_TEST_PORT=$port BW_TEST_SERVER_PID=$pm BW_TEST_PG_SOCKDIR=$dir BW_TEST_PG_RESTART="sh $dir/restart.sh" "$@"
         exit $?
     fi
     stop

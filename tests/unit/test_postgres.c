@@ -4,19 +4,23 @@
  * (each error names its field and range), libpq's keywords passed through
  * and its keyword strings, a wrong password, a missing database and an
  * unreachable server refused at open, the table's layout and its versioned
- * schema, rows breakwater did not write read as absent, the bounded sweep
- * and the automatic one,
- * the row cache (a stale cache is a conflict, never a wrong write, even
- * across a delete and a new insert), the round trips of each operation
- * counted by the server (pg_stat_statements), a forked child refused (and its
- * close harmless to the parent), a row another client holds locked (that
- * update cancelled by the server in time, the other circuits unaffected), and a stopped server (SIGSTOP: postmaster
- * and backends) failing calls within the timeout, then answering again after
- * SIGCONT. Run by ctest under tests/support/with_postgres.sh, whose server it
- * talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
+ * schema, rows breakwater did not write read as absent, the bounded sweep and
+ * the automatic one, the row cache (a stale cache is a conflict, never a
+ * wrong write, even across a delete and a new insert), the round trips of
+ * each operation counted by the server (pg_stat_statements), a forked child
+ * refused (and its close harmless to the parent), a row another client holds
+ * locked (that update cancelled by the server in time, the other circuits
+ * unaffected), a stopped server (SIGSTOP: postmaster and backends) failing
+ * calls within the timeout, then answering again after SIGCONT, and a server
+ * stopped as a crash would under load and started again (the store
+ * reconnects, the circuits survive). Run by ctest under
+ * tests/support/with_postgres.sh, whose server it talks to ($BW_TEST_PORT),
+ * stops ($BW_TEST_SERVER_PID) and restarts ($BW_TEST_PG_RESTART).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <libpq-fe.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -531,6 +535,84 @@ static void test_stopped_server(void)
     bw_store_close(s);
 }
 
+/* Updates in a loop on another thread, timing each, until told to stop. */
+typedef struct loader {
+    bw_store *s;
+    atomic_int stop;
+    int ok_after;     /* successes once `after` was set */
+    atomic_int after; /* the restart is over */
+    int64_t longest;  /* the longest call, ns */
+} loader;
+
+static void *load_main(void *arg)
+{
+    loader *l = arg;
+    while (!atomic_load(&l->stop)) {
+        int after = atomic_load(&l->after);
+        int64_t t0 = bw__mono_now();
+        int rc = bw_store_update(l->s, "load", entry_incr, NULL, NULL);
+        int64_t took = bw__mono_now() - t0;
+        if (took > l->longest)
+            l->longest = took;
+        if (rc == BW_OK && after)
+            atomic_fetch_add(&l->ok_after, 1);
+        if (rc != BW_OK) {
+            struct timespec ts = {0, 5 * MS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+/*
+ * The server stopped as a crash would, under load, and started again on the
+ * same port: every call stays bounded, the store reconnects by itself (its
+ * statements prepared again) and the circuits written before are still there.
+ */
+static void test_restart(void)
+{
+    const char *restart = getenv("BW_TEST_PG_RESTART");
+    if (!restart || !restart[0]) {
+        H_FAIL("no $BW_TEST_PG_RESTART: run it through tests/support/with_postgres.sh");
+        return;
+    }
+    bw_store *s =
+        open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=restart&timeout=1s&connect_timeout=1s"));
+    if (!s)
+        return;
+    bw_error e;
+    int64_t t1 = bw__mono_now();
+    while (entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e) != BW_OK && bw__mono_now() - t1 < 10000 * MS) {
+        struct timespec ts = {0, 20 * MS};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec flushed = {0, 700 * MS}; /* synchronous_commit=off: the WAL writer flushes within 600 ms */
+    nanosleep(&flushed, NULL);
+    loader l;
+    memset(&l, 0, sizeof l);
+    l.s = s;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, load_main, &l) == 0);
+    struct timespec warm = {0, 200 * MS};
+    nanosleep(&warm, NULL);
+    CHECK_INT(system(restart), 0);
+    atomic_store(&l.after, 1);
+    int64_t t0 = bw__mono_now();
+    while (bw__mono_now() - t0 < 5000 * MS) { /* the loader gets through again after the backoff */
+        struct timespec ts = {0, 20 * MS};
+        nanosleep(&ts, NULL);
+        if (atomic_load(&l.ok_after) >= 10)
+            break;
+    }
+    atomic_store(&l.stop, 1);
+    pthread_join(th, NULL);
+    CHECK(atomic_load(&l.ok_after) >= 10);
+    if (l.longest >= 2500 * MS) /* connect_timeout + timeout + slack */
+        H_FAIL("a call took %lld ms across the restart", (long long)(l.longest / MS));
+    CHECK_INT(entry_get(s, "k"), 1); /* survived the crash */
+    bw_store_close(s);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -551,5 +633,6 @@ int main(void)
     RUN(test_fork);
     RUN(test_locked_row);
     RUN(test_stopped_server);
+    RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }
