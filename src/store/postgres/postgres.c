@@ -11,9 +11,9 @@
  *   breakwater's own options are taken out of the query: table (default
  *   "breakwater", [schema.]table, each part 1 to 63 bytes of [A-Za-z0-9_] not
  *   starting with a digit, quoted, so case is kept), connect_timeout (1s),
- *   timeout (100ms), pool (4), sweep (1h). Every other option must be one of libpq's
- *   connection keywords (sslmode, application_name, ...; PQconndefaults) and
- *   goes to libpq as written. The whole connection string is checked by
+ *   timeout (100ms), pool (4), sweep (1h). Every other option must be one
+ *   of libpq's connection keywords (sslmode, application_name, ...;
+ *   PQconndefaults) and goes to libpq as written. The whole connection string is checked by
  *   PQconninfoParse before anything is created; bw_store_open then connects
  *   once (so a wrong host, password or database fails at open) and makes the
  *   table if it is missing.
@@ -40,8 +40,8 @@
  *   monotonic time since the answer that carried it arrived (so never ahead
  *   of the server's clock: a trip's opened_at is never in the future of a
  *   client that reads it next), only when that sample is at most ESTIMATE_MAX
- *   old (else it reads first). Then ONE statement writes only if the version is
- *   still the one fn saw (UPDATE ... WHERE version = $2, INSERT ... ON
+ *   old (else it reads first). Then ONE statement writes only if the version
+ *   is still the one fn saw (UPDATE ... WHERE version = $2, INSERT ... ON
  *   CONFLICT DO NOTHING, or DELETE ... WHERE version = $2, inside a WITH) and
  *   otherwise answers the row as it is, with the server's clock, so a stale
  *   cache costs one conflict, never a wrong write. On a conflict fn runs again
@@ -49,9 +49,9 @@
  *   random pause (at most 4 ms) and a fresh read. It gives up with
  *   BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10) times `timeout`
  *   passed. A KEEP (or a DELETE of nothing) decided on the cache is confirmed
- *   by a read (fn runs again on what it answers), so every verdict applied was
- *   computed on the row as the server had it. So a stored call (acquire: one
- *   read; settle: one update) costs 2 round trips.
+ *   by a read (fn runs again only when the entry it saw changed), so every
+ *   verdict applied was computed on the row as the server had it. So a stored
+ *   call (acquire: one read; settle: one update) costs 2 round trips.
  * - read and read_many are one statement each (unnest($1) WITH ORDINALITY,
  *   a text[] parameter in binary form: no quoting), at most READ_MANY_MAX
  *   names; a row whose expires_at <= now, whose data is not 1 to
@@ -69,11 +69,11 @@
  *   also ends statements after 4/5 of `timeout` (statement_timeout, set on
  *   each session), so that a statement waiting for another client's row lock
  *   fails with BW_ETIMEDOUT and keeps its connection (the other circuits of
- *   the store are not held up by a backoff). A connection whose deadline passed, or that failed, is closed
- *   (PQfinish: nothing is waited for, it is non-blocking) with every idle
- *   connection of the pool, and for a backoff (10 ms doubling to 1 s, reset
- *   by a success) calls fail at once with the last error. A write whose answer
- *   timed out may still have been applied.
+ *   the store are not held up by a backoff). A connection whose deadline
+ *   passed, or that failed, is closed (PQfinish: nothing is waited for, it is
+ *   non-blocking; no cancel request) with every idle connection of the pool, and for a backoff (10 ms doubling to 1 s,
+ * reset by a success) calls fail at once with the last error. A write whose answer timed out may still have been
+ * applied.
  * - Everything the server answers is checked: the result status, the number
  *   of rows and columns, each column's type and format, each value's length
  *   and range (the clock within year 2096).
@@ -117,7 +117,7 @@
 #define NOW_MAX ((int64_t)4000000000 * BW_NS_PER_S) /* the server clock we accept (year 2096) */
 #define CONNINFO_MAX 6144
 #define SCHEMA "breakwater store schema 1"
-#define LOCK_KEY "7093288120238715185" /* the advisory lock of table creation ("bwstore1") */
+#define LOCK_KEY "7095266681868674353" /* the advisory lock of table creation ("bwstore1") */
 #define OID_INT8 20
 #define OID_BYTEA 17
 #define OID_TEXT 25
