@@ -2,7 +2,7 @@
 #   make demo   build and run the demo (examples/lifecycle.c)
 #   make check  install what is missing, check formatting and the layering, build with -Werror,
 #               run the whole ctest suite, then again under ASan+UBSan and TSan,
-#               and once more built without the optional components (no SQLite, hiredis, libmicrohttpd, libcurl)
+#               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
@@ -17,7 +17,7 @@ deps:
 	@sh scripts/deps.sh
 
 check: deps-all format-check layers test asan tsan nosqlite
-	@echo "check: all suites passed (plain, asan+ubsan, tsan, without sqlite, redis and libmicrohttpd)"
+	@echo "check: all suites passed (plain, asan+ubsan, tsan, without sqlite, redis, postgresql and libmicrohttpd)"
 
 deps-all:
 	@sh scripts/deps.sh --all
@@ -41,11 +41,10 @@ tsan:
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" $(CTEST)
 
-# The core with no optional component: SQLite, hiredis, libmicrohttpd and libcurl absent (bw_metrics_serve and
-# bw_curl_new say BW_ENOTSUP),
-# every test that needs them left out by ctest.
+# The core with no optional component: SQLite, hiredis, libpq, libmicrohttpd and libcurl absent (bw_metrics_serve
+# and bw_curl_new say BW_ENOTSUP), every test that needs them left out by ctest.
 nosqlite:
-	cmake -S . -B build-nosqlite -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_WITH_SQLITE=OFF -DBW_WITH_MHD=OFF -DBW_WITH_REDIS=OFF -DBW_WITH_CURL=OFF -DBW_BUILD_BENCH=OFF
+	cmake -S . -B build-nosqlite -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_WITH_SQLITE=OFF -DBW_WITH_MHD=OFF -DBW_WITH_REDIS=OFF -DBW_WITH_POSTGRES=OFF -DBW_WITH_CURL=OFF -DBW_BUILD_BENCH=OFF
 	cmake --build build-nosqlite -j$(JOBS)
 	cd build-nosqlite && $(CTEST)
 

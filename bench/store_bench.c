@@ -79,6 +79,26 @@
  *                                   stopped server, that call waits for the
  *                                   deadline (target <= timeout + 20 % = 120 ms)
  *
+ * The postgresql: figures (built with the postgresql: store; `store_bench pg`
+ * runs only them). The bench starts a server of its own through
+ * tests/support/with_postgres.sh (initdb in a temporary directory, a free
+ * loopback port, as the user nobody when run as root), which holds it while
+ * the bench holds a pipe to it: the server stops when the bench closes it or
+ * dies. Without the server binaries these figures are skipped, with a
+ * `# postgresql figures skipped: ...` line. The store URL gives each call 1 s.
+ * Round trips are counted by the server: pg_stat_statements (loaded by the
+ * wrapper, utility statements not tracked) read on a raw libpq connection
+ * before and after the calls; each of the store's statements is one round
+ * trip (it sends one and waits for its answer), so the sum of `calls` of the
+ * statements on the bench's table is the round trips (a reconnect's session
+ * set-up, SET and PREPAREs, would not be counted; none happens with timeout=1s
+ * on loopback).
+ *
+ *   pg_round_trips_per_stored_call  as redis_round_trips_per_stored_call (target <= 2.0)
+ *   pg_round_trips_per_poll_1000    as redis_round_trips_per_poll_1000 (target <= 2)
+ *   pg_stored_two_procs_calls_per_s as redis_stored_two_procs_calls_per_s (reported)
+ *   pg_trip_propagation_ms          as trip_propagation_ms, on postgresql (target <= 110)
+ *
  * Allocations are counted by tests/support/alloc_hook.h (compiled out in sanitizer
  * builds, where the figure is not reported). Segments are named
  * bw-bench-<pid>-*, databases live in a mkdtemp directory; both are removed at
@@ -106,6 +126,9 @@
 
 #ifdef BW_BENCH_REDIS
 #include <hiredis/hiredis.h>
+#endif
+#ifdef BW_BENCH_PG
+#include <libpq-fe.h>
 #endif
 
 #define MS 1000000LL
@@ -805,6 +828,187 @@ static void bench_redis(void)
 }
 #endif
 
+/* ---- postgresql: a server of our own, round trips counted by the server ---- */
+
+#ifdef BW_BENCH_PG
+static pid_t pg_wrapper; /* tests/support/with_postgres.sh, holding the server while we hold its stdin */
+static int pg_hold = -1; /* our end of its stdin: closing it (or exiting) stops the server */
+static PGconn *pg_raw;   /* our counting connection */
+static char pg_url[256], pg_table[64];
+
+static void pg_stop(void)
+{
+    if (pg_raw) {
+        PQfinish(pg_raw);
+        pg_raw = NULL;
+    }
+    if (pg_hold >= 0) {
+        close(pg_hold); /* the wrapper's command reads EOF and ends: its trap stops the server and removes it */
+        pg_hold = -1;
+    }
+    if (pg_wrapper > 0) {
+        reap(pg_wrapper);
+        pg_wrapper = 0;
+    }
+}
+
+/*
+ * Start a PostgreSQL server through tests/support/with_postgres.sh (initdb in a
+ * temporary directory, a free loopback port, as nobody when root,
+ * pg_stat_statements loaded): its command prints the port, then waits for EOF
+ * on the pipe we hold. 1 when it answers, 0 (why) when not.
+ */
+static int pg_start(char *why, size_t n)
+{
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0)
+        die("pipe", BW_ESYS);
+    fflush(stdout);
+    int64_t t0 = mono_ns();
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork", BW_ESYS);
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[0]);
+        close(to[1]);
+        close(from[0]);
+        close(from[1]);
+        execl("/bin/sh", "sh", BW_BENCH_PG_WRAPPER, "sh", "-c", "echo \"$BW_TEST_PORT\"; read x", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    pg_wrapper = pid;
+    pg_hold = to[1];
+    char line[64];
+    size_t got = 0;
+    for (;;) { /* the port, or EOF: the wrapper failed (it said why on stderr) */
+        ssize_t r = read(from[0], line + got, sizeof line - 1 - got);
+        if (r <= 0 || (got += (size_t)r, memchr(line, '\n', got)) || got == sizeof line - 1)
+            break;
+    }
+    close(from[0]);
+    line[got] = 0;
+    int port = atoi(line);
+    if (port <= 0) {
+        pg_stop();
+        snprintf(why, n,
+                 "tests/support/with_postgres.sh could not start a server (it said why above; apt-get install "
+                 "postgresql, or sh scripts/deps.sh --all as root)");
+        return 0;
+    }
+    char ci[128];
+    snprintf(ci, sizeof ci, "host=127.0.0.1 port=%d user=postgres dbname=postgres connect_timeout=5", port);
+    pg_raw = PQconnectdb(ci);
+    if (PQstatus(pg_raw) != CONNECTION_OK) {
+        snprintf(why, n, "could not connect to the server we started: %s", PQerrorMessage(pg_raw));
+        pg_stop();
+        return 0;
+    }
+    snprintf(pg_table, sizeof pg_table, "bw_bench_%ld", (long)getpid());
+    snprintf(pg_url, sizeof pg_url,
+             "postgresql://postgres@127.0.0.1:%d/postgres?table=%s&timeout=1s&connect_timeout=1s", port, pg_table);
+    printf("# postgresql: a server of our own on 127.0.0.1:%d, up in %.2f s (initdb + start)\n", port,
+           (double)(mono_ns() - t0) / 1e9);
+    return 1;
+}
+
+/*
+ * Statements the server ran on the bench's table so far (pg_stat_statements:
+ * every plannable statement executed, counted when it ends), but this counting.
+ */
+static long pg_round_trips(void)
+{
+    char q[300];
+    snprintf(q, sizeof q,
+             "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE '%%\"%s\"%%' AND query NOT "
+             "LIKE '%%pg_stat_statements%%'",
+             pg_table);
+    PGresult *r = PQexec(pg_raw, q);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        fprintf(stderr, "store_bench: counting statements failed: %s\n", PQresultErrorMessage(r));
+        exit(1);
+    }
+    long v = atol(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+static void bench_pg_stored_rt(void)
+{
+    bw_store *s = open_store(pg_url);
+    bw_breaker *b = make("bench-pg-stored", s, BW_STORE_STORED, 0, 0);
+    bench_check("the warm-up", call_loop(b, 1000));
+    double v[RUNS], ns[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        long c0 = pg_round_trips();
+        int64_t t0 = mono_ns();
+        bench_check("the stored loop", call_loop(b, RT_CALLS));
+        int64_t t1 = mono_ns();
+        long c1 = pg_round_trips();
+        v[r] = (double)(c1 - c0) / RT_CALLS;
+        ns[r] = (double)(t1 - t0) / RT_CALLS;
+    }
+    if (bw_breaker_state(b) != BW_STATE_CLOSED)
+        die("the stored breaker left CLOSED", BW_ESTATE);
+    printf("# postgresql stored acquire + settle: %.1f us per call (loopback)\n", median(ns, RUNS) / 1000.0);
+    report("pg_round_trips_per_stored_call", median(v, RUNS), "round_trips");
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
+static void bench_pg_poll(void)
+{
+    bw_store *s = open_store(pg_url);
+    bw_breaker **b = make_many("bench-pg-poll", POLL_BREAKERS, s, 100 * MS);
+    bench_sleep_ns(500 * MS); /* the first polls (at creation) are done */
+    long c0 = pg_round_trips();
+    int64_t t0 = mono_ns();
+    bench_sleep_ns(POLL_SECONDS * 1000 * MS);
+    long c1 = pg_round_trips();
+    int64_t t1 = mono_ns();
+    free_many(b, POLL_BREAKERS);
+    bw_store_close(s);
+    double intervals = (double)(t1 - t0) / (100.0 * MS);
+    printf("# postgresql poll: %d breakers, store_poll 100 ms: %ld round trips in %.3f s (%.1f intervals)\n",
+           POLL_BREAKERS, c1 - c0, (t1 - t0) / 1e9, intervals);
+    report("pg_round_trips_per_poll_1000", (double)(c1 - c0) / intervals, "round_trips");
+}
+
+static void bench_pg(void)
+{
+    if (!(want("pg_round_trips_per_stored_call") || want("pg_round_trips_per_poll_1000") ||
+          want("pg_stored_two_procs_calls_per_s") || want("pg_trip_propagation_ms")))
+        return;
+    char why[300];
+    if (!pg_start(why, sizeof why)) {
+        printf("# postgresql figures skipped: %s\n", why);
+        return;
+    }
+    if (want("pg_round_trips_per_stored_call"))
+        bench_pg_stored_rt();
+    if (want("pg_round_trips_per_poll_1000"))
+        bench_pg_poll();
+    if (want("pg_stored_two_procs_calls_per_s"))
+        bench_stored_two("pg_stored_two_procs_calls_per_s", pg_url);
+    if (want("pg_trip_propagation_ms"))
+        bench_propagation("pg_trip_propagation_ms", pg_url, "postgresql");
+    pg_stop();
+}
+#else
+static void pg_stop(void)
+{
+}
+
+static void bench_pg(void)
+{
+    if (want("pg"))
+        printf("# postgresql figures skipped: this build has no postgresql: store (libpq was not found)\n");
+}
+#endif
+
 /* ---- main ---- */
 
 static void cleanup(void)
@@ -812,6 +1016,7 @@ static void cleanup(void)
     if (getpid() != main_pid)
         return;
     redis_stop();
+    pg_stop();
     if (shm_path[0])
         shm_unlink(shm_path);
     if (tmpdir[0]) {
@@ -871,5 +1076,6 @@ int main(int argc, char **argv)
         bench_lane_idle("lane_idle_cpu_pct_8000_sqlite", url);
     }
     bench_redis();
+    bench_pg();
     return 0;
 }

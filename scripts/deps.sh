@@ -16,6 +16,8 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 [ -e /usr/include/hiredis/hiredis.h ] || need="$need libhiredis-dev"
 # The libcurl integration (curl.h) builds when libcurl's headers are here.
 [ -n "$(find /usr/include -maxdepth 3 -path '*/curl/curl.h' 2>/dev/null | head -n 1)" ] || need="$need libcurl4-openssl-dev"
+# The postgresql: store builds when libpq's headers are here.
+[ -e /usr/include/postgresql/libpq-fe.h ] || need="$need libpq-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
     # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.
@@ -23,6 +25,10 @@ if [ "${1:-}" = "--all" ]; then
     command -v curl >/dev/null 2>&1 || need="$need curl"
     # The redis: store's tests run on a redis-server of their own (tests/support/with_redis.sh).
     { command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; } || need="$need redis-server"
+    # The postgresql: store's tests run on a server of their own (tests/support/with_postgres.sh: initdb,
+    # pg_ctl, postgres and psql from /usr/lib/postgresql/VERSION/bin, and pg_stat_statements, which Debian's
+    # postgresql ships).
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$need postgresql"
 fi
 # make bench-ir counts instructions under valgrind (its callgrind.h comes with it).
 if [ "${1:-}" = "--bench-ir" ]; then

@@ -46,6 +46,7 @@ BW_API const char *bw_version_string(void);
 #define BW_COMPONENT_SQLITE 0x2u       /* the sqlite: store */
 #define BW_COMPONENT_METRICS_HTTP 0x4u /* bw_metrics_serve (observe.h): libmicrohttpd */
 #define BW_COMPONENT_REDIS 0x8u        /* the redis: store (store.h): hiredis */
+#define BW_COMPONENT_POSTGRES 0x10u    /* the postgresql: store (store.h): libpq */
 #define BW_COMPONENT_CURL 0x20u        /* the libcurl integration (curl.h) */
 /*
  * bw_components — which components were compiled into this build, as a bit set

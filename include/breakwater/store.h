@@ -9,8 +9,8 @@
  * computed by breakwater inside that update, in C, once for every store. So a
  * store only has to make its update atomic against every other client: a mutex
  * (memory:), a robust process-shared mutex (shm:), a BEGIN IMMEDIATE transaction
- * (sqlite:), an optimistic compare-and-set script (redis:), later a row lock
- * (PostgreSQL).
+ * (sqlite:), an optimistic compare-and-set script (redis:) or statement
+ * (postgresql:).
  *
  * Entries have a lifetime: each carries the instant it expires on the store's
  * clock (BW_STORE_NEVER for operator holds). An expired entry reads as absent;
@@ -53,6 +53,33 @@
  *                      refused AUTH or SELECT). Not for Redis Cluster.
  *                      rediss:// (TLS) is refused with BW_ESTATE: this
  *                      hiredis has no TLS. docs/stores.md has the details
+ *   postgresql://[user[:password]@][host][:port][/dbname]   a table of a
+ *                      PostgreSQL database (libpq; BW_COMPONENT_POSTGRES),
+ *                      shared by processes on any host; postgres:// too, or
+ *                      a libpq keyword string: postgresql:host=H dbname=D
+ *                      (no '?' inside). Options: ?table=breakwater
+ *                      ([schema.]name, each part 1 to 63 bytes of letters,
+ *                      digits and '_', not starting with a digit; quoted, so
+ *                      its case is kept), made on first use;
+ *                      ?connect_timeout=1s and ?timeout=100ms, in [1ms, 1m]:
+ *                      the longest a connect, and each statement (or the
+ *                      wait for a pooled connection), may wait (the server
+ *                      ends a statement at 4/5 of it), after which
+ *                      the call fails with BW_ETIMEDOUT and a breaker
+ *                      degrades to its local circuit; ?pool=4 connections,
+ *                      in [1, 64]; ?sweep=1h (off, or up to 366d): an
+ *                      update deletes at most 100 expired rows that often;
+ *                      any other option must be a libpq
+ *                      connection keyword (sslmode, sslrootcert,
+ *                      application_name, ...) and goes to libpq as written
+ *                      (TLS and authentication are libpq's, and so are its
+ *                      environment variables and files: PGHOST, ~/.pgpass,
+ *                      ...). Its clock is the server's clock_timestamp().
+ *                      bw_store_open connects once (BW_ESYS for an
+ *                      unreachable server, a refused password, a missing
+ *                      database; BW_ESTATE for a table of that name that is
+ *                      not a breakwater store of this schema version).
+ *                      docs/stores.md has the details
  * Options follow the path as ?key=value&key=value, each at most once, written
  * as in configuration text (whole numbers and durations such as 250ms, no
  * spaces). Every option is checked before anything is created.
@@ -133,13 +160,13 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
  * - update: atomically against every other client of the same store (threads
  *   and processes), read `name`'s entry, call fn(arg, now, cur, &next), and
  *   apply its verdict. A store that locks calls fn once; an optimistic one
- *   (redis:) calls it again on the newer entry when another client wrote in
+ *   (redis:, postgresql:) calls it again on the newer entry when another client wrote in
  *   between, and applies the last call's verdict: so fn computes its result
  *   from its arguments only, with no effect that adds up across calls.
  *   Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when the store is full,
  *   BW_ETIMEDOUT when a wait ran out, ...) with *err filled (err may be
- *   NULL), in which case nothing changed (redis: a write whose reply timed
- *   out may still land). Whatever `cur` holds is untrusted: breakwater
+ *   NULL), in which case nothing changed (redis:, postgresql: a write whose
+ *   reply timed out may still land). Whatever `cur` holds is untrusted: breakwater
  *   decodes it with every field range-checked, and replaces an entry it did not write with a fresh circuit
  *   (BW_EVENT_STORE_CORRUPT). `now` must lie within +-2^62 ns (+-146 years).
  * - sweep: delete at most `max` expired entries; *deleted says how many.
@@ -179,10 +206,11 @@ typedef struct bw_store_ops {
  * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
  * URL or option (*err names the part: "url", "scheme", "name", "path", "host",
  * "port", "db", or the option), BW_ESTATE for a scheme this build lacks
- * (sqlite: without SQLite, redis: without hiredis, rediss: always),
+ * (sqlite: without SQLite, redis: without hiredis, postgresql: without
+ * libpq, rediss: always),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
- * BW_ESTATE also for an existing shm: segment or sqlite: database of another
- * layout or schema version.
+ * BW_ESTATE also for an existing shm: segment, sqlite: database or
+ * postgresql: table of another layout or schema version.
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
@@ -209,7 +237,8 @@ BW_API int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, b
 BW_API void bw_store_close(bw_store *s);
 
 /*
- * bw_store_scheme — "memory", "shm", "sqlite", "redis" or a custom table's scheme
+ * bw_store_scheme — "memory", "shm", "sqlite", "redis", "postgresql" (also
+ * for a postgres:// URL) or a custom table's scheme
  * (owned by the store, or by the custom table); NULL for NULL. Any thread.
  */
 BW_API const char *bw_store_scheme(const bw_store *s);

@@ -74,8 +74,13 @@ int64_t bw__store_clock_now(const bw__store_clock *c);
 
 typedef struct bw__backend {
     const char *scheme;
-    const char *options[8]; /* the URL options it takes, NULL-terminated */
-    int clock;              /* its default clock: BW__STORE_MONOTONIC or BW__STORE_REALTIME */
+    /*
+     * The URL options it takes, NULL-terminated. "*" among them: any other
+     * option too, which open then checks itself (postgresql: passes libpq's
+     * connection keywords through to libpq).
+     */
+    const char *options[8];
+    int clock; /* its default clock: BW__STORE_MONOTONIC or BW__STORE_REALTIME */
     /*
      * Open the store u names: fill *ops (a version-BW_STORE_OPS_VERSION table)
      * and *ctx, keeping `clock` (valid until ops->close) for its "now". On

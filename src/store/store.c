@@ -80,8 +80,8 @@ static int check_options(const bw__backend *b, const bw__url *u, bw_error *err)
 {
     for (int i = 0; i < u->nopts; i++) {
         int known = 0;
-        for (int k = 0; b->options[k]; k++)
-            known |= strcmp(b->options[k], u->opt[i].key) == 0;
+        for (int k = 0; b->options[k]; k++) /* "*": any, the backend checks it (backend.h) */
+            known |= strcmp(b->options[k], u->opt[i].key) == 0 || strcmp(b->options[k], "*") == 0;
         if (!known)
             return bw__fail(err, BW_EINVAL, u->opt[i].key, "unknown option '%s' for a %s: store", u->opt[i].key,
                             b->scheme);

@@ -154,8 +154,8 @@ static void maybe_open(const char *text, int parsed, const bw__url *u, const bw_
     int unknown_opt = -1;
     for (int i = 0; b && i < u->nopts && unknown_opt < 0; i++) {
         int known = 0;
-        for (int k = 0; b->options[k]; k++)
-            known |= strcmp(b->options[k], u->opt[i].key) == 0;
+        for (int k = 0; b->options[k]; k++) /* "*": any option (the backend checks it, and may connect) */
+            known |= strcmp(b->options[k], u->opt[i].key) == 0 || strcmp(b->options[k], "*") == 0;
         if (!known)
             unknown_opt = i;
     }

@@ -1,0 +1,1264 @@
+/*
+ * postgres.c — the postgresql:// store: processes on any number of hosts
+ * share circuits through one table of a PostgreSQL database (libpq, its
+ * asynchronous API).
+ *
+ * Design notes
+ * - URL: a libpq connection URI, postgresql://[user[:password]@][host][:port]
+ *   [/dbname] (postgres:// too), or a libpq keyword string after the colon,
+ *   postgresql:host=db.internal dbname=app sslmode=verify-full (anything after
+ *   "postgresql:" that does not start with "//"; it may not hold a '?').
+ *   breakwater's own options are taken out of the query: table (default
+ *   "breakwater", [schema.]table, each part 1 to 63 bytes of [A-Za-z0-9_] not
+ *   starting with a digit, quoted, so case is kept), connect_timeout (1s),
+ *   timeout (100ms), pool (4), sweep (1h). Every other option must be one
+ *   of libpq's connection keywords (sslmode, application_name, ...;
+ *   PQconndefaults) and goes to libpq as written. The whole connection string is checked by
+ *   PQconninfoParse before anything is created; bw_store_open then connects
+ *   once (so a wrong host, password or database fails at open) and makes the
+ *   table if it is missing.
+ * - One table: name text primary key, data bytea, version bigint (a bigserial:
+ *   every write takes a fresh value of the table's sequence, so a version is
+ *   never used twice for a name, not even after a delete and a new insert:
+ *   no ABA), expires_at bigint (on the store's clock, ns). Made on first use
+ *   under an advisory lock (CREATE TABLE + a COMMENT naming the schema
+ *   version, SCHEMA); a table of that name without that comment is refused
+ *   with BW_ESTATE. Store keys only ever travel as statement parameters.
+ * - The store's clock is the server's clock_timestamp() (µs, given in ns on
+ *   the realtime scale), returned by every statement; a test may inject its
+ *   own clock (bw_store_set_clock), which is then read after the reply (and
+ *   given to the sweep as its "now"), as the redis: store does.
+ * - update is an optimistic compare-and-set on `version`, not a row lock.
+ *   A row lock (BEGIN; SELECT ... FOR UPDATE; fn; UPDATE; COMMIT) costs at
+ *   least 2 round trips every time and holds the lock across a round trip, so
+ *   a client stopped in between (SIGSTOP, a pause of its VM) blocks every
+ *   other writer of that circuit until the server notices. The
+ *   compare-and-set costs 1 round trip in the common case and never holds a
+ *   lock across one: the store caches, per key, the last row it saw (by read,
+ *   read_many or update: version, data, expiry) and runs fn at once on it,
+ *   with "now" estimated from the server's clock last seen plus the local
+ *   monotonic time since the answer that carried it arrived (so never ahead
+ *   of the server's clock: a trip's opened_at is never in the future of a
+ *   client that reads it next), only when that sample is at most ESTIMATE_MAX
+ *   old (else it reads first). Then ONE statement writes only if the version
+ *   is still the one fn saw (UPDATE ... WHERE version = $2, INSERT ... ON
+ *   CONFLICT DO NOTHING, or DELETE ... WHERE version = $2, inside a WITH) and
+ *   otherwise answers the row as it is, with the server's clock, so a stale
+ *   cache costs one conflict, never a wrong write. On a conflict fn runs again
+ *   on the row the statement answered; from the second conflict on, after a
+ *   random pause (at most 4 ms) and a fresh read. It gives up with
+ *   BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10) times `timeout`
+ *   passed. A KEEP (or a DELETE of nothing) decided on the cache is confirmed
+ *   by a read (fn runs again only when the entry it saw changed), so every
+ *   verdict applied was computed on the row as the server had it. So a stored
+ *   call (acquire: one read; settle: one update) costs 2 round trips.
+ * - read and read_many are one statement each (unnest($1) WITH ORDINALITY,
+ *   a text[] parameter in binary form: no quoting), at most READ_MANY_MAX
+ *   names; a row whose expires_at <= now, whose data is not 1 to
+ *   BW_STORE_DATA_MAX bytes or whose version is below 1 reads as absent (and
+ *   an update replaces it through its version).
+ * - sweep deletes at most `max` rows whose expires_at <= now, by ctid, in one
+ *   statement (the expiry is checked again on the row deleted, so a row
+ *   renewed meanwhile stays). The automatic sweep (?sweep=1h; off disables)
+ *   needs no thread: an update that finds it due (every period, the first
+ *   pass at a random point of the first period) runs one pass of at most
+ *   SWEEP_BATCH rows on its connection, one more round trip.
+ * - Deadlines: every wait is a poll() on the connection's socket with a
+ *   deadline (connecting: connect_timeout; each statement: timeout), never a
+ *   blocking libpq call, so a stopped server cannot hold a caller; the server
+ *   also ends statements after 4/5 of `timeout` (statement_timeout, set on
+ *   each session), so that a statement waiting for another client's row lock
+ *   fails with BW_ETIMEDOUT and keeps its connection (the other circuits of
+ *   the store are not held up by a backoff). A connection whose deadline
+ *   passed, or that failed, is closed (PQfinish: nothing is waited for, it is
+ *   non-blocking; no cancel request) with every idle connection of the pool, and for a backoff (10 ms doubling to 1 s,
+ * reset by a success) calls fail at once with the last error. A write whose answer timed out may still have been
+ * applied.
+ * - Everything the server answers is checked: the result status, the number
+ *   of rows and columns, each column's type and format, each value's length
+ *   and range (the clock within year 2096).
+ *
+ * Locking
+ * - r->mu guards the pool (which slot is busy, its connection when idle), the
+ *   backoff and the last failure; r->cv signals a slot coming free. A busy
+ *   slot belongs to one thread, which uses its connection without the mutex:
+ *   no network wait happens under r->mu. r->cmu guards the row cache and the
+ *   server clock's sample; it is held only to copy in or out. No lock is held
+ *   while fn runs, and the two mutexes are never held together.
+ * - Connections must not cross fork(): a child opens its own store.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/hash.h"
+#include "base/systime.h"
+#include "store/backend.h"
+
+#define IDENT_MAX 63 /* bytes of a table (or schema) name: PostgreSQL's NAMEDATALEN - 1 */
+#define POOL_MAX 64
+#define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
+#define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
+#define READ_MANY_MAX 100000
+#define SWEEP_BATCH 100                             /* rows an automatic sweep deletes at most */
+#define CACHE_SLOTS 256                             /* rows remembered, one per slot (direct-mapped) */
+#define ESTIMATE_MAX ((int64_t)10 * BW_NS_PER_S)    /* the oldest server clock sample "now" is estimated from */
+#define BACKOFF_MIN (10 * (int64_t)1000000)         /* 10 ms */
+#define BACKOFF_MAX ((int64_t)BW_NS_PER_S)          /* 1 s */
+#define NOW_MAX ((int64_t)4000000000 * BW_NS_PER_S) /* the server clock we accept (year 2096) */
+#define CONNINFO_MAX 6144
+#define SCHEMA "breakwater store schema 1"
+#define LOCK_KEY "7095266681868674353" /* the advisory lock of table creation ("bwstore1") */
+#define OID_INT8 20
+#define OID_BYTEA 17
+#define OID_TEXT 25
+
+/* The server's clock, in ns (µs resolution). */
+#define NOW_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8 * 1000"
+
+/* Each statement answers rows of: now, i or written version, version, data, expires_at. */
+enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_COUNT };
+static const char *const st_name[ST_COUNT] = {"bw_read", "bw_put", "bw_ins", "bw_del", "bw_sweep"};
+
+typedef struct slot {
+    PGconn *c; /* NULL: not connected */
+    int busy;
+} slot;
+
+/* What the store last saw of a row. */
+typedef struct row {
+    int exists;      /* a row is there (live, expired or malformed) */
+    int64_t version; /* when it exists */
+    int live;        /* its data are a well-formed entry (expiry not checked) */
+    bw_store_entry e;
+} row;
+
+typedef struct centry {
+    size_t klen;
+    char key[BW__STORE_KEY_MAX + 1];
+    row r;
+} centry;
+
+typedef struct pg {
+    const bw__store_clock *clock;
+    char conninfo[CONNINFO_MAX];
+    char table[2 * (IDENT_MAX + 2) + 2]; /* quoted: "schema"."table" or "table" */
+    char *setup;                         /* the session's SET and PREPAREs */
+    int64_t connect_ns, timeout_ns;
+    int64_t sweep_ns;   /* the automatic sweep's period; 0: none */
+    int64_t next_sweep; /* bw__mono_now instant of the next pass (cmu) */
+    int pool;
+    pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t down_until, backoff; /* bw__mono_now instants; backoff 0 = healthy */
+    int down_code;
+    char down_why[200];
+    slot slots[POOL_MAX];
+    pthread_mutex_t cmu;
+    int64_t srv_now, srv_mono; /* the server's clock last seen, and bw__mono_now then; srv_mono 0: never */
+    uint64_t seed;
+    centry *cache[CACHE_SLOTS];
+} pg;
+
+/* ---- the URL ---- */
+
+static int ident_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > IDENT_MAX || (s[0] >= '0' && s[0] <= '9'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_'))
+            return 0;
+    return 1;
+}
+
+static int parse_table(pg *r, const char *t, bw_error *err)
+{
+    const char *dot = strchr(t, '.');
+    size_t n = strlen(t);
+    int ok = dot ? ident_ok(t, (size_t)(dot - t)) && ident_ok(dot + 1, n - (size_t)(dot - t) - 1) : ident_ok(t, n);
+    if (!ok)
+        return bw__fail(err, BW_EINVAL, "table",
+                        "postgresql: table must be [schema.]name, each 1 to %d bytes of letters, digits and '_', "
+                        "not starting with a digit, got '%.80s'",
+                        IDENT_MAX, t);
+    if (dot)
+        snprintf(r->table, sizeof r->table, "\"%.*s\".\"%s\"", (int)(dot - t), t, dot + 1);
+    else
+        snprintf(r->table, sizeof r->table, "\"%s\"", t);
+    return BW_OK;
+}
+
+static int own_option(const char *k)
+{
+    return strcmp(k, "table") == 0 || strcmp(k, "connect_timeout") == 0 || strcmp(k, "timeout") == 0 ||
+           strcmp(k, "pool") == 0 || strcmp(k, "sweep") == 0;
+}
+
+/* Append s to r->conninfo; 0 when it does not fit. */
+static int put(pg *r, size_t *at, const char *s, size_t n)
+{
+    if (*at + n >= sizeof r->conninfo)
+        return 0;
+    memcpy(r->conninfo + *at, s, n);
+    *at += n;
+    r->conninfo[*at] = 0;
+    return 1;
+}
+
+/* The libpq connection string: the URL's path, with the options that are libpq's. */
+static int parse_conninfo(pg *r, const bw__url *u, bw_error *err)
+{
+    PQconninfoOption *known = PQconndefaults();
+    if (!known)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    int uri = strncmp(u->path, "//", 2) == 0;
+    size_t at = 0;
+    int fits = 1, nlib = 0;
+    if (uri) {
+        fits = put(r, &at, u->scheme, strlen(u->scheme)) && put(r, &at, ":", 1);
+    }
+    fits = fits && put(r, &at, u->path, strlen(u->path));
+    for (int i = 0; fits && i < u->nopts; i++) {
+        const char *k = u->opt[i].key, *v = u->opt[i].value;
+        if (own_option(k))
+            continue;
+        int libpq = 0;
+        for (PQconninfoOption *o = known; o->keyword && !libpq; o++)
+            libpq = strcmp(o->keyword, k) == 0;
+        if (!libpq) {
+            PQconninfoFree(known);
+            return bw__fail(err, BW_EINVAL, k,
+                            "unknown option '%s' for a postgresql: store: neither breakwater's (table, "
+                            "connect_timeout, timeout, pool, sweep) nor a libpq connection keyword",
+                            k);
+        }
+        if (uri) { /* as the URI's own query: libpq decodes its %-escapes */
+            fits = put(r, &at, nlib ? "&" : "?", 1) && put(r, &at, k, strlen(k)) && put(r, &at, "=", 1) &&
+                   put(r, &at, v, strlen(v));
+        } else { /* keyword='value', quoted */
+            fits = put(r, &at, " ", at ? 1 : 0) && put(r, &at, k, strlen(k)) && put(r, &at, "='", 2);
+            for (const char *c = v; fits && *c; c++)
+                fits = (*c == '\'' || *c == '\\' ? put(r, &at, "\\", 1) : 1) && put(r, &at, c, 1);
+            fits = fits && put(r, &at, "'", 1);
+        }
+        nlib++;
+    }
+    PQconninfoFree(known);
+    if (!fits)
+        return bw__fail(err, BW_EINVAL, "url", "postgresql: the connection string is longer than %d bytes",
+                        CONNINFO_MAX - 1);
+    char *why = NULL;
+    PQconninfoOption *parsed = PQconninfoParse(r->conninfo, &why);
+    if (!parsed) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s", why ? why : "out of memory");
+        PQfreemem(why);
+        msg[strcspn(msg, "\n")] = 0;
+        return bw__fail(err, why ? BW_EINVAL : BW_ENOMEM, "url",
+                        "postgresql: libpq refused the connection string: %.150s (postgresql://[user[:password]@]"
+                        "[host][:port][/dbname] or postgresql:key=value ...)",
+                        msg);
+    }
+    PQconninfoFree(parsed);
+    return BW_OK;
+}
+
+static int parse_options(pg *r, const bw__url *u, bw_error *err)
+{
+    int64_t v = 4;
+    int rc = bw__url_int(u, "connect_timeout", 1000000, 60 * (int64_t)BW_NS_PER_S, BW_NS_PER_S, 1, &r->connect_ns, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "timeout", 1000000, 60 * (int64_t)BW_NS_PER_S, 100 * (int64_t)1000000, 1, &r->timeout_ns,
+                         err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "pool", 1, POOL_MAX, 4, 0, &v, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "sweep", 0, 366 * 86400 * (int64_t)BW_NS_PER_S, 3600 * (int64_t)BW_NS_PER_S, 1,
+                         &r->sweep_ns, err);
+    if (rc == BW_OK)
+        rc = parse_table(r, bw__url_opt(u, "table") ? bw__url_opt(u, "table") : "breakwater", err);
+    if (rc == BW_OK)
+        rc = parse_conninfo(r, u, err);
+    r->pool = (int)v;
+    return rc;
+}
+
+/* The statements each session prepares (the table name is validated and quoted). */
+static char *make_setup(const pg *r)
+{
+    const char *t = r->table;
+    const char *tail = "SELECT n.now, w.version, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+                       " AS now) n LEFT JOIN w ON true LEFT JOIN %s c ON c.name = $1 AND w.version IS NULL;\n";
+    char tl[700];
+    snprintf(tl, sizeof tl, tail, t); /* at most 131 bytes of table name: fits */
+    /*
+     * The server ends a statement at 4/5 of the timeout, so that one stuck
+     * behind another client's row lock fails with the server's answer before
+     * the client's deadline: the connection stays (no reconnect, no backoff),
+     * and the store's other circuits go on.
+     */
+    long ms = (long)((r->timeout_ns / 5 * 4 + 999999) / 1000000);
+    size_t n = 4096 + 8 * strlen(t);
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    int len = snprintf(
+        s, n,
+        "SET statement_timeout = %ld;\n"
+        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+        " AS now) n CROSS JOIN unnest($1) WITH ORDINALITY AS k(name, i) LEFT JOIN %s c ON c.name = k.name;\n"
+        "PREPARE bw_put(text, int8, bytea, int8) AS WITH w AS (UPDATE %s SET data = $3, expires_at = $4, "
+        "version = DEFAULT WHERE name = $1 AND version = $2 RETURNING version) %s"
+        "PREPARE bw_ins(text, bytea, int8) AS WITH w AS (INSERT INTO %s (name, data, expires_at) VALUES ($1, $2, "
+        "$3) ON CONFLICT (name) DO NOTHING RETURNING version) %s"
+        "PREPARE bw_del(text, int8) AS WITH w AS (DELETE FROM %s WHERE name = $1 AND version = $2 RETURNING "
+        "version) %s"
+        "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
+        ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
+        "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n",
+        ms, t, t, tl, t, tl, t, tl, t, t);
+    if (len < 0 || (size_t)len >= n) { /* cannot happen (n allows for the longest name): never run a cut script */
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- connections ---- */
+
+/* libpq's message, on one line, without its trailing newline. */
+static const char *clean(const char *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", m && m[0] ? m : "(no message)");
+    size_t l = strlen(buf);
+    while (l && (buf[l - 1] == '\n' || buf[l - 1] == ' '))
+        buf[--l] = 0;
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+    return buf;
+}
+
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message; /* "relation already exists, skipping" and the like: not the caller's business */
+}
+
+/*
+ * Wait until c's socket is readable (or writable when `out`) or `deadline`
+ * passes: 1 ready, 0 timed out, -1 error.
+ */
+static int wait_sock(PGconn *c, int out, int64_t deadline)
+{
+    int fd = PQsocket(c);
+    if (fd < 0)
+        return -1;
+    for (;;) {
+        int64_t left = deadline - bw__mono_now();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {fd, (short)(POLLIN | (out ? POLLOUT : 0)), 0};
+        int ms = (int)((left + 999999) / 1000000);
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/*
+ * Send what is queued on c and collect its results until deadline. Returns
+ * the last result (the caller clears it), or NULL with *broken set (the
+ * connection is unusable) and *err filled.
+ */
+static PGresult *finish_query(PGconn *c, int64_t deadline, const char *what, PGresult **first_error, int *broken,
+                              bw_error *err)
+{
+    char m[200];
+    for (;;) {
+        int f = PQflush(c);
+        if (f == 0)
+            break;
+        int w = f < 0 ? -1 : wait_sock(c, 1, deadline);
+        if (w == 1 && !PQconsumeInput(c))
+            w = -1;
+        if (w <= 0) {
+            *broken = 1;
+            if (w == 0)
+                bw__fail(err, BW_ETIMEDOUT, "", "postgresql: %s: no answer in time (sending)", what);
+            else
+                bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
+            return NULL;
+        }
+    }
+    PGresult *last = NULL;
+    for (;;) {
+        while (PQisBusy(c)) {
+            int w = wait_sock(c, 0, deadline);
+            if (w == 1 && !PQconsumeInput(c))
+                w = -1;
+            if (w <= 0) {
+                *broken = 1;
+                PQclear(last);
+                if (w == 0)
+                    bw__fail(err, BW_ETIMEDOUT, "", "postgresql: %s: no answer in time", what);
+                else
+                    bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
+                return NULL;
+            }
+        }
+        PGresult *res = PQgetResult(c);
+        if (!res)
+            break;
+        ExecStatusType st = PQresultStatus(res);
+        if (first_error && !*first_error && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            *first_error = res; /* the statement that failed (the rest of a script is skipped) */
+            continue;
+        }
+        PQclear(last);
+        last = res;
+    }
+    if (PQstatus(c) == CONNECTION_BAD) {
+        *broken = 1;
+        PQclear(last);
+        bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
+        return NULL;
+    }
+    if (!last && !(first_error && *first_error)) {
+        *broken = 1;
+        bw__fail(err, BW_ESYS, "", "postgresql: %s: the server sent no result", what);
+    }
+    return last;
+}
+
+/* Fail with the server's error (the connection stays usable): BW_ETIMEDOUT for statement_timeout. */
+static int result_fail(const PGresult *res, const char *what, bw_error *err)
+{
+    char m[200];
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    int code = state && strcmp(state, "57014") == 0 ? BW_ETIMEDOUT : BW_ESYS;
+    return bw__fail(err, code, "", "postgresql: %s: the server answered: %.150s", what,
+                    clean(PQresultErrorMessage(res), m, sizeof m));
+}
+
+/* A script of statements (simple protocol) that must all succeed. */
+static int run_script(PGconn *c, const char *sql, int64_t deadline, const char *what, int *broken, bw_error *err)
+{
+    if (!PQsendQuery(c, sql)) {
+        char m[200];
+        *broken = 1;
+        return bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
+    }
+    PGresult *bad = NULL;
+    PGresult *res = finish_query(c, deadline, what, &bad, broken, err);
+    int rc = BW_OK;
+    if (bad)
+        rc = result_fail(bad, what, err);
+    else if (!res)
+        rc = err ? err->code : BW_ESYS;
+    PQclear(bad);
+    PQclear(res);
+    if (rc == BW_OK && !res)
+        rc = BW_ESYS;
+    return rc;
+}
+
+/* The table, made if missing (under an advisory lock: openers race), and its schema checked. */
+static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error *err)
+{
+    char sql[1200];
+    /* The table name is validated and quoted: as a literal it holds no quote of its own. */
+    snprintf(sql, sizeof sql,
+             "BEGIN; SELECT pg_advisory_xact_lock(" LOCK_KEY "); SELECT to_regclass('%s') IS NOT NULL, "
+             "obj_description(to_regclass('%s'), 'pg_class');",
+             r->table, r->table);
+    if (!PQsendQuery(c, sql)) {
+        *broken = 1;
+        return bw__fail(err, BW_ESYS, "", "postgresql: checking the table: could not send");
+    }
+    PGresult *bad = NULL;
+    PGresult *res = finish_query(c, deadline, "checking the table", &bad, broken, err);
+    int rc = BW_OK, exists = 0;
+    char comment[200] = "";
+    if (bad)
+        rc = result_fail(bad, "checking the table", err);
+    else if (!res)
+        rc = err ? err->code : BW_ESYS;
+    else if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 2)
+        rc = bw__fail(err, BW_ESYS, "", "postgresql: checking the table: an unexpected answer");
+    else {
+        exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        snprintf(comment, sizeof comment, "%s", PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+    }
+    PQclear(bad);
+    PQclear(res);
+    if (rc != BW_OK) {
+        if (!*broken)
+            run_script(c, "ROLLBACK", deadline, "rolling back", broken, NULL);
+        return rc;
+    }
+    if (!exists) {
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE %s (name text PRIMARY KEY, data bytea NOT NULL, version bigserial NOT NULL, "
+                 "expires_at int8 NOT NULL); COMMENT ON TABLE %s IS '" SCHEMA "'; COMMIT;",
+                 r->table, r->table);
+        rc = run_script(c, sql, deadline, "creating the table", broken, err);
+        if (rc != BW_OK && !*broken)
+            run_script(c, "ROLLBACK", deadline, "rolling back", broken, NULL);
+        return rc;
+    }
+    rc = run_script(c, "COMMIT", deadline, "checking the table", broken, err);
+    if (rc == BW_OK && strcmp(comment, SCHEMA) != 0)
+        return bw__fail(err, BW_ESTATE, "table",
+                        "postgresql: the table %.140s exists but is not a breakwater store of this version (its "
+                        "comment is '%.60s', not '" SCHEMA "')",
+                        r->table, comment);
+    return rc;
+}
+
+/* A new connection: connected within connect_timeout, non-blocking, its session set up (and the table made). */
+static int connect_one(pg *r, PGconn **out, int first, bw_error *err)
+{
+    int64_t deadline = bw__mono_now() + r->connect_ns;
+    char m[200];
+    PGconn *c = PQconnectStart(r->conninfo);
+    if (!c)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    PostgresPollingStatusType st = PQstatus(c) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    int rc = BW_OK;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            rc = bw__fail(err, BW_ESYS, "", "postgresql: connecting: %.170s", clean(PQerrorMessage(c), m, sizeof m));
+            break;
+        }
+        int w = wait_sock(c, st == PGRES_POLLING_WRITING, deadline);
+        if (w == 0) {
+            rc = bw__fail(err, BW_ETIMEDOUT, "",
+                          "postgresql: connecting: no answer within connect_timeout (%" PRId64 " ms)",
+                          r->connect_ns / 1000000);
+            break;
+        }
+        st = w < 0 ? PGRES_POLLING_FAILED : PQconnectPoll(c);
+    }
+    int broken = 0;
+    if (rc == BW_OK) {
+        PQsetNoticeProcessor(c, ignore_notice, NULL);
+        if (PQsetnonblocking(c, 1) != 0)
+            rc = bw__fail(err, BW_ESYS, "", "postgresql: could not make the connection non-blocking");
+    }
+    if (rc == BW_OK && first)
+        rc = make_table(r, c, deadline, &broken, err);
+    if (rc == BW_OK)
+        rc = run_script(c, r->setup, deadline, "preparing the statements", &broken, err);
+    if (rc != BW_OK) {
+        PQfinish(c);
+        return rc;
+    }
+    *out = c;
+    return BW_OK;
+}
+
+/* Note a failure: drop every idle connection and back off. mu held. */
+static void note_down(pg *r, const bw_error *e)
+{
+    for (int i = 0; i < r->pool; i++)
+        if (!r->slots[i].busy && r->slots[i].c) {
+            PQfinish(r->slots[i].c); /* non-blocking: a Terminate message if the socket takes it, then close */
+            r->slots[i].c = NULL;
+        }
+    r->backoff = r->backoff ? (r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
+    r->down_until = bw__mono_now() + r->backoff;
+    r->down_code = e->code;
+    snprintf(r->down_why, sizeof r->down_why, "%.190s", e->message);
+    pthread_cond_broadcast(&r->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
+}
+
+/*
+ * Take a slot: one with a connection if any is idle, else an idle one to
+ * connect (unless `conn_only`). `wait`: wait up to timeout for one to come
+ * free; else BW_ESTATE at once. During a backoff fail at once.
+ */
+static int acquire(pg *r, int wait, int conn_only, slot **out, bw_error *err)
+{
+    if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: answers would cross */
+        return bw__fail(err, BW_ESTATE, "",
+                        "postgresql: this store was opened in another process: open it again after fork()");
+    int64_t deadline = bw__mono_now() + r->timeout_ns;
+    slot *pick = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        int64_t now = bw__mono_now();
+        if (r->backoff && now < r->down_until) {
+            int code = r->down_code;
+            char why[200];
+            memcpy(why, r->down_why, sizeof why);
+            int64_t left = (r->down_until - now) / 1000000 + 1;
+            pthread_mutex_unlock(&r->mu);
+            return bw__fail(err, code, "", "%.190s (not retried for %" PRId64 " ms)", why, left);
+        }
+        slot *idle = NULL;
+        for (int i = 0; i < r->pool && !pick; i++) {
+            if (r->slots[i].busy)
+                continue;
+            if (r->slots[i].c)
+                pick = &r->slots[i];
+            else if (!idle)
+                idle = &r->slots[i];
+        }
+        if (!pick && !conn_only)
+            pick = idle;
+        if (pick)
+            break;
+        if (!wait) {
+            pthread_mutex_unlock(&r->mu);
+            return BW_ESTATE;
+        }
+        if (now >= deadline) {
+            pthread_mutex_unlock(&r->mu);
+            return bw__fail(err, BW_ETIMEDOUT, "",
+                            "postgresql: all %d connections of the pool stayed busy for the timeout", r->pool);
+        }
+        struct timespec ts = bw__timespec_of(deadline);
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+    pick->busy = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (!pick->c) {
+        bw_error e = {0, "", ""};
+        PGconn *c = NULL;
+        int rc = connect_one(r, &c, 0, &e);
+        pthread_mutex_lock(&r->mu);
+        pick->c = c;
+        if (rc != BW_OK) {
+            note_down(r, &e);
+            pick->busy = 0;
+            pthread_cond_signal(&r->cv);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (rc != BW_OK) {
+            if (err)
+                *err = e;
+            return rc;
+        }
+    }
+    *out = pick;
+    return BW_OK;
+}
+
+/* Give a slot back; `broken`: its connection failed (drop it and back off). */
+static void release(pg *r, slot *s, int broken, const bw_error *e)
+{
+    pthread_mutex_lock(&r->mu);
+    if (broken) {
+        PQfinish(s->c);
+        s->c = NULL;
+        s->busy = 0;
+        note_down(r, e);
+    } else {
+        s->busy = 0;
+        r->backoff = 0;
+    }
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- statements and their answers (untrusted: every field checked) ---- */
+
+static void be64(unsigned char *p, int64_t v)
+{
+    uint64_t x = (uint64_t)v;
+    for (int i = 7; i >= 0; i--, x >>= 8)
+        p[i] = (unsigned char)(x & 0xff);
+}
+
+static int64_t rd64(const char *p)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x = x << 8 | (unsigned char)p[i];
+    return (int64_t)x;
+}
+
+/*
+ * Run prepared statement `st` with n parameters (binary but for text,
+ * vals[i] NULL for SQL NULL); binary results. The result, or NULL with *err
+ * filled (and *broken when the connection is unusable).
+ */
+static PGresult *exec(PGconn *c, int64_t timeout_ns, int st, int n, const char *const *vals, const int *lens,
+                      const int *fmts, int *broken, bw_error *err)
+{
+    int64_t deadline = bw__mono_now() + timeout_ns;
+    if (!PQsendQueryPrepared(c, st_name[st], n, vals, lens, fmts, 1)) {
+        char m[200];
+        *broken = 1;
+        bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", st_name[st], clean(PQerrorMessage(c), m, sizeof m));
+        return NULL;
+    }
+    PGresult *res = finish_query(c, deadline, st_name[st], NULL, broken, err);
+    if (res && PQresultStatus(res) != PGRES_TUPLES_OK) {
+        result_fail(res, st_name[st], err);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* A result of rows (now, int8, version, data, expires_at): nrows of them, each column of its type, binary. */
+static int check_shape(const PGresult *res, int nrows, bw_error *err)
+{
+    static const Oid types[5] = {OID_INT8, OID_INT8, OID_INT8, OID_BYTEA, OID_INT8};
+    if (PQnfields(res) != 5 || PQntuples(res) != nrows)
+        return bw__fail(err, BW_ESYS, "", "postgresql: the server's answer has %d rows of %d columns, not %d of 5",
+                        PQntuples(res), PQnfields(res), nrows);
+    for (int j = 0; j < 5; j++)
+        if (PQftype(res, j) != types[j] || PQfformat(res, j) != 1)
+            return bw__fail(err, BW_ESYS, "", "postgresql: the server's answer has a column of an unexpected type");
+    for (int i = 0; i < nrows; i++)
+        for (int j = 0; j < 5; j++)
+            if (j != 3 && !PQgetisnull(res, i, j) && PQgetlength(res, i, j) != 8)
+                return bw__fail(err, BW_ESYS, "", "postgresql: the server's answer has a malformed number");
+    return BW_OK;
+}
+
+/* The int8 at (i, j), or `dflt` when NULL. */
+static int64_t int8_at(const PGresult *res, int i, int j, int64_t dflt)
+{
+    return PQgetisnull(res, i, j) ? dflt : rd64(PQgetvalue(res, i, j));
+}
+
+/* Row i's columns 2..4 as a row (NULL version: no row). */
+static void row_at(const PGresult *res, int i, row *out)
+{
+    out->exists = !PQgetisnull(res, i, 2);
+    out->live = 0;
+    out->version = 0;
+    if (!out->exists)
+        return;
+    out->version = rd64(PQgetvalue(res, i, 2));
+    int len = PQgetisnull(res, i, 3) ? -1 : PQgetlength(res, i, 3);
+    if (out->version < 1 || len < 1 || len > BW_STORE_DATA_MAX || PQgetisnull(res, i, 4))
+        return; /* not what breakwater writes: reads as absent, replaced through its version */
+    out->live = 1;
+    out->e.len = (uint32_t)len;
+    memcpy(out->e.data, PQgetvalue(res, i, 3), (size_t)len);
+    out->e.expires_at = rd64(PQgetvalue(res, i, 4));
+}
+
+/* `now` of a result (the server's clock, or the injected one), and the clock sample it gives. */
+static int result_now(pg *r, const PGresult *res, int64_t *now, bw_error *err)
+{
+    int64_t srv = int8_at(res, 0, 0, -1);
+    if (srv < 0 || srv > NOW_MAX)
+        return bw__fail(err, BW_ESYS, "", "postgresql: the server's clock is missing or out of range");
+    /*
+     * The sample is taken as of the answer's arrival, not the midpoint of the
+     * round trip: the server read its clock before that, so an estimate from
+     * it (cache_get) is never ahead of the server's clock (but for the rates
+     * of the two clocks, within ESTIMATE_MAX). A write made on an estimate
+     * then never carries an instant later than what another client reads
+     * after it (a trip's opened_at is never in its readers' future).
+     */
+    pthread_mutex_lock(&r->cmu);
+    r->srv_now = srv;
+    r->srv_mono = bw__mono_now();
+    pthread_mutex_unlock(&r->cmu);
+    if (atomic_load(&((bw__store_clock *)r->clock)->clock))
+        *now = bw__store_clock_now(r->clock);
+    else
+        *now = srv;
+    return BW_OK;
+}
+
+/* ---- the row cache ---- */
+
+static centry **cache_slot(pg *r, const char *name, size_t n)
+{
+    return &r->cache[bw__hash(r->seed, name, n) % CACHE_SLOTS];
+}
+
+static void cache_put(pg *r, const char *name, const row *w)
+{
+    size_t n = strlen(name);
+    if (n > BW__STORE_KEY_MAX)
+        return;
+    pthread_mutex_lock(&r->cmu);
+    centry **p = cache_slot(r, name, n);
+    if (!*p)
+        *p = malloc(sizeof **p);
+    if (*p) {
+        centry *c = *p;
+        c->klen = n;
+        memcpy(c->key, name, n + 1);
+        c->r.exists = w->exists;
+        c->r.version = w->version;
+        c->r.live = w->live;
+        if (w->exists && w->live)
+            bw__entry_copy(&c->r.e, &w->e);
+    }
+    pthread_mutex_unlock(&r->cmu);
+}
+
+/*
+ * What the cache knows of name, and "now" estimated from the last server
+ * clock sample (or the injected clock): 1 when both are known.
+ */
+static int cache_get(pg *r, const char *name, row *out, int64_t *now)
+{
+    size_t n = strlen(name);
+    int have = 0;
+    int injected = atomic_load(&((bw__store_clock *)r->clock)->clock) != NULL;
+    pthread_mutex_lock(&r->cmu);
+    centry *c = *cache_slot(r, name, n);
+    int64_t mono = bw__mono_now();
+    if (c && c->klen == n && memcmp(c->key, name, n) == 0 &&
+        (injected || (r->srv_mono && mono - r->srv_mono >= 0 && mono - r->srv_mono <= ESTIMATE_MAX))) {
+        out->exists = c->r.exists;
+        out->version = c->r.version;
+        out->live = c->r.live;
+        if (c->r.exists && c->r.live)
+            bw__entry_copy(&out->e, &c->r.e);
+        *now = r->srv_now + (mono - r->srv_mono);
+        have = 1;
+    }
+    pthread_mutex_unlock(&r->cmu);
+    if (have && injected)
+        *now = bw__store_clock_now(r->clock);
+    return have;
+}
+
+/* ---- the operations ---- */
+
+/* A text[] parameter in binary form: 1 dimension, no NULLs, n elements. */
+static char *text_array(size_t n, const char *const *names, int *len)
+{
+    size_t total = 20;
+    for (size_t i = 0; i < n; i++)
+        total += 4 + strlen(names[i]);
+    if (total > INT32_MAX)
+        return NULL;
+    unsigned char *a = malloc(total), *p = a;
+    if (!a)
+        return NULL;
+    const uint32_t head[5] = {1, 0, OID_TEXT, (uint32_t)n, 1};
+    for (int h = 0; h < 5; h++, p += 4)
+        for (int b = 0; b < 4; b++)
+            p[b] = (unsigned char)(head[h] >> (24 - 8 * b));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = (uint32_t)strlen(names[i]);
+        for (int b = 0; b < 4; b++)
+            p[b] = (unsigned char)(l >> (24 - 8 * b));
+        memcpy(p + 4, names[i], l);
+        p += 4 + l;
+    }
+    *len = (int)total;
+    return (char *)a;
+}
+
+/* Read n names on slot s (which stays the caller's): rows[i] and *now. */
+static int read_rows(pg *r, slot *s, size_t n, const char *const *names, row *rows, int64_t *now, int *broken,
+                     bw_error *err)
+{
+    int alen = 0;
+    char *arr = text_array(n, names, &alen);
+    if (!arr)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    const char *vals[1] = {arr};
+    int lens[1] = {alen}, fmts[1] = {1};
+    PGresult *res = exec(s->c, r->timeout_ns, ST_READ, 1, vals, lens, fmts, broken, err);
+    free(arr);
+    if (!res)
+        return err ? err->code : BW_ESYS;
+    int rc = check_shape(res, (int)n, err);
+    if (rc == BW_OK)
+        rc = result_now(r, res, now, err);
+    unsigned char *seen = rc == BW_OK ? calloc(n, 1) : NULL;
+    if (rc == BW_OK && !seen)
+        rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
+    for (size_t i = 0; rc == BW_OK && i < n; i++) {
+        int64_t k = int8_at(res, (int)i, 1, 0);
+        if (k < 1 || (uint64_t)k > n || seen[k - 1]) {
+            rc = bw__fail(err, BW_ESYS, "", "postgresql: the server's answer to a read has a wrong row index");
+            break;
+        }
+        seen[k - 1] = 1;
+        row_at(res, (int)i, &rows[k - 1]);
+    }
+    free(seen);
+    PQclear(res);
+    return rc;
+}
+
+static void entry_of(const row *w, int64_t now, bw_store_entry *out, int *found)
+{
+    *found = w->exists && w->live && w->e.expires_at > now;
+    if (*found)
+        bw__entry_copy(out, &w->e);
+}
+
+static int pg_read_many(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
+                        bw_error *err)
+{
+    pg *r = ctx;
+    if (n == 0) {
+        *now = bw__store_clock_now(r->clock);
+        return BW_OK;
+    }
+    if (n > READ_MANY_MAX)
+        return bw__fail(err, BW_EINVAL, "n", "postgresql: read_many reads at most %d keys at once, got %zu",
+                        READ_MANY_MAX, n);
+    row *rows = malloc(n * sizeof *rows);
+    if (!rows)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK) {
+        free(rows);
+        return rc;
+    }
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    rc = read_rows(r, s, n, names, rows, now, &broken, &e);
+    release(r, s, broken, &e);
+    for (size_t i = 0; rc == BW_OK && i < n; i++) {
+        entry_of(&rows[i], *now, &out[i], &found[i]);
+        cache_put(r, names[i], &rows[i]);
+    }
+    free(rows);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
+static int pg_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    pg *r = ctx;
+    slot *s;
+    int rc = acquire(r, 0, 1, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    row w;
+    rc = read_rows(r, s, 1, &name, &w, now, &broken, &e);
+    release(r, s, broken, &e);
+    if (rc == BW_OK) {
+        entry_of(&w, *now, out, found);
+        cache_put(r, name, &w);
+    } else if (err) {
+        *err = e;
+    }
+    return rc;
+}
+
+/* Sleep a random time in [0, min(4 ms, 16 us << attempt)). */
+static void pause_jitter(uint64_t *rng, int attempt)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
+    struct timespec ts = {0, (long)(*rng % (uint64_t)cap)};
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * The conditional write of `verdict` against row w: 1 written (*w becomes
+ * what was written), 0 a conflict (*w and *now become the row as the server
+ * has it), or an error.
+ */
+static int cas(pg *r, slot *s, const char *name, bw_store_verdict verdict, const bw_store_entry *next, row *w,
+               int64_t *now, int *broken, bw_error *err)
+{
+    unsigned char ver[8], exp[8];
+    const char *vals[4];
+    int lens[4], fmts[4] = {0, 1, 1, 1};
+    int st, n;
+    vals[0] = name;
+    lens[0] = 0;
+    be64(ver, w->version);
+    if (verdict == BW_STORE_DELETE) {
+        st = ST_DEL;
+        n = 2;
+        vals[1] = (const char *)ver;
+        lens[1] = 8;
+    } else {
+        be64(exp, next->expires_at);
+        int at = 1;
+        st = w->exists ? ST_PUT : ST_INS;
+        if (w->exists) {
+            vals[at] = (const char *)ver;
+            lens[at++] = 8;
+        }
+        vals[at] = (const char *)next->data;
+        lens[at++] = (int)next->len;
+        vals[at] = (const char *)exp;
+        lens[at++] = 8;
+        n = at;
+    }
+    PGresult *res = exec(s->c, r->timeout_ns, st, n, vals, lens, fmts, broken, err);
+    if (!res)
+        return err ? err->code : BW_ESYS;
+    int rc = check_shape(res, 1, err);
+    if (rc == BW_OK)
+        rc = result_now(r, res, now, err);
+    if (rc == BW_OK) {
+        if (!PQgetisnull(res, 0, 1)) {
+            rc = 1;
+            w->exists = verdict == BW_STORE_PUT;
+            w->version = int8_at(res, 0, 1, 0);
+            w->live = w->exists;
+            if (w->exists)
+                bw__entry_copy(&w->e, next);
+        } else {
+            rc = 0;
+            row_at(res, 0, w);
+        }
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* One pass of the sweep on slot s: at most max expired rows deleted (*deleted). */
+static int sweep_pass(pg *r, slot *s, int max, int *deleted, int *broken, bw_error *err)
+{
+    unsigned char nowb[8], maxb[4];
+    int injected = atomic_load(&((bw__store_clock *)r->clock)->clock) != NULL;
+    be64(nowb, injected ? bw__store_clock_now(r->clock) : 0);
+    for (int b = 0; b < 4; b++)
+        maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
+    const char *vals[2] = {injected ? (const char *)nowb : NULL, (const char *)maxb};
+    int lens[2] = {8, 4}, fmts[2] = {1, 1};
+    PGresult *res = exec(s->c, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, broken, err);
+    if (!res)
+        return err ? err->code : BW_ESYS;
+    int64_t n = -1;
+    if (PQnfields(res) == 1 && PQntuples(res) == 1 && PQftype(res, 0) == OID_INT8 && PQfformat(res, 0) == 1 &&
+        !PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) == 8)
+        n = rd64(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (n < 0 || n > max)
+        return bw__fail(err, BW_ESYS, "", "postgresql: the server's answer to a sweep is malformed");
+    *deleted = (int)n;
+    return BW_OK;
+}
+
+/* The period's next instant from `mono`: in [period / 2, period) ahead, so that processes started together spread. */
+static int64_t next_sweep(pg *r, int64_t mono)
+{
+    uint64_t x = bw__mix64((uint64_t)mono ^ r->seed);
+    return mono + r->sweep_ns / 2 + (int64_t)(x % (uint64_t)(r->sweep_ns / 2 + 1));
+}
+
+/* The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot s, best effort. */
+static void sweep_maybe(pg *r, slot *s, int *broken)
+{
+    if (r->sweep_ns <= 0)
+        return;
+    int64_t mono = bw__mono_now();
+    pthread_mutex_lock(&r->cmu);
+    int due = mono >= r->next_sweep;
+    if (due)
+        r->next_sweep = next_sweep(r, mono);
+    pthread_mutex_unlock(&r->cmu);
+    int n;
+    if (due)
+        (void)sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL); /* the next pass retries */
+}
+
+static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
+{
+    pg *r = ctx;
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    row w;
+    int64_t now;
+    int fresh = 0; /* w and now are the server's answer of this update (not the cache) */
+    if (!cache_get(r, name, &w, &now)) {
+        rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
+        fresh = 1;
+    }
+    int64_t start = bw__mono_now();
+    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
+    bw_store_entry cur, next;
+    for (int attempt = 0, conflicts = 0; rc == BW_OK; attempt++) {
+        if (attempt >= RETRIES && bw__mono_now() - start >= CONTENTION * r->timeout_ns) {
+            rc = bw__fail(&e, BW_ETIMEDOUT, "",
+                          "postgresql: an update of '%.100s' lost %d races in a row to other clients writing it, for "
+                          "longer than %d times the timeout",
+                          name, conflicts, CONTENTION);
+            break;
+        }
+        int found;
+        entry_of(&w, now, &cur, &found);
+        bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
+        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !w.exists)) {
+            if (fresh)
+                break;
+            /*
+             * Decided on the cache: confirm that the row is still the one fn
+             * saw (a version is never used twice); fn runs again only when
+             * another client wrote it meanwhile.
+             */
+            int64_t seen = found ? w.version : 0;
+            rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
+            fresh = 1;
+            int again;
+            entry_of(&w, now, &cur, &again);
+            if (rc != BW_OK || again != found || (found && w.version != seen))
+                continue; /* fn saw another entry than there is */
+            if (verdict == BW_STORE_KEEP || !w.exists)
+                break;
+            /* A DELETE of an expired entry: delete its row (as if it had been fresh) */
+        }
+        int got = cas(r, s, name, verdict, &next, &w, &now, &broken, &e);
+        if (got < 0) {
+            rc = got;
+            break;
+        }
+        if (got == 1)
+            break; /* written: w is what was written */
+        /*
+         * A conflict: the answer carries the row and the server's clock, for
+         * the next attempt at once; after a second conflict in a row, a random
+         * pause (exponential, at most 4 ms) and a fresh read, so that writers
+         * racing for one key spread out (and a row answered from a snapshot
+         * older than the writer that beat us is not tried again).
+         */
+        fresh = 1;
+        if (++conflicts >= 2) {
+            pause_jitter(&rng, conflicts);
+            rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
+        }
+    }
+    if (rc == BW_OK && !broken)
+        sweep_maybe(r, s, &broken);
+    release(r, s, broken, &e);
+    if (rc == BW_OK)
+        cache_put(r, name, &w);
+    else if (err)
+        *err = e;
+    return rc;
+}
+
+static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
+{
+    pg *r = ctx;
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    rc = sweep_pass(r, s, max, deleted, &broken, &e);
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
+static void pg_close(void *ctx)
+{
+    pg *r = ctx;
+    int child = getpid() != r->pid;
+    int devnull = child ? open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+    for (int i = 0; i < r->pool; i++) {
+        PGconn *c = r->slots[i].c;
+        if (!c)
+            continue;
+        /*
+         * In a forked child the socket is the parent's too: PQfinish's
+         * goodbye would end the parent's session. Its descriptor is pointed
+         * at /dev/null first, so only this process's copy closes.
+         */
+        if (child && (devnull < 0 || PQsocket(c) < 0 || dup2(devnull, PQsocket(c)) < 0))
+            continue; /* could not: leave it (a little memory) rather than break the parent's */
+        PQfinish(c);
+    }
+    if (devnull >= 0)
+        close(devnull);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        free(r->cache[i]);
+    free(r->setup);
+    pthread_mutex_destroy(&r->cmu);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* ---- opening ---- */
+
+static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
+{
+    pg *r = calloc(1, sizeof *r);
+    if (!r)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    int rc = parse_options(r, u, err);
+    if (rc == BW_OK && !(r->setup = make_setup(r)))
+        rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
+    if (rc != BW_OK) {
+        free(r->setup);
+        free(r);
+        return rc;
+    }
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r->setup);
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's mutex");
+    }
+    if (pthread_mutex_init(&r->cmu, NULL) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        free(r->setup);
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's mutex");
+    }
+    if (bw__cond_init_mono(&r->cv) != 0) {
+        pthread_mutex_destroy(&r->cmu);
+        pthread_mutex_destroy(&r->mu);
+        free(r->setup);
+        free(r);
+        return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's condition variable");
+    }
+    r->clock = clock;
+    r->pid = getpid();
+    r->seed = bw__hash_seed(r);
+    if (r->sweep_ns > 0)
+        r->next_sweep = next_sweep(r, bw__mono_now());
+    /* Connect once now (the table made or checked), so a wrong URL fails here; the connection joins the pool. */
+    rc = connect_one(r, &r->slots[0].c, 1, err);
+    if (rc != BW_OK) {
+        pg_close(r);
+        return rc;
+    }
+    static const bw_store_ops pg_ops = {BW_STORE_OPS_VERSION, "postgresql", pg_update, pg_sweep, pg_close, pg_read,
+                                        pg_read_many};
+    *ops = pg_ops;
+    *ctx = r;
+    return BW_OK;
+}
+
+/* "*": any other option is accepted here and checked by pg_open (libpq's connection keywords). */
+const bw__backend bw__backend_postgresql = {"postgresql",
+                                            {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL},
+                                            BW__STORE_REALTIME,
+                                            pg_open,
+                                            NULL};
+const bw__backend bw__backend_postgres = {
+    "postgres", {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL};
