@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "core/engine.h"
+#include "machine/machine.h"
 
 /*
  * The result of a store operation, inline or the lane's: the link's health
@@ -56,13 +57,20 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     if (rc == BW_OK && !stored)
         bw__view_adopt(&b->extra->view, &b->m, op->after, op->out_gen, bw__time_left(op->open_until, op->now),
                        op->open_wait, op->failed_rounds, now);
+    /*
+     * Back from a failing store, a coordinated breaker OPEN on its own (it
+     * tripped while its trip could not be written) writes that trip now, while
+     * its wait lasts, so the fleet is not left unaware of it.
+     */
+    int retrip = health == BW__LINK_RECOVERED && !stored && b->m.state == BW_STATE_OPEN &&
+                 b->extra->view.state == BW_STATE_CLOSED && bw__machine_deadline(&b->m) > now;
     int after = bw__change_end(b, &c);
     if (rc == BW_OK && stored && op->before != op->after) {
         bw__note_shared(b, op->before, op->after, op->why);
         bw__add_change(b, &ev, op->before, op->after | op->why << 8);
     }
     bw__announce(b, &ev, c.before, after, 0);
-    if (c.trip)
+    if (c.trip || retrip)
         bw__coord_trip(b);
 }
 

@@ -1239,6 +1239,39 @@ static void test_coordinated_degrade_and_recover(void)
     rec_free(la);
 }
 
+/*
+ * A trip made while the store was failing is not lost for the fleet: the
+ * breaker that tripped is OPEN on its own, its write failed, and when its
+ * store answers again it writes the trip then, so the others follow.
+ */
+static void test_coordinated_trip_written_after_recovery(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    bw_breaker *a = make("svc-late-trip", s, BW_STORE_COORDINATED, 1, NULL, 0);
+    bw_breaker *other = make("svc-late-trip", inner, BW_STORE_COORDINATED, 1, NULL, 0);
+    pump(0);
+    failing_set(&f, 1);
+    CHECK_OK(call(a, BW_FAILURE));
+    CHECK_OK(call(a, BW_FAILURE)); /* a trips on its own; its write fails */
+    pump(0);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_INT(shared_snapshot(inner, "svc-late-trip").state, BW_STATE_CLOSED);
+    failing_set(&f, 0);
+    pump(2 * S); /* a's retry time: its poll succeeds (recovered), and it writes its trip */
+    pump(0);
+    CHECK_INT(shared_snapshot(inner, "svc-late-trip").state, BW_STATE_OPEN);
+    pump(1 * S); /* the other one's poll */
+    CHECK_INT(bw_breaker_state(other), BW_STATE_OPEN);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    /* A trip whose wait ended while cut off is not written: nothing to tell. */
+    bw_breaker_free(a);
+    bw_breaker_free(other);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
 static void test_coordinated_queue_full(void)
 {
     bw_store *s = open_store();
@@ -1442,6 +1475,7 @@ int main(int argc, char **argv)
     RUN(test_keyed_coordinated);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);
+    RUN(test_coordinated_trip_written_after_recovery);
     RUN(test_coordinated_queue_full);
     RUN(test_custom_versions);
     RUN(test_config_checks);
