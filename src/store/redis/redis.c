@@ -48,14 +48,14 @@
  *   (it deletes nothing and says so). With an injected clock the PX is the
  *   remaining lifetime on that clock plus an hour (a test's manual clock does
  *   not follow real time: the expiry check stays client-side).
- * - Deadlines: connecting waits at most connect_timeout; every read and write
- *   on a connection waits at most timeout (SO_RCVTIMEO/SO_SNDTIMEO through
- *   redisSetTimeout); waiting for a free connection of the pool waits at most
- *   timeout. A connection that failed (a timeout, an I/O or protocol error) is
- *   dropped with every idle connection of the pool (they lead to the same
- *   server), and for a backoff (10 ms doubling to 1 s, reset by a success)
- *   calls fail at once with the last error instead of waiting again. A write
- *   whose reply timed out may still have been applied by the server.
+ * - Deadlines: connecting waits at most connect_timeout; a call's wait for a
+ *   free connection of the pool and its commands share one deadline, timeout
+ *   from its start (each command's SO_RCVTIMEO/SO_SNDTIMEO, through
+ *   redisSetTimeout, is the time left: bound()); a conflict (the server
+ *   answers, another client wrote) extends it up to CONTENTION times timeout. A connection that failed (a timeout, an
+ * I/O or protocol error) is dropped with every idle connection of the pool (they lead to the same server), and for a
+ * backoff (10 ms doubling to 1 s, reset by a success) calls fail at once with the last error instead of waiting again.
+ * A write whose reply timed out may still have been applied by the server.
  *
  * Locking
  * - r->mu guards the pool (which slot is busy, its context when idle), the
@@ -126,6 +126,9 @@ static const char *const script_src[SC_COUNT] = {GET_SCRIPT, CAS_SCRIPT};
 typedef struct slot {
     redisContext *c; /* NULL: not connected */
     int busy;
+    /* The busy thread's: */
+    int64_t deadline; /* of the call using it (bw__mono_now instant) */
+    int64_t set_ns;   /* the socket timeout set on c */
 } slot;
 
 /* A value last seen at a key (a slot of the cache, under rd.cmu). */
@@ -448,12 +451,11 @@ static void note_down(rd *r, const bw_error *e)
  * connect (unless `conn_only`). `wait`: wait up to timeout for one to come
  * free; else BW_ESTATE at once. During a backoff fail at once.
  */
-static int acquire(rd *r, int wait, int conn_only, slot **out, bw_error *err)
+static int acquire(rd *r, int wait, int conn_only, int64_t deadline, slot **out, bw_error *err)
 {
     if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: replies would cross */
         return bw__fail(err, BW_ESTATE, "",
                         "redis: this store was opened in another process: open it again after fork()");
-    int64_t deadline = bw__mono_now() + r->timeout_ns;
     slot *pick = NULL;
     pthread_mutex_lock(&r->mu);
     for (;;) {
@@ -492,8 +494,10 @@ static int acquire(rd *r, int wait, int conn_only, slot **out, bw_error *err)
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
     pick->busy = 1;
+    pick->deadline = deadline;
     pthread_mutex_unlock(&r->mu);
     if (!pick->c) {
+        pick->set_ns = r->timeout_ns; /* connect_one sets it */
         bw_error e = {0, "", ""};
         redisContext *c = NULL;
         int rc = connect_one(r, &c, &e);
@@ -533,13 +537,40 @@ static void release(rd *r, slot *s, int broken, const bw_error *e)
 }
 
 /*
- * Run script `which` with keys and args: EVALSHA, then EVAL when the server
- * lost the script. The reply, or NULL with *err filled.
+ * Bound the next command on s by its call's deadline: the socket timeout is
+ * the time left, at most `timeout` (within a millisecond of it, `timeout`
+ * itself, so that the common case sets nothing); BW_ETIMEDOUT when none is
+ * left. So a call's pool wait and commands together wait at most `timeout`.
  */
-static redisReply *run_script(const rd *r, redisContext *c, int which, size_t nkeys, const char *const *keys,
+static int bound(const rd *r, slot *s, int *broken, bw_error *err)
+{
+    int64_t left = s->deadline - bw__mono_now();
+    if (left <= 0)
+        return bw__fail(err, BW_ETIMEDOUT, "", "redis: the call's deadline (timeout %" PRId64 " ms) passed",
+                        r->timeout_ns / 1000000);
+    int64_t want = left >= r->timeout_ns - 1000000 ? r->timeout_ns : left;
+    if (want != s->set_ns) {
+        if (redisSetTimeout(s->c, tv_of(want)) != REDIS_OK) {
+            *broken = 1;
+            return ctx_fail(r, s->c, errno, "set the timeout of", err);
+        }
+        s->set_ns = want;
+    }
+    return BW_OK;
+}
+
+/*
+ * Run script `which` with keys and args on slot s, bounded by its call's
+ * deadline: EVALSHA, then EVAL when the server lost the script. The reply, or
+ * NULL with *err filled.
+ */
+static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
                               bw_error *err)
 {
+    if (bound(r, s, broken, err) != BW_OK)
+        return NULL;
+    redisContext *c = s->c;
     size_t argc = 3 + nkeys + (size_t)nargs;
     const char *sv[3 + 8 + 8];
     size_t sl[3 + 8 + 8];
@@ -788,7 +819,7 @@ static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t
     }
     int broken = 0;
     bw_error e = {0, "", ""};
-    redisReply *rep = run_script(r, s->c, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
+    redisReply *rep = run_script(r, s, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
     int rc = rep ? reply_shape(rep, n, &e) : e.code;
     if (rc == BW_OK)
         rc = reply_now(r, rep, now, &e);
@@ -809,7 +840,7 @@ static int rd_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
 {
     rd *r = ctx;
     slot *s;
-    int rc = acquire(r, 0, 1, &s, err);
+    int rc = acquire(r, 0, 1, bw__mono_now() + r->timeout_ns, &s, err);
     if (rc != BW_OK)
         return rc;
     return read_keys(r, s, 1, &name, now, out, found, err);
@@ -826,7 +857,7 @@ static int rd_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     if (n > 100000)
         return bw__fail(err, BW_EINVAL, "n", "redis: read_many reads at most 100000 keys at once, got %zu", n);
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
     if (rc != BW_OK)
         return rc;
     return read_keys(r, s, n, names, now, out, found, err);
@@ -888,10 +919,18 @@ static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *kl
     }
     const char *args[4] = {present ? "1" : "0", present ? seen : "", (const char *)val, px};
     size_t alen[4] = {1, present ? slen : 0, vlen, strlen(px)};
-    redisReply *rep = run_script(r, s->c, SC_CAS, 1, keys, klen, 4, args, alen, broken, e);
+    redisReply *rep = run_script(r, s, SC_CAS, 1, keys, klen, 4, args, alen, broken, e);
     if (rep && !check && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
         cache_put(r, keys[0], klen[0], (const char *)val, vlen, verdict == BW_STORE_PUT);
     return rep;
+}
+
+/* Another client wrote the key meanwhile: the server answers, so the call may go on for the contention bound. */
+static void contended(const rd *r, slot *s)
+{
+    int64_t until = bw__mono_now() + (CONTENTION - 1) * r->timeout_ns;
+    if (s->deadline < until)
+        s->deadline = until;
 }
 
 static int written(const redisReply *rep)
@@ -903,7 +942,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 {
     rd *r = ctx;
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
     if (rc != BW_OK)
         return rc;
     char key[KEY_MAX + 1];
@@ -932,10 +971,12 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
                 rc = e.code;
             else if (written(rep))
                 goto out;
+            else
+                contended(r, s);
         }
     }
     if (rc == BW_OK && !rep) {
-        rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
+        rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
         rc = rep ? BW_OK : e.code;
     }
     int64_t start = bw__mono_now();
@@ -972,6 +1013,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         }
         if (written(c))
             break;
+        contended(r, s);
         /*
          * A conflict: the reply carries TIME and the value now there, for the
          * next attempt at once; after a second conflict in a row, a random
@@ -982,7 +1024,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             freeReplyObject(rep);
             rep = NULL;
             pause_jitter(&rng, attempt);
-            rep = run_script(r, s->c, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
+            rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
             if (!rep) {
                 rc = e.code;
                 break;
@@ -1026,7 +1068,7 @@ static void rd_close(void *ctx)
 static int load_scripts(rd *r, bw_error *err)
 {
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
