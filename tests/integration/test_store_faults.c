@@ -26,7 +26,8 @@
  * (bw_add_backend's FAULT_URL and FAULT_DEADLINE, cmake/backends.cmake): URL
  * has %P for the server's port and gives each store call the deadline
  * DEADLINE_MS; the wrapper exports $BW_TEST_PORT, $BW_TEST_SERVER_PID and
- * $BW_TEST_RESTART (tests/support/with_redis.sh says what each is). What one
+ * $BW_TEST_RESTART (tests/support/with_redis.sh says what each is), and for a
+ * server of many processes $BW_TEST_SIGNAL (with_postgres.sh). What one
  * server alone does (a wrong password, a full memory) is in that backend's
  * own fault test (test_redis_faults.c).
  */
@@ -49,6 +50,7 @@
 static int64_t deadline_ms;
 static volatile pid_t server; /* read by the alarm handler */
 static const char *restart_script;
+static int signal_server(int sig);
 
 /* The bounds, given the longest the process was not run meanwhile (fault_load.h's stall watch). */
 static int64_t call_bound_ms(int64_t stall_ms)
@@ -157,13 +159,13 @@ static void run_fault(const fault *f)
 static void stop_server(void *arg)
 {
     (void)arg;
-    CHECK(kill(server, SIGSTOP) == 0);
+    CHECK(signal_server(SIGSTOP) == 0);
 }
 
 static void cont_server(void *arg)
 {
     (void)arg;
-    CHECK(kill(server, SIGCONT) == 0);
+    CHECK(signal_server(SIGCONT) == 0);
 }
 
 static void test_server_stopped(void)
@@ -222,7 +224,7 @@ static void test_probe_lease_stopped(void)
     }
     CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
     CHECK(wait_over > 0);
-    CHECK(kill(server, SIGSTOP) == 0);
+    CHECK(signal_server(SIGSTOP) == 0);
     while (mono_ms() < wait_over + 20) /* the fleet's wait is over: the next acquire leases a probe */
         sleep_ms(5);
     int64_t longest = 0;
@@ -240,7 +242,7 @@ static void test_probe_lease_stopped(void)
         }
         sleep_ms(2);
     }
-    CHECK(kill(server, SIGCONT) == 0);
+    CHECK(signal_server(SIGCONT) == 0);
     int64_t stall = fl_watch_ms(&w);
     fl_watch_stop(&w);
     bw_counters c;
@@ -274,7 +276,7 @@ static void test_teardown_stopped(void)
     sleep_ms(2 * FL_POLL_MS);
     fl_watch w;
     fl_watch_start(&w);
-    CHECK(kill(server, SIGSTOP) == 0);
+    CHECK(signal_server(SIGSTOP) == 0);
     int64_t t0 = mono_ms();
     for (int k = 0; k < 10; k++) { /* a local trip: its write is queued for the lane, which finds the server stopped */
         bw_permit p;
@@ -289,7 +291,7 @@ static void test_teardown_stopped(void)
     int64_t t2 = mono_ms();
     bw_store_close(s);
     int64_t t3 = mono_ms();
-    CHECK(kill(server, SIGCONT) == 0);
+    CHECK(signal_server(SIGCONT) == 0);
     int64_t stall = fl_watch_ms(&w);
     fl_watch_stop(&w);
     printf("# teardown on a stopped server: the calls and freeing the coordinated breaker %lld ms, the stored one "
@@ -302,10 +304,26 @@ static void test_teardown_stopped(void)
 
 /* ---- the server killed under load, restarted on the same port ---- */
 
+/*
+ * Signal the server: kill(2) on its pid, or, when the wrapper exports
+ * $BW_TEST_SIGNAL (a server of many processes, PostgreSQL's), that script
+ * with the signal's name, which signals every process of the server.
+ */
+static int signal_server(int sig)
+{
+    const char *script = getenv("BW_TEST_SIGNAL");
+    if (!script)
+        return kill(server, sig);
+    const char *name = sig == SIGSTOP ? "STOP" : sig == SIGCONT ? "CONT" : sig == SIGKILL ? "KILL" : "TERM";
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "sh '%s' %s", script, name);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 static void kill_server(void *arg)
 {
     (void)arg;
-    CHECK(kill(server, SIGKILL) == 0);
+    CHECK(signal_server(SIGKILL) == 0);
 }
 
 static void restart_server(void *arg)
@@ -383,7 +401,7 @@ static void on_alarm(int sig)
     (void)sig;
     static const char msg[] = "test_store_faults: timed out\n";
     if (server > 0)
-        kill(server, SIGCONT); /* never leave the server stopped */
+        signal_server(SIGCONT); /* never leave the server stopped */
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     _exit(1);

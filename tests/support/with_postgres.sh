@@ -16,7 +16,8 @@
 # (test_postgres stops the server, postmaster and backends, with SIGSTOP) and
 # the socket directory in $BW_TEST_PG_SOCKDIR, and in $BW_TEST_PG_RESTART a
 # command that stops the server as a crash would and starts it again on the
-# same port (test_postgres). A missing server FAILS the
+# same port (test_postgres); and for the fault tests $BW_TEST_SIGNAL and
+# $BW_TEST_RESTART (below). A missing server FAILS the
 # test: it is never skipped.
 set -u
 bindir=""
@@ -89,7 +90,30 @@ while [ $try -lt 20 ]; do
 $as "$bindir/pg_ctl" -D "$data" -m immediate -w -t 10 stop >/dev/null 2>&1 || exit 1
 exec $as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start -o "$opts" >/dev/null 2>&1
 EOF
-        BW_TEST_PORT=$port BW_TEST_SERVER_PID=$pm BW_TEST_PG_SOCKDIR=$dir BW_TEST_PG_RESTART="sh $dir/restart.sh" "$@"
+        # The fault tests' contract (tests/integration/test_store_faults.c): a server of many processes is
+        # signalled whole ($BW_TEST_SIGNAL SIG: the postmaster and every backend), and started again after a
+        # SIGKILL on the same port ($BW_TEST_RESTART: waits for the old processes to go, prints the new pid).
+        cat >"$dir/signal.sh" <<EOF
+#!/bin/sh
+pm=\$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || exit 1
+[ -n "\$pm" ] || exit 1
+pkill -"\$1" -P "\$pm" 2>/dev/null
+kill -"\$1" "\$pm"
+EOF
+        cat >"$dir/fault_restart.sh" <<EOF
+#!/bin/sh
+# The killed server gone (signal.sh KILL killed its backends with it), at most 5 s.
+old=\$(head -n 1 "$data/postmaster.pid" 2>/dev/null)
+i=0
+while [ -n "\$old" ] && [ \$i -lt 100 ] && kill -0 "\$old" 2>/dev/null; do
+    sleep 0.05
+    i=\$((i + 1))
+done
+$as "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 10 start -o "$opts" >/dev/null 2>&1 || { echo "with_postgres: the restart failed; its log:" >&2; tail -n 5 "$dir/server.log" >&2; exit 1; }
+head -n 1 "$data/postmaster.pid"
+EOF
+        BW_TEST_PORT=$port BW_TEST_SERVER_PID=$pm BW_TEST_PG_SOCKDIR=$dir BW_TEST_PG_RESTART="sh $dir/restart.sh" \
+            BW_TEST_SIGNAL=$dir/signal.sh BW_TEST_RESTART=$dir/fault_restart.sh "$@"
         exit $?
     fi
     stop

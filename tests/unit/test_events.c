@@ -365,7 +365,7 @@ static void test_keyed_counters(void)
 /*
  * The quick paths (the system clock, nothing listening): a count window, a
  * striped time window, the consecutive policy and a keyed circuit each count
- * what they settle (their durations are near 0: the first bucket).
+ * what they settle (their durations are near 0: mostly the first bucket).
  */
 static void quick_case(bw_config *cfg, const char *name, int keyed)
 {
@@ -389,7 +389,12 @@ static void quick_case(bw_config *cfg, const char *name, int keyed)
     CHECK_INT(c.calls[BW_CALL_FAILURE], 20);
     CHECK_INT(c.calls[BW_CALL_IGNORED], 20);
     CHECK_INT(c.duration_count, 200);
-    CHECK_INT(c.duration_buckets[0], 200);
+    uint64_t in_buckets = 0;
+    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
+        in_buckets += c.duration_buckets[i];
+    CHECK_INT(in_buckets, 200);
+    /* Near 0 each, but on the real clock a call may be preempted past 1 ms (seen under TSan on a loaded machine). */
+    CHECK(c.duration_buckets[0] >= 100);
     bw_breaker_free(b);
 }
 
