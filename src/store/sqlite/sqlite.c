@@ -47,6 +47,7 @@
  * - Across processes the database's write lock (BEGIN IMMEDIATE) serializes.
  * - A connection must not cross fork(): a child opens its own store.
  */
+#define READ_BATCH 64 /* rows a read_many reads in one transaction, under the mutex */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <sqlite3.h>
@@ -229,16 +230,21 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
                         bw_error *err)
 {
     sq *c = ctx;
-    pthread_mutex_lock(&c->mu);
-    int rc = run(c, ST_BEGIN_READ, "begin a read", err);
+    int rc = BW_OK;
     *now = bw__store_clock_now(c->clock);
-    for (size_t i = 0; rc == BW_OK && i < n; i++)
-        rc = get_row(c, names[i], *now, &out[i], &found[i], err);
-    if (rc == BW_OK)
-        rc = run(c, ST_COMMIT, "end a read", err);
-    if (rc != BW_OK)
-        rollback(c);
-    pthread_mutex_unlock(&c->mu);
+    /* In transactions of READ_BATCH rows: the mutex is not held for a whole poll of many circuits. */
+    for (size_t at = 0; rc == BW_OK && at < n; at += READ_BATCH) {
+        size_t end = n - at < READ_BATCH ? n : at + READ_BATCH;
+        pthread_mutex_lock(&c->mu);
+        rc = run(c, ST_BEGIN_READ, "begin a read", err);
+        for (size_t i = at; rc == BW_OK && i < end; i++)
+            rc = get_row(c, names[i], *now, &out[i], &found[i], err);
+        if (rc == BW_OK)
+            rc = run(c, ST_COMMIT, "end a read", err);
+        if (rc != BW_OK)
+            rollback(c);
+        pthread_mutex_unlock(&c->mu);
+    }
     return rc;
 }
 
