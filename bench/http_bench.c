@@ -18,6 +18,9 @@
  *
  * Wall figures only as ratios to a reference measured in the same run (the VM
  * is noisy); the rejection is an absolute figure (no I/O, no reference).
+ * `http_bench ir-bare` and `http_bench ir-guarded` make 2,000 requests each in
+ * one mode, for valgrind --tool=callgrind to count the instructions (the
+ * client's and the in-process server's) that noise does not move.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -227,6 +230,19 @@ int main(int argc, char **argv)
     snprintf(url_ok, sizeof url_ok, "http://127.0.0.1:%d/ok", srv.port);
     printf("# HTTP server on 127.0.0.1:%d (tests/support/http_server.h), libcurl %s\n", srv.port,
            curl_version_info(CURLVERSION_NOW)->version);
+    if (!strcmp(only, "ir-bare") || !strcmp(only, "ir-guarded")) { /* for callgrind: REQS x 10 requests, one mode */
+        bw_registry *r = hosts();
+        bw_curl *bc = NULL;
+        if (only[3] == 'g' && bw_curl_new(r, NULL, &bc, NULL) != BW_OK)
+            die("bw_curl_new", BW_ENOMEM);
+        CURL *e = easy_ok();
+        for (int i = 0; i < 10; i++)
+            run_easy(e, bc);
+        curl_easy_cleanup(e);
+        bw_curl_free(bc);
+        bw_registry_free(r);
+        only = "-";
+    }
     if (!strncmp("curl_overhead_pct", only, strlen(only)))
         bench_overhead();
     if (!strncmp("curl_rejected_request_ns", only, strlen(only)))

@@ -246,8 +246,10 @@ static void finish(const bw_curl *c, CURL *easy, CURLcode code, bw_curl_result *
         res->http_status = st;
 #if LIBCURL_VERSION_NUM >= 0x075300
     struct curl_header *hd = NULL;
-    if (res->http_status && curl_easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK && hd &&
-        hd->value) {
+    long st3 = res->http_status;
+    /* RFC 9110 10.2.3: Retry-After means something on a 503, a 429 and a redirect; a 200 is not looked at. */
+    if ((st3 == 503 || st3 == 429 || (st3 >= 300 && st3 < 400)) &&
+        curl_easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK && hd && hd->value) {
         int64_t d;
         if (bw_http_parse_retry_after(hd->value, strlen(hd->value), unix_ns(), &d) == BW_OK)
             res->retry_after_ns = d;
@@ -296,11 +298,15 @@ static void settle(held *h, const bw_curl_result *res)
         bw_settle_timeout(h->b, &h->permit, fc);
         return;
     }
+    if (!fc) { /* not a failure: the breaker's quick settle, no message to format */
+        bw_settle(h->b, &h->permit, res->outcome);
+        return;
+    }
     if (res->code != CURLE_OK)
         snprintf(msg, sizeof msg, "curl: %s", curl_easy_strerror(res->code));
     else
         snprintf(msg, sizeof msg, "HTTP %ld", res->http_status);
-    bw_settle_msg(h->b, &h->permit, res->outcome, fc, fc ? msg : NULL);
+    bw_settle_msg(h->b, &h->permit, res->outcome, fc, msg);
 }
 
 static void result_init(bw_curl_result *res)
