@@ -19,8 +19,8 @@
  * Wall figures only as ratios to a reference measured in the same run (the VM
  * is noisy); the rejection is an absolute figure (no I/O, no reference).
  * `http_bench ir-bare` and `http_bench ir-guarded` make 2,000 requests each in
- * one mode, for valgrind --tool=callgrind to count the instructions (the
- * client's and the in-process server's) that noise does not move.
+ * one mode (`ir-multi-bare`, `ir-multi-guarded`: 2,000 through a multi handle), for valgrind --tool=callgrind to count
+ * the instructions (the client's and the in-process server's) that noise does not move.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -239,6 +239,25 @@ int main(int argc, char **argv)
         for (int i = 0; i < 10; i++)
             run_easy(e, bc);
         curl_easy_cleanup(e);
+        bw_curl_free(bc);
+        bw_registry_free(r);
+        only = "-";
+    }
+    if (!strcmp(only, "ir-multi-bare") || !strcmp(only, "ir-multi-guarded")) { /* for callgrind: 2 x 1,000 */
+        bw_registry *r = hosts();
+        bw_curl *bc = NULL;
+        if (only[9] == 'g' && bw_curl_new(r, NULL, &bc, NULL) != BW_OK)
+            die("bw_curl_new", BW_ENOMEM);
+        CURLM *m = curl_multi_init();
+        curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
+        static CURL *h[MULTI];
+        for (int i = 0; i < MULTI; i++)
+            h[i] = easy_ok();
+        for (int i = 0; i < 2; i++)
+            run_multi(m, h, bc);
+        for (int i = 0; i < MULTI; i++)
+            curl_easy_cleanup(h[i]);
+        curl_multi_cleanup(m);
         bw_curl_free(bc);
         bw_registry_free(r);
         only = "-";
