@@ -23,9 +23,16 @@
  *
  * THE CIRCUIT OF A REQUEST. Its name is the host of the handle's URL (read
  * back with CURLINFO_EFFECTIVE_URL and parsed by curl's own URL parser, with a
- * scheme guessed as curl does when there is none, international names in
- * punycode): lowercased, the port dropped, an IPv6 address without its
- * brackets ("api.example.com", "10.0.0.7", "::1"). A resolver callback may
+ * scheme guessed as curl does when there is none; international names in
+ * punycode, which curl can make only under a UTF-8 locale: elsewhere such a
+ * host is BW_EINVAL): lowercased, the port dropped, an IPv6 address without
+ * its brackets, a trailing dot dropped ("api.example.com", "10.0.0.7",
+ * "::1"). libcurl cannot say which URL was set, only the effective one: after
+ * a transfer that followed a redirect (CURLOPT_FOLLOWLOCATION) that is the
+ * last URL followed, so set CURLOPT_URL again before reusing a handle; a
+ * handle whose URL was given as a CURLU (CURLOPT_CURLU) has no effective URL
+ * before its first transfer (BW_EINVAL). A request that follows redirects is
+ * one call of the first host's circuit, whatever host answered last. A resolver callback may
  * map hosts onto other names (several hosts onto one circuit, say). A URL
  * with no host, or one the parser refuses, ends with BW_EINVAL before any I/O.
  * The circuits come from a registry (each name's breaker made with the
@@ -38,6 +45,7 @@
  *   any other status                                    -> BW_SUCCESS
  *   CURLE_OPERATION_TIMEDOUT                            -> a timeout (a slow
  *                                                          failure: bw_settle_timeout)
+ *   CURLE_HTTP_RETURNED_ERROR (CURLOPT_FAILONERROR)     -> by its status, as above
  *   the caller's own mistakes, which say nothing of the host: CURLE_URL_MALFORMAT,
  *   CURLE_UNSUPPORTED_PROTOCOL, CURLE_NOT_BUILT_IN, CURLE_BAD_FUNCTION_ARGUMENT,
  *   CURLE_UNKNOWN_OPTION, CURLE_FAILED_INIT, CURLE_OUT_OF_MEMORY,
@@ -55,8 +63,11 @@
  * default; the retry layer also stops when the wait passes the deadline).
  *
  * DEADLINES. Under a pipeline with a deadline (a timeout layer, a retry's
- * max_duration), the transfer's CURLOPT_TIMEOUT_MS is set to the time left,
- * rounded up to a millisecond and never 0 (which curl reads as "no timeout");
+ * max_duration), or with bw_curl_set_timeout, the transfer's
+ * CURLOPT_TIMEOUT_MS is set to the earlier of the two (replacing the
+ * handle's own, which libcurl cannot read back, and staying set on the handle
+ * afterwards), rounded up to a millisecond and never 0 (which curl reads as
+ * "no timeout"); without either, the handle's own timeout stands;
  * a deadline already past ends the attempt as a timeout before any I/O. A
  * transfer curl times out on is recorded as a timeout, and under a pipeline
  * the layers outside see BW_ETIMEDOUT (bw_ctx_set_timed_out).
@@ -118,7 +129,13 @@ BW_API void bw_curl_free(bw_curl *c);
  */
 typedef int (*bw_curl_resolver_fn)(const char *host, char *name, size_t size, void *user);
 
-/* bw_curl_set_resolver — map hosts onto circuit names (NULL: the host itself). Returns BW_OK, BW_EINVAL. */
+/*
+ * bw_curl_set_resolver — map hosts onto circuit names (NULL: the host itself).
+ * A name is remembered per thread for the URL it came from (a small cache),
+ * so a resolver whose answer for a URL changes over time may be asked again
+ * only when the URL leaves that cache: give a resolver that answers the same
+ * for the same host. Returns BW_OK, BW_EINVAL.
+ */
 BW_API int bw_curl_set_resolver(bw_curl *c, bw_curl_resolver_fn fn, void *user);
 
 /*
@@ -168,13 +185,27 @@ BW_API int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err);
 BW_API int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err);
 
 /*
+ * bw_curl_set_timeout — a timeout for every transfer through c (ns in [0,
+ * 365d]; 0, the default: none): CURLOPT_TIMEOUT_MS is set to it (or to a
+ * pipeline's deadline when that comes first) on each bw_curl_perform and
+ * bw_curl_multi_add, so a timeout set this way is not lost to a pipeline's
+ * longer deadline. Returns BW_OK, BW_EINVAL, BW_ERANGE.
+ */
+BW_API int bw_curl_set_timeout(bw_curl *c, int64_t ns, bw_error *err);
+
+/*
  * bw_curl_set_pipeline — run bw_curl_perform through `p` (borrowed; it must
  * outlive c): its layers (fallback, retry, bulkhead, timeout, your own) wrap
  * each request, and c appends the host's circuit as p's innermost layer, so
  * every attempt is acquired and settled on the host's circuit, a rejected
  * attempt never reaches the network, and a retry stops when the circuit opens.
- * p must not have executed yet and must not hold a breaker layer for the same
- * circuits (they would count every outcome twice). The call's return code that
+ * p must not have executed yet, must not hold a breaker layer for the same
+ * circuits (they would count every outcome twice), and must not have a
+ * bw_curl's circuit layer already (BW_ESTATE); layers added to p afterwards
+ * run inside the circuit, around the transfer alone. Executing p by other
+ * means (bw_pipeline_execute) runs the call without any circuit: the layer
+ * passes anything but bw_curl_perform's transfers through. p must not be
+ * executed after c is freed. The call's return code that
  * the layers see (bw_pipeline_execute's rc, a fallback's info.rc) is 0 for an
  * outcome that is not a failure, else the HTTP status, or 1000 + the CURLcode
  * when there was none. Returns BW_OK; BW_EINVAL for NULL; BW_ESTATE when p has

@@ -71,6 +71,7 @@ struct bw_curl {
     uint64_t failing[STATUS_BITS / 64];
     int64_t ra_cap;
     int64_t open_max; /* bw_curl_set_open_on_retry_after; 0: off */
+    int64_t timeout;  /* bw_curl_set_timeout; 0: none */
     bw_pipeline *own; /* the empty pipeline of bw_curl_perform without one given */
     bw_pipeline *p;   /* the pipeline perform runs: own, or the user's */
     pthread_mutex_t mu;
@@ -110,6 +111,8 @@ static int host_of(const char *url, char *host)
             p++;
             n -= 2;
         }
+        if (n >= 2 && p[n - 1] == '.')
+            n--; /* "example.com." is "example.com" */
         if (n >= 1 && n <= NAME_MAX_) {
             for (size_t i = 0; i < n; i++)
                 host[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] - 'A' + 'a' : p[i]);
@@ -201,6 +204,9 @@ bw_outcome bw_curl_classify(const bw_curl *c, CURLcode code, long http_status, i
         case CURLE_OPERATION_TIMEDOUT:
             o = BW_FAILURE;
             to = 1;
+            break;
+        case CURLE_HTTP_RETURNED_ERROR: /* CURLOPT_FAILONERROR: a status >= 400 arrived; the status set decides */
+            o = c && status_failing(c, http_status) ? BW_FAILURE : BW_SUCCESS;
             break;
         case CURLE_URL_MALFORMAT:
         case CURLE_UNSUPPORTED_PROTOCOL:
@@ -320,7 +326,10 @@ static void result_init(bw_curl_result *res)
 
 /* ---- the easy interface: the circuit layer and the transfer ---- */
 
+#define JOB_MAGIC 0x6a6f6263u /* "jobc": bw_ctx_arg is one of ours */
+
 typedef struct job {
+    uint32_t magic;
     bw_curl *c;
     CURL *easy;
     bw_curl_result *res;
@@ -333,6 +342,8 @@ static int transfer(bw_ctx *ctx, void *arg)
     job *j = arg;
     bw_curl_result *res = j->res;
     int64_t left = bw_ctx_remaining_ns(ctx);
+    if (j->c->timeout > 0 && (left == BW_NO_TIME || left > j->c->timeout))
+        left = j->c->timeout;
     CURLcode code;
     if (left == 0) {
         code = CURLE_OPERATION_TIMEDOUT; /* the deadline passed before the transfer: no I/O */
@@ -352,8 +363,9 @@ static int transfer(bw_ctx *ctx, void *arg)
 /* The circuit layer: acquire the host's circuit, run the transfer, settle. */
 static int layer_exec(void *state, bw_ctx *ctx)
 {
-    (void)state;
     job *j = bw_ctx_arg(ctx);
+    if (!j || j->magic != JOB_MAGIC || j->c != state)
+        return bw_ctx_next(ctx); /* the pipeline run by something else than bw_curl_perform: not a transfer of ours */
     bw_curl_result *res = j->res;
     res->attempts++;
     res->code = CURLE_OK;
@@ -387,7 +399,7 @@ int bw_curl_perform(bw_curl *c, CURL *easy, bw_curl_result *res)
     int rc = circuit_of(c, easy, res->circuit);
     if (rc != BW_OK)
         return res->status = rc;
-    job j = {c, easy, res, {NULL, {0}}};
+    job j = {JOB_MAGIC, c, easy, res, {NULL, {0}}};
     int call_rc = 0;
     rc = bw_pipeline_execute_key(c->p, res->circuit, transfer, &j, &call_rc, NULL);
     return res->status = rc;
@@ -473,6 +485,10 @@ int bw_curl_multi_add(bw_curl *c, CURLM *multi, CURL *easy, bw_curl_result *res)
     held h;
     res->attempts = 1;
     rc = admit(c, res->circuit, &h, &res->rejection);
+    if (rc == BW_OK && c->timeout > 0) {
+        int64_t ms = c->timeout / BW_NS_PER_MS + (c->timeout % BW_NS_PER_MS != 0);
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(ms > LONG_MAX ? LONG_MAX : ms));
+    }
     if (rc != BW_OK)
         return res->status = rc; /* BW_REJECTED: not added, nothing sent */
     pthread_mutex_lock(&c->mu);
@@ -644,12 +660,27 @@ int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err)
     return BW_OK;
 }
 
+int bw_curl_set_timeout(bw_curl *c, int64_t ns, bw_error *err)
+{
+    if (!c)
+        return bw__fail(err, BW_EINVAL, "c", "must not be NULL");
+    if (ns < 0 || ns > BW_HTTP_RETRY_AFTER_MAX)
+        return bw__fail(err, BW_ERANGE, "timeout", "timeout must be 0 (none) or in (0, 365d], got %lld ns",
+                        (long long)ns);
+    c->timeout = ns;
+    return BW_OK;
+}
+
 int bw_curl_set_pipeline(bw_curl *c, bw_pipeline *p, bw_error *err)
 {
     if (!c || !p)
         return bw__fail(err, BW_EINVAL, c ? "p" : "c", "must not be NULL");
     if (c->p != c->own)
         return bw__fail(err, BW_ESTATE, "p", "this bw_curl already runs through a pipeline");
+    int n = bw_pipeline_layers(p);
+    for (int i = 0; i < n; i++)
+        if (bw_pipeline_layer_name(p, i) == circuit_layer.name)
+            return bw__fail(err, BW_ESTATE, "p", "that pipeline already has a bw_curl's circuit layer");
     int rc = bw_pipeline_add(p, &circuit_layer, c, err);
     if (rc != BW_OK)
         return rc;

@@ -20,6 +20,7 @@ BW_API int bw_curl_set_classifier(bw_curl *c, void *fn, void *user);
 BW_API int bw_curl_classify(const bw_curl *c, int code, long http_status, int *timed_out);
 BW_API int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err);
 BW_API int bw_curl_set_pipeline(bw_curl *c, bw_pipeline *p, bw_error *err);
+BW_API int bw_curl_set_timeout(bw_curl *c, int64_t ns, bw_error *err);
 BW_API int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err);
 BW_API int bw_curl_perform(bw_curl *c, void *easy, void *res);
 BW_API int bw_curl_multi_add(bw_curl *c, void *multi, void *easy, void *res);
@@ -76,6 +77,12 @@ int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err)
 int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err)
 {
     (void)c, (void)max_ns;
+    return bw__fail(err, BW_ENOTSUP, "", "no libcurl integration in this build");
+}
+
+int bw_curl_set_timeout(bw_curl *c, int64_t ns, bw_error *err)
+{
+    (void)c, (void)ns;
     return bw__fail(err, BW_ENOTSUP, "", "no libcurl integration in this build");
 }
 

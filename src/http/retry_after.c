@@ -14,7 +14,8 @@
 
 #include "breakwater/http.h"
 
-#define DATE_MAX 64 /* bytes of a date we read at most (an IMF-fixdate is 29) */
+#define DATE_MAX 64       /* bytes of a date we read at most (an IMF-fixdate is 29) */
+#define NO_DATE INT64_MIN /* not a date (a date before 1970 is a negative number of seconds) */
 
 static const char *const wkday[7] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
 static const char *const weekday[7] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
@@ -95,16 +96,16 @@ static int64_t days_from_civil(int64_t y, int m, int d)
     return era * 146097 + doe - 719468;
 }
 
-/* Unix seconds of a checked date, or -1 when the day does not exist. */
+/* Unix seconds of a checked date (negative before 1970), or NO_DATE when the day does not exist. */
 static int64_t unix_of(int y, int mon, int d, long secs)
 {
     static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     if (mon < 0 || mon > 11 || d < 1 || d > mdays[mon] + (mon == 1 && leap(y)))
-        return -1;
+        return NO_DATE;
     return days_from_civil(y, mon + 1, d) * 86400 + secs;
 }
 
-/* An HTTP-date (one of its three forms) as Unix seconds, or -1. now_s: for a two-digit year. */
+/* An HTTP-date (one of its three forms) as Unix seconds, or NO_DATE. now_s: for a two-digit year. */
 static int64_t http_date(cur *c, int64_t now_s)
 {
     cur save = *c;
@@ -114,7 +115,7 @@ static int64_t http_date(cur *c, int64_t now_s)
         long t;
         if (d < 0 || !lit(c, " ") || (mon = name(c, month, 12)) < 0 || !lit(c, " ") || (y = digits(c, 4)) < 0 ||
             !lit(c, " ") || (t = hms(c)) < 0 || !lit(c, " GMT"))
-            return -1;
+            return NO_DATE;
         return unix_of(y, mon, d, t);
     }
     *c = save;
@@ -124,14 +125,14 @@ static int64_t http_date(cur *c, int64_t now_s)
         long t;
         if (d < 0 || !lit(c, "-") || (mon = name(c, month, 12)) < 0 || !lit(c, "-") || (yy = digits(c, 2)) < 0 ||
             !lit(c, " ") || (t = hms(c)) < 0 || !lit(c, " GMT"))
-            return -1;
+            return NO_DATE;
         /* RFC 9110 5.6.7: a year that appears more than 50 years in the future is in the past century. */
         int64_t now_year = 1970 + now_s / (int64_t)31556952; /* close enough to pick the century */
         int64_t y = now_year - now_year % 100 + yy;
         if (y > now_year + 50)
             y -= 100;
         if (y < 0 || y > 9999)
-            return -1;
+            return NO_DATE;
         return unix_of((int)y, mon, d, t);
     }
     *c = save;
@@ -140,16 +141,16 @@ static int64_t http_date(cur *c, int64_t now_s)
         int mon = name(c, month, 12), d, y;
         long t;
         if (mon < 0 || !lit(c, " "))
-            return -1;
+            return NO_DATE;
         if (lit(c, " "))
             d = digits(c, 1);
         else
             d = digits(c, 2);
         if (d < 0 || !lit(c, " ") || (t = hms(c)) < 0 || !lit(c, " ") || (y = digits(c, 4)) < 0)
-            return -1;
+            return NO_DATE;
         return unix_of(y, mon, d, t);
     }
-    return -1;
+    return NO_DATE;
 }
 
 int bw_http_parse_retry_after(const char *value, size_t len, int64_t now_unix_ns, int64_t *delay_ns)
@@ -180,7 +181,7 @@ int bw_http_parse_retry_after(const char *value, size_t len, int64_t now_unix_ns
     int64_t now_s = now_unix_ns / BW_NS_PER_S;
     cur c = {p, end};
     int64_t at = http_date(&c, now_s);
-    if (at < 0 || c.p != end)
+    if (at == NO_DATE || c.p != end)
         return BW_EPARSE;
     int64_t left_s = at - now_s; /* years 0..9999 and a present within int64 ns: no overflow */
     if (left_s > BW_HTTP_RETRY_AFTER_MAX / BW_NS_PER_S) {

@@ -110,7 +110,8 @@ static void test_names(void)
                  {"https://[::1]:8443/x", "::1", "::1"},
                  {"http://[FE80::1]/", "fe80::1", "fe80::1"},
                  {"shard-7.internal/orders", "shard-7.internal", "shards"},
-                 {"http://user:pw@Host.Test/", "host.test", "host.test"}};
+                 {"http://user:pw@Host.Test/", "host.test", "host.test"},
+                 {"http://Host.Test./x", "host.test", "host.test"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         /* Rejected on purpose: force each name's circuit open first, so that nothing goes out. */
         bw_breaker *b = NULL;
@@ -488,6 +489,119 @@ static void test_multi(void)
     bw_registry_free(r);
 }
 
+/* Review findings: FAILONERROR, a timeout of the bw_curl's own, the pipeline run by other means, two bw_curls. */
+static int other_resolver(const char *host, char *name, size_t size, void *user)
+{
+    (void)host;
+    snprintf(name, size, "%s", (const char *)user);
+    return 0;
+}
+
+static int plain_call(bw_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    ++*(int *)arg;
+    return 0;
+}
+
+static void test_options_and_misuse(void)
+{
+    bw_registry *r = hosts_registry("window=count:100 min_calls=100");
+    bw_curl *bc = NULL;
+    CHECK_OK(bw_curl_new(r, NULL, &bc, NULL));
+    bw_curl_result res;
+    CURL *e = easy_for(at("/status/404"));
+    curl_easy_setopt(e, CURLOPT_FAILONERROR, 1L);
+    CHECK_OK(bw_curl_perform(bc, e, &res));
+    CHECK_INT(res.code, CURLE_HTTP_RETURNED_ERROR);
+    CHECK_INT(res.outcome, BW_SUCCESS); /* 404 is not in the failure set, FAILONERROR or not */
+    curl_easy_setopt(e, CURLOPT_URL, at("/status/503"));
+    CHECK_OK(bw_curl_perform(bc, e, &res));
+    CHECK_INT(res.outcome, BW_FAILURE);
+    curl_easy_setopt(e, CURLOPT_FAILONERROR, 0L);
+    /* A timeout of the bw_curl's own wins over a longer pipeline deadline and over the handle's 5 s. */
+    bw_pipeline *p = NULL;
+    CHECK_OK(bw_pipeline_new("api", &p, NULL));
+    CHECK_OK(bw_pipeline_add_timeout(p, 10 * S, NULL, NULL));
+    CHECK_OK(bw_curl_set_pipeline(bc, p, NULL));
+    CHECK_OK(bw_curl_set_timeout(bc, 150 * MS, NULL));
+    CHECK_RC(bw_curl_set_timeout(bc, -1, NULL), BW_ERANGE);
+    curl_easy_setopt(e, CURLOPT_URL, at("/slow/3000"));
+    int64_t t0 = mono_ns();
+    CHECK_RC(bw_curl_perform(bc, e, &res), BW_ETIMEDOUT);
+    int64_t took = mono_ns() - t0;
+    CHECK(took >= 140 * MS && took < 2 * S);
+    /* The pipeline executed by other means runs the call without a circuit, and does not crash. */
+    int ran = 0, rc = -1;
+    CHECK_OK(bw_pipeline_execute(p, plain_call, &ran, &rc, NULL));
+    CHECK_INT(ran, 1);
+    /* A pipeline with a circuit layer already is refused to a second bw_curl. */
+    bw_curl *two = NULL;
+    CHECK_OK(bw_curl_new(r, NULL, &two, NULL));
+    bw_pipeline *p2 = NULL;
+    CHECK_OK(bw_pipeline_new("api2", &p2, NULL));
+    CHECK_OK(bw_curl_set_pipeline(two, p2, NULL));
+    bw_curl *three = NULL;
+    CHECK_OK(bw_curl_new(r, NULL, &three, NULL));
+    CHECK_RC(bw_curl_set_pipeline(three, p2, NULL), BW_ESTATE);
+    /* Two bw_curls, two resolvers, one URL: each its own name (the per-thread cache keeps them apart). */
+    CHECK_OK(bw_curl_set_resolver(two, other_resolver, (void *)"name-two"));
+    CHECK_OK(bw_curl_set_resolver(three, other_resolver, (void *)"name-three"));
+    curl_easy_setopt(e, CURLOPT_URL, at("/ok"));
+    CHECK_OK(bw_curl_perform(two, e, &res));
+    CHECK_STR(res.circuit, "name-two");
+    CHECK_OK(bw_curl_perform(three, e, &res));
+    CHECK_STR(res.circuit, "name-three");
+    CHECK_OK(bw_curl_set_resolver(two, other_resolver, (void *)"name-two-b"));
+    CHECK_OK(bw_curl_perform(two, e, &res));
+    CHECK_STR(res.circuit, "name-two-b"); /* a new resolver: names cached under the old one are not used */
+    curl_easy_cleanup(e);
+    bw_curl_free(three);
+    bw_curl_free(two);
+    bw_curl_free(bc);
+    bw_pipeline_free(p2);
+    bw_pipeline_free(p);
+    bw_registry_free(r);
+}
+
+/* The multi table under many transfers: 3,000 handles added, then given up in a shuffled order. */
+static void test_multi_table(void)
+{
+    bw_registry *r = hosts_registry("window=count:100 min_calls=100000");
+    bw_curl *bc = NULL;
+    CHECK_OK(bw_curl_new(r, NULL, &bc, NULL));
+    CURLM *m = curl_multi_init();
+    enum { N = 3000 };
+    static CURL *h[N];
+    static int order[N];
+    for (int i = 0; i < N; i++) {
+        h[i] = easy_for(at("/ok"));
+        order[i] = i;
+        CHECK_OK(bw_curl_multi_add(bc, m, h[i], NULL));
+    }
+    uint64_t x = 88172645463325252u;
+    for (int i = N - 1; i > 0; i--) { /* Fisher-Yates with xorshift */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int j = (int)(x % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    int bad = 0;
+    for (int k = 0; k < N; k++) {
+        CURL *one = h[order[k]];
+        curl_multi_remove_handle(m, one);
+        bad += bw_curl_multi_abandon(bc, one) != BW_OK;
+        if (k % 500 == 0) /* a handle given up is gone; the others are all still there */
+            bad += bw_curl_multi_abandon(bc, one) != BW_EINVAL;
+    }
+    CHECK_INT(bad, 0);
+    CHECK_INT(counters_of(r, "127.0.0.1").calls[BW_CALL_IGNORED], N);
+    for (int i = 0; i < N; i++)
+        curl_easy_cleanup(h[i]);
+    curl_multi_cleanup(m);
+    bw_curl_free(bc);
+    bw_registry_free(r);
+}
+
 /* ---- keyed circuits, threads, arguments ---- */
 
 static void test_keyed_source(void)
@@ -594,6 +708,8 @@ int main(void)
     RUN(test_deadline_is_the_timeout);
     RUN(test_open_on_retry_after);
     RUN(test_multi);
+    RUN(test_options_and_misuse);
+    RUN(test_multi_table);
     RUN(test_keyed_source);
     RUN(test_threads);
     RUN(test_arguments);

@@ -55,6 +55,9 @@ static void test_dates(void)
     CHECK_INT(parse("Wed, 02 Dec 2026 00:01:30 GMT", NOW + S / 2), 89 * S + S / 2);
     /* The past is now. */
     CHECK_INT(parse("Sun, 06 Nov 1994 08:49:37 GMT", NOW), 0);
+    CHECK_INT(parse("Wed, 31 Dec 1969 23:59:59 GMT", NOW), 0); /* before 1970: the past too */
+    CHECK_INT(parse("Fri, 01 Jan 1960 00:00:00 GMT", NOW), 0);
+    CHECK_INT(parse("Sat Jan  1 00:00:00 0000", NOW), 0);
     CHECK_INT(parse("Tue, 01 Dec 2026 23:59:59 GMT", NOW), 0);
     /* Calendar: a leap day exists in 2028, not in 2027; the year 2100 is not a leap year; 2000 was. */
     CHECK_INT(parse("Tue, 29 Feb 2028 00:00:00 GMT", INT64_C(1832976000) * S), 28 * 86400 * S); /* from 2028-02-01 */
