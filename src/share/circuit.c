@@ -376,3 +376,46 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         return BW_STORE_KEEP; /* unchanged: no write */
     return verdict(op, BW_STORE_PUT);
 }
+
+int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit *out)
+{
+    long len = image_len(cur);
+    int policy, kind;
+    uint32_t size;
+    out->readable = 0;
+    out->bytes = cur->len;
+    if (len < 0 || bw__machine_image_shape(cur->data + HEAD, (size_t)len, &policy, &kind, &size) != 0)
+        return -1;
+    /* The entry's own shape; the thresholds are not in it, and a read needs none (any valid value will do). */
+    bw__mcfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = (uint8_t)policy;
+    cfg.window_kind = (uint8_t)kind;
+    cfg.window_size = policy == BW_POLICY_RATE ? size : 0;
+    cfg.min_calls = cfg.permitted = cfg.max_concurrent = 1;
+    cfg.error_threshold = cfg.success_threshold = cfg.half_open_capacity = 1;
+    cfg.failure_rate = cfg.slow_rate = cfg.wait_multiplier = 1;
+    cfg.wait = BW_NS_PER_S;
+    if (policy == BW_POLICY_RATE && !bw__shared_fits(&cfg))
+        return -1;
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.cfg = &cfg;
+    unsigned char wmem[BW_STORE_DATA_MAX];
+    bw__machine m;
+    uint64_t born = 0;
+    unsigned flags = 0;
+    votes v;
+    if (load_entry(&op, &m, wmem, cur, &born, &flags, &v) != 1)
+        return -1;
+    bw__now t = bw__now_at(now);
+    bw__machine_snapshot(&m, &t, &out->snap);
+    out->snap.shared = 1;
+    out->readable = 1;
+    out->policy = (bw_policy)policy;
+    out->window = (bw_window_kind)kind;
+    out->window_size = cfg.window_size;
+    out->fence = (flags & FLAG_FENCE) != 0;
+    out->votes = v.n;
+    return 0;
+}

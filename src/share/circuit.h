@@ -91,6 +91,14 @@ int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *
  */
 int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
 
+/*
+ * Decode an entry for a reader without a configuration (bw_store_read_circuit):
+ * the policy and window come from the entry itself. Fills out's readable,
+ * snap, policy, window, window_size, fence, votes and bytes; returns 0, or -1
+ * (readable 0) for an entry that is not a circuit.
+ */
+int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit *out);
+
 /* Whether a machine with this configuration fits in a store entry. */
 int bw__shared_fits(const bw__mcfg *cfg);
 

@@ -1359,6 +1359,11 @@ static void test_custom_versions(void)
     bw_error e;
     ops.version = BW_STORE_OPS_VERSION + 1;
     CHECK_OK(bw_store_custom(&ops, &f, &s, &e));
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    bw_store_key k;
+    int n;
+    CHECK_RC(bw_store_scan(s, &cur, &k, 1, &n, &e), BW_ENOTSUP); /* a table without scan cannot list */
     bw_breaker *b = make("svc-v2", s, BW_STORE_STORED, 1, NULL, 0);
     CHECK_OK(call(b, BW_FAILURE));
     CHECK(atomic_load(&f.calls) > 0);
@@ -1409,6 +1414,77 @@ static void test_config_checks(void)
     bw_store_close(s);
 }
 
+/*
+ * bw_store_read_circuit: a stored circuit read by name without a breaker, its
+ * shape from the entry itself: CLOSED with its window, OPEN with retry_after
+ * and a lifetime, an operator hold that never expires, a reset's fence; no
+ * entry; an entry that is not a circuit.
+ */
+static bw_store_verdict put_garbage(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    (void)cur;
+    next->expires_at = BW_STORE_NEVER;
+    next->len = 20;
+    memset(next->data, 0x5a, 20);
+    return BW_STORE_PUT;
+}
+
+static void test_read_circuit(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *s = open_store();
+    bw_store_circuit c;
+    bw_error e;
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.found, 0);
+    CHECK_INT(c.snap.retry_after_ns, BW_NO_TIME);
+    bw_breaker *b = make("rc-svc", s, BW_STORE_STORED, 2, NULL, 0);
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.found, 1);
+    CHECK_INT(c.readable, 1);
+    CHECK_INT(c.snap.state, BW_STATE_CLOSED);
+    CHECK_INT(c.policy, BW_POLICY_RATE);
+    CHECK_INT(c.window, BW_WINDOW_COUNT);
+    CHECK_INT(c.window_size, 4);
+    CHECK_INT(c.snap.total_calls, 3);
+    CHECK_INT(c.snap.failed_calls, 1);
+    CHECK_INT(c.hold, 0);
+    CHECK(c.expires_in_ns > 0);
+    CHECK_OK(call(b, BW_FAILURE)); /* 2 of 4 failed: OPEN for 10 s */
+    pump(3 * S);
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_OPEN);
+    CHECK_INT(c.snap.retry_after_ns, 7 * S);
+    bw_snapshot mine;
+    CHECK_OK(bw_breaker_snapshot(b, &mine));
+    CHECK_INT(mine.generation, c.snap.generation);
+    CHECK(c.expires_in_ns > 7 * S);
+    CHECK_OK(bw_breaker_force_open(b));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(c.hold, 1);
+    CHECK_INT(c.expires_in_ns, BW_NO_TIME);
+    CHECK_OK(bw_breaker_reset(b));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_CLOSED);
+    CHECK_INT(c.fence, 1);
+    CHECK_INT(c.hold, 0);
+    bw_breaker_free(b);
+    /* Not a circuit: found, not readable. */
+    CHECK_OK(bw_store_update(s, "rc-raw", put_garbage, NULL, &e));
+    CHECK_OK(bw_store_read_circuit(s, "rc-raw", &c, &e));
+    CHECK_INT(c.found, 1);
+    CHECK_INT(c.readable, 0);
+    CHECK_RC(bw_store_read_circuit(s, "bad name here", &c, &e), BW_EINVAL);
+    CHECK_RC(bw_store_read_circuit(NULL, "x", &c, &e), BW_EINVAL);
+    bw_store_close(s);
+}
+
 int main(int argc, char **argv)
 {
     store_url_init(argc, argv);
@@ -1433,6 +1509,7 @@ int main(int argc, char **argv)
     RUN(test_coordinated_degrade_and_recover);
     RUN(test_coordinated_queue_full);
     RUN(test_custom_versions);
+    RUN(test_read_circuit);
     RUN(test_config_checks);
     RUN(test_coordinated_close_bounded_when_store_hangs);
     clock_done();
