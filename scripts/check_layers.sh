@@ -22,6 +22,7 @@ allowed() {
     registry) echo "base core" ;;
     resilience) echo "base core time" ;;
     observe) echo "base" ;;
+    cli) echo "" ;; # the breakwater command: public headers only (breakwater/*.h), like a user's program
     *) echo "?" ;;
     esac
 }
