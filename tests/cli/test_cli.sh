@@ -8,7 +8,8 @@ set -u
 BW=$1
 export LC_ALL=C
 T=$(mktemp -d "${TMPDIR:-/tmp}/bwcli.XXXXXX")
-trap 'rm -rf "$T"; [ -n "${SHM:-}" ] && rm -f "/dev/shm/$SHM"' EXIT INT TERM
+trap 'rm -rf "$T"; [ -n "${SHM:-}" ] && rm -f "/dev/shm/$SHM"' EXIT
+trap 'exit 1' INT TERM
 unset BREAKWATER_STORE BREAKWATER_CONFIG NO_COLOR
 export XDG_STATE_HOME="$T/state"
 if "$BW" --version | grep -q sqlite; then
@@ -74,7 +75,7 @@ expect $? 124 "--kill-after: SIGKILL, still 124"
 
 # ---- signals reach the child ----
 rm -f "$T/ready"
-"$BW" run sig -- sh -c "trap 'exit 42' TERM; touch '$T/ready'; while :; do sleep 0.05; done" &
+"$BW" run sig -- sh -c "trap 'exit 42' TERM; touch '$T/ready'; n=0; while [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done; exit 1" &
 pid=$!
 n=0
 while [ ! -e "$T/ready" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
@@ -82,7 +83,7 @@ kill -TERM $pid
 wait $pid
 expect $? 42 "SIGTERM forwarded: the child's trap ran"
 rm -f "$T/ready"
-"$BW" run sig -- sh -c "trap 'exit 7' USR1; touch '$T/ready'; while :; do sleep 0.05; done" &
+"$BW" run sig -- sh -c "trap 'exit 7' USR1; touch '$T/ready'; n=0; while [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done; exit 1" &
 pid=$!
 n=0
 while [ ! -e "$T/ready" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
