@@ -163,6 +163,8 @@ static void print_json(FILE *f, const char *name, const bw_store_circuit *x)
     fputs("{\"name\":", f);
     json_str(f, name);
     fprintf(f, ",\"found\":%s", x->found ? "true" : "false");
+    if (!x->found)
+        fputs(",\"state\":\"closed\"", f); /* no entry: a fresh circuit */
     if (x->found && !x->readable)
         fputs(",\"readable\":false", f);
     if (x->found && x->readable) {
@@ -190,7 +192,7 @@ static void print_json(FILE *f, const char *name, const bw_store_circuit *x)
 
 /* One row of the table: its cells. */
 enum { COLS = 10 };
-static const char *const heads[COLS] = {"NAME",        "STATE", "CALLS", "FAIL%",   "SLOW%",
+static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS", "FAIL%",   "SLOW%",
                                         "CONSEC F/S", "PROBES", "RETRY", "EXPIRES", "GEN"};
 
 static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS][80])
@@ -201,7 +203,7 @@ static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS
         snprintf(cell[k], 80, "-");
     snprintf(cell[0], 80, "%.79s", name);
     if (!x->found) {
-        snprintf(cell[1], 80, "(none)");
+        snprintf(cell[1], 80, "closed (no entry)"); /* a fresh circuit: nothing to remember */
         return;
     }
     if (!x->readable) {
@@ -357,8 +359,7 @@ int cmd_verb(cli *c, int argc, char **argv)
                    : strcmp(c->cmd, "force-open") == 0 ? BW_VERB_FORCE_OPEN
                    : strcmp(c->cmd, "disable") == 0    ? BW_VERB_DISABLE
                                                        : BW_VERB_METRICS_ONLY;
-    static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED,
-                                    BW_STATE_METRICS_ONLY};
+    static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
         return EX_USAGE_;
@@ -546,8 +547,8 @@ static char *exposition(cli *c, int openmetrics, int *status)
         if (OK(i) && xs[i].policy == BW_POLICY_RATE)
             OUT("breakwater_window_calls{%s,kind=\"total\"} %llu\nbreakwater_window_calls{%s,kind=\"failed\"} "
                 "%llu\nbreakwater_window_calls{%s,kind=\"slow\"} %llu\n",
-                lab[i], (unsigned long long)xs[i].snap.total_calls, lab[i],
-                (unsigned long long)xs[i].snap.failed_calls, lab[i], (unsigned long long)xs[i].snap.slow_calls);
+                lab[i], (unsigned long long)xs[i].snap.total_calls, lab[i], (unsigned long long)xs[i].snap.failed_calls,
+                lab[i], (unsigned long long)xs[i].snap.slow_calls);
     OUT("# HELP breakwater_consecutive_failures Consecutive failures (consecutive policy).\n"
         "# TYPE breakwater_consecutive_failures gauge\n");
     for (size_t i = 0; i < ns.n; i++)

@@ -12,7 +12,10 @@
  * update). Every process-directed signal the tool forwards is blocked from
  * the start of main, before the library starts any thread, so that only the
  * main thread ever takes them (sigtimedwait) and no library thread is killed
- * by one; a child gets the original mask back before exec.
+ * by one; a child gets the original mask back before exec. The tool reads
+ * CLOCK_MONOTONIC (BW_CLOCK=monotonic, clock.h) unless told otherwise: the
+ * calibration of the TSC clock costs about 2 ms, more than a one-call process
+ * can win back.
  */
 #ifndef BW_CLI_CLI_H
 #define BW_CLI_CLI_H
@@ -49,6 +52,7 @@ typedef struct cli {
     bw_store *store;         /* opened by cli_open_store */
     sigset_t forward;        /* the signals the tool forwards (blocked from the start) */
     sigset_t orig_mask;      /* the mask to give a child */
+    int clock_env;           /* main set BW_CLOCK=monotonic (a child does not inherit it) */
 } cli;
 
 /* Messages on stderr, prefixed "breakwater: " (and the command). */

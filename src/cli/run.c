@@ -130,6 +130,8 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
     }
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
+        if (c->clock_env)
+            unsetenv("BW_CLOCK");
         close(pfd[0]);
         if (shell) {
             char *sh[] = {"/bin/sh", "-c", argv[0], NULL};
@@ -215,7 +217,9 @@ static void on_event(const bw_event *ev, void *user)
 {
     const cli *c = user;
     char extra[96] = "";
-    if (ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE)
+    if (ev->total == 0 && ev->count == 0)
+        ; /* a transition the store's circuit made: its figures are not in the event */
+    else if (ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE)
         snprintf(extra, sizeof extra, " (%s %.2f of %llu calls)",
                  ev->reason == BW_REASON_FAILURE_RATE ? "failure rate" : "slow-call rate", ev->rate,
                  (unsigned long long)ev->total);
@@ -240,8 +244,8 @@ static int guard_new(cli *c, const char *name, guard *g)
         return EX_USAGE_;
     bw_error e;
     if (cli_open_store(c, 1, &e) != BW_OK)
-        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
-                c->store_url, e.message, name);
+        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only", c->store_url,
+                e.message, name);
     int rc = bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE) | BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED),
                                     on_event, c);
     if (c->store && rc == BW_OK)
@@ -375,7 +379,10 @@ int cmd_run(cli *c, int argc, char **argv)
     else
         bw_settle_ex(g.b, &p, verdict, out.status);
     if (out.ran)
-        cli_info(c, "%s %s %d: %s", cmd[0], out.signal ? "died of signal" : out.timed_out ? "timed out, status" : "exited",
+        cli_info(c, "%s %s %d: %s", cmd[0],
+                 out.signal      ? "died of signal"
+                 : out.timed_out ? "timed out, status"
+                                 : "exited",
                  out.signal ? out.signal : out.status, out.timed_out ? "timeout" : bw_outcome_name(verdict));
     bw_breaker_free(g.b);
     return out.status;
@@ -424,8 +431,8 @@ int cmd_retry(cli *c, int argc, char **argv)
             patient = 1;
             continue;
         }
-        static const char *const valued[] = {"--attempts", "--backoff",  "--delay",   "--multiplier", "--max-delay",
-                                             "--jitter",   "--max-time", "--budget",  "--breaker",    "--seed"};
+        static const char *const valued[] = {"--attempts", "--backoff",  "--delay",  "--multiplier", "--max-delay",
+                                             "--jitter",   "--max-time", "--budget", "--breaker",    "--seed"};
         int which = -1;
         for (int k = 0; k < 10; k++)
             if (cli_is_opt(a, valued[k]))
@@ -558,15 +565,19 @@ int cmd_retry(cli *c, int argc, char **argv)
         int64_t delay = 0;
         int v = bw_retry_next(&st, &a, &delay);
         if (v != BW_RETRY_AGAIN) {
-            static const char *const why_end[] = {"done", "again", "attempts exhausted", "retry budget spent",
-                                                  "the next wait would pass --max-time", "rejected by the circuit"};
+            static const char *const why_end[] = {"done",
+                                                  "again",
+                                                  "attempts exhausted",
+                                                  "retry budget spent",
+                                                  "the next wait would pass --max-time",
+                                                  "rejected by the circuit"};
             if (status != 0)
                 cli_info(c, "giving up after attempt %d: %s", n, v >= 0 && v <= 5 ? why_end[v] : "error");
             break;
         }
         char d[32];
-        cli_info(c, "attempt %d %s (status %d): next in %s", n, a.status == BW_REJECTED ? "rejected" : "failed",
-                 status, cli_fmt_duration(delay, d, sizeof d));
+        cli_info(c, "attempt %d %s (status %d): next in %s", n, a.status == BW_REJECTED ? "rejected" : "failed", status,
+                 cli_fmt_duration(delay, d, sizeof d));
         siginfo_t si;
         int64_t until = mono_ns() + delay;
         int sig = 0;

@@ -17,6 +17,10 @@
  * - The store's clock is CLOCK_REALTIME by default (the file outlives reboots
  *   and is shared by processes, whose monotonic clocks differ); it is read
  *   inside the transaction, after the write lock is held.
+ * - The WAL file persists (SQLITE_FCNTL_PERSIST_WAL) and closing a store does
+ *   not checkpoint (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): a process that opens
+ *   the store for one call (the breakwater command) then neither recreates nor
+ *   syncs the WAL; SQLite's automatic checkpoint (1000 pages) still runs.
  * - Schema (version 1), created on first use inside BEGIN IMMEDIATE:
  *     bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID, row ('schema_version', 1)
  *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
@@ -454,6 +458,12 @@ static int open_db(sq *c, const char *path, int64_t busy_ns, bw_error *err)
     }
     int64_t ms = (busy_ns + 999999) / 1000000;
     sqlite3_busy_timeout(c->db, (int)ms);
+    /* A process that lives for one call (the breakwater command) must not make, sync and delete the WAL each
+       time: the WAL stays (PERSIST_WAL), and closing does not checkpoint (SQLite's automatic checkpoint at
+       1000 pages still runs, in whichever process commits past it). */
+    int one = 1;
+    sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
     rc = set_wal(c, path, busy_ns, err);
     if (rc != BW_OK)
