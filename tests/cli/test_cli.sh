@@ -183,6 +183,14 @@ for c in run retry status force-open disable metrics-only reset metrics sweep fo
     sed 's/\\-/-/g' "$(dirname "$0")/../../doc/breakwater.1" | grep -q "^\.SS $c\( \|\$\)" && ok || fail "the man page lacks $c"
 done
 "$BW" --version | grep -q "^breakwater " && ok || fail "--version"
+# The bash completion completes commands and the store's circuit names.
+if command -v bash >/dev/null 2>&1; then
+    comp="$(dirname "$0")/../../scripts/breakwater.bash-completion"
+    got=$(PATH="$(dirname "$BW"):$PATH" bash -c ". '$comp'; COMP_WORDS=(breakwater st); COMP_CWORD=1; _breakwater; echo \"\${COMPREPLY[*]}\"")
+    [ "$got" = status ] && ok || fail "completion of 'st': '$got'"
+    got=$(PATH="$(dirname "$BW"):$PATH" bash -c ". '$comp'; COMP_WORDS=(breakwater reset sl); COMP_CWORD=2; _breakwater; echo \"\${COMPREPLY[*]}\"")
+    [ "$got" = slow ] && ok || fail "completion of a circuit name: '$got'"
+fi
 
 # ---- retry ----
 "$BW" retry --attempts 3 --delay 1ms --jitter none -- sh -c "echo x >> '$T/tries'; exit 5"
