@@ -1074,7 +1074,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
             if (ok && (!after || strcmp(nm, after) > 0))
                 names[cands++] = nm;
         }
-        qsort(names, cands, sizeof *names, cmp_str);
+        if (cands > 1)
+            qsort(names, cands, sizeof *names, cmp_str);
         size_t take = cands < (size_t)max ? cands : (size_t)max;
         for (size_t i = 0; i < take; i++)
             memcpy(keys[i].name, names[i], strlen(names[i]) + 1);
