@@ -146,6 +146,22 @@ expect $? 0 "status of an empty memory: store"
 "$BW" force-open mhold >/dev/null && "$BW" metrics >"$T/metrics"
 has "$T/metrics" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics: the state gauge"
 has "$T/metrics" '# TYPE breakwater_failure_rate gauge' "metrics: the rate gauge"
+if command -v promtool >/dev/null 2>&1; then
+    promtool check metrics <"$T/metrics" >"$T/lint" 2>&1
+    expect $? 0 "promtool check metrics: $(cat "$T/lint")"
+fi
+if command -v curl >/dev/null 2>&1; then
+    "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve")
+    curl -s "$url" >"$T/served"
+    has "$T/served" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics --serve answers /metrics"
+    kill -TERM $spid
+    wait $spid
+    expect $? 0 "metrics --serve ends on SIGTERM"
+fi
 
 # ---- configuration ----
 "$BW" --config 'failure_rate=2' run cfg -- true 2>"$T/err"
