@@ -139,6 +139,14 @@ python3 -m json.tool --json-lines "$T/status.json" >/dev/null
 expect $? 0 "status --json is JSON lines"
 has "$T/status.json" '"name": *"slow"' "status lists every circuit"
 has "$T/status.json" '"name": *"map"' "status lists every circuit"
+# On a terminal (script(1) gives one): a table, the state coloured; never with NO_COLOR.
+if command -v script >/dev/null 2>&1; then
+    TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "NAME  *STATE" "a table on a terminal"
+    grep -q "$(printf '\033')\[3" "$T/tty" && ok || fail "no colour on a terminal"
+    NO_COLOR=1 TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
+    grep -q "$(printf '\033')" "$T/tty" && fail "colour with NO_COLOR" || ok
+fi
 "$BW" status --table >"$T/table"
 has "$T/table" "^NAME  *STATE" "the table's header"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
