@@ -38,8 +38,9 @@ field() {
 state_of() {
     "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
 }
-# The configuration of the probe tests: trips on 2 failures of 2 calls, waits 1.5 s, 3 probes at once.
-CFG='window=count:2 min_calls=2 wait=1500ms permitted_probes=3 max_concurrent_probes=3 max_wait_in_half_open=30s'
+# The configuration of the probe tests: trips on 2 failures of 2 calls, waits 4 s (long enough for a slow
+# sanitizer build to check the rejections first), 3 probes at once.
+CFG='window=count:2 min_calls=2 wait=4s permitted_probes=3 max_concurrent_probes=3 max_wait_in_half_open=30s'
 
 # ---- exit-status mapping ----
 "$BW" run map -- true
@@ -103,7 +104,8 @@ has "$T/err" "retry after" "the rejection says retry_after"
 "$BW" --config "$CFG" run probe --fallback 'echo "fallback $BREAKWATER_STATE" > '"$T/fb"'; exit 9' -- true 2>/dev/null
 expect $? 9 "--fallback's status"
 has "$T/fb" "fallback open" "--fallback sees BREAKWATER_STATE"
-sleep 1.7 # the open wait (1.5 s) ends
+n=0 # until the open wait ends (retry_after 0), at most 10 s
+while [ "$(field probe retry_after_ms)" != 0 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 mkdir "$T/probes"
 i=0
 while [ $i -lt 10 ]; do
