@@ -10,10 +10,14 @@
 set -eu
 BW=${1:-build/breakwater}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/breakwater-demo.XXXXXX")
-trap 'rm -rf "$DIR"' EXIT
+trap 'rm -rf "$DIR"; [ -n "${SHM:-}" ] && rm -f "/dev/shm/$SHM"' EXIT
 trap 'exit 1' INT TERM
 export XDG_STATE_HOME="$DIR" # the default store: sqlite:$XDG_STATE_HOME/breakwater/circuits.db
 unset BREAKWATER_STORE BREAKWATER_CONFIG
+if ! "$BW" --version | grep -q sqlite; then # a build without SQLite: a shm: segment of the demo's own
+    SHM="breakwater-demo-$$"
+    export BREAKWATER_STORE="shm:$SHM"
+fi
 # payments: open at a failure rate of 50 % over the last 8 runs (from 4 on), for 2 s; then 2 probes decide.
 export BREAKWATER_CONFIG="$DIR/payments.conf"
 cat >"$BREAKWATER_CONFIG" <<'EOF'
@@ -46,7 +50,7 @@ crowd() {
     wait
 }
 
-echo "breakwater demo: store $("$BW" --version | sed 's/breakwater //'), circuit 'payments' in $DIR/breakwater/circuits.db"
+echo "breakwater demo: $("$BW" --version); circuit 'payments' in ${BREAKWATER_STORE:-sqlite:$DIR/breakwater/circuits.db}"
 say "1. The dependency is healthy: 4 processes call it at once, twice"
 crowd 4
 crowd 4

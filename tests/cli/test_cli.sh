@@ -245,9 +245,11 @@ expect $? 0 "a store that cannot be opened: still runs"
 has "$T/local" ran "the command ran"
 has "$T/err" "cannot open the store" "says the store failed"
 has "$T/err" "local circuit" "says it is protected locally"
-env -u BREAKWATER_STORE XDG_STATE_HOME=/proc/forbidden "$BW" run local2 -- true 2>"$T/err"
-expect $? 0 "a default directory that cannot be made: still runs"
-if "$BW" --version | grep -q sqlite; then has "$T/err" "cannot create the directory" "names the directory"; fi
+if "$BW" --version | grep -q sqlite; then # (without SQLite the default is a shm: segment of the user's: left alone)
+    env -u BREAKWATER_STORE XDG_STATE_HOME=/proc/forbidden "$BW" run local2 -- true 2>"$T/err"
+    expect $? 0 "a default directory that cannot be made: still runs"
+    has "$T/err" "cannot create the directory" "names the directory"
+fi
 "$BW" --store "sqlite:/proc/no/such/dir/c.db" status 2>"$T/err"
 expect $? 69 "status without a store: 69"
 "$BW" --store "bogus:x" status 2>/dev/null
