@@ -246,7 +246,11 @@ static int guard_new(cli *c, const char *name, guard *g)
     if (cli_open_store(c, 1, &e) != BW_OK)
         cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only", c->store_url,
                 e.message, name);
-    int rc = bw_config_set_listener(cfg, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE) | BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED),
+    /* CALL events too, though they are ignored: a breaker with a CALL listener reads the precise clock, so this
+       process starts no coarse-clock ticker thread (breaker.h, TIME), which only pays for long-lived processes. */
+    int rc = bw_config_set_listener(cfg,
+                                    BW_EVENT_MASK(BW_EVENT_STATE_CHANGE) | BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED) |
+                                        BW_EVENT_MASK(BW_EVENT_CALL),
                                     on_event, c);
     if (c->store && rc == BW_OK)
         rc = bw_config_set_store(cfg, c->store, BW_STORE_STORED, &e);
