@@ -217,9 +217,16 @@ static void on_event(const bw_event *ev, void *user)
 {
     const cli *c = user;
     char extra[96] = "";
-    if (ev->total == 0 && ev->count == 0)
-        ; /* a transition the store's circuit made: its figures are not in the event */
-    else if (ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE)
+    bw_snapshot snap;
+    if (ev->type == BW_EVENT_STATE_CHANGE && ev->total == 0 && ev->count == 0) {
+        /* A transition the store's circuit made: its figures are not in the event; the window is in the store. */
+        if ((ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE) &&
+            bw_breaker_snapshot(ev->breaker, &snap) == BW_OK && snap.total_calls)
+            snprintf(extra, sizeof extra, " (%s %.2f of %llu calls)",
+                     ev->reason == BW_REASON_FAILURE_RATE ? "failure rate" : "slow-call rate",
+                     ev->reason == BW_REASON_FAILURE_RATE ? snap.failure_rate : snap.slow_call_rate,
+                     (unsigned long long)snap.total_calls);
+    } else if (ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE)
         snprintf(extra, sizeof extra, " (%s %.2f of %llu calls)",
                  ev->reason == BW_REASON_FAILURE_RATE ? "failure rate" : "slow-call rate", ev->rate,
                  (unsigned long long)ev->total);
