@@ -212,10 +212,12 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
     return admitted(op, now, state, gen, 1);
 }
 
+static int reject_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
+
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
 {
     if (cur)
-        return admit_fast(op, now, cur);
+        return admit_fast(op, now, cur) || reject_read(op, now, cur);
     if (op->op != BW__OP_ACQUIRE || op->snap || op->cfg->initial_state != BW_STATE_CLOSED)
         return 0;
     return admitted(op, now, BW_STATE_CLOSED, BW__GEN_NO_ENTRY, 0); /* a fresh CLOSED circuit: nothing to write */
@@ -258,6 +260,35 @@ static void report(bw__shared_op *op, const bw__machine *m)
     op->open_until = m->state == BW_STATE_OPEN ? bw__sat_add(m->opened_at, m->open_wait) : INT64_MAX;
     op->open_wait = m->open_wait;
     op->failed_rounds = m->failed_rounds;
+}
+
+/*
+ * A rejection the read entry alone decides: FORCED_OPEN, or OPEN before its
+ * wait ends. The update would answer the same and write nothing (the machine
+ * does not move, and an OPEN rejection touches no window), so a rejected
+ * caller takes no store lock either: `breakwater run` on an open circuit, or
+ * a stored fleet hammering one. Returns 1 with op filled as the update would.
+ */
+static int reject_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
+{
+    unsigned char wmem[BW_STORE_DATA_MAX];
+    bw__machine m;
+    uint64_t born = 0;
+    unsigned flags = 0;
+    votes v;
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || load_entry(op, &m, wmem, cur, &born, &flags, &v) != 1)
+        return 0;
+    if ((m.state != BW_STATE_OPEN && m.state != BW_STATE_FORCED_OPEN) || bw__machine_deadline(&m) <= now)
+        return 0;
+    op->now = now;
+    op->before = m.state;
+    op->ok = 0;
+    op->found = 1;
+    op->corrupt = 0;
+    op->wrote = 0;
+    op->votes = v.n;
+    report(op, &m);
+    return 1;
 }
 
 int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)

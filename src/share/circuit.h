@@ -78,8 +78,10 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
 /*
  * An admission answered from a read entry (`cur`, NULL when absent) without an
  * update: a CLOSED, DISABLED or METRICS_ONLY circuit not due for renewal, or no
- * entry and a configuration starting CLOSED. Fills op as bw__shared_apply
- * would and returns 1, or returns 0 when only an update can decide.
+ * entry and a configuration starting CLOSED (admitted); a FORCED_OPEN circuit,
+ * or an OPEN one before its wait ends (rejected, ok 0). Fills op as
+ * bw__shared_apply would and returns 1, or returns 0 when only an update can
+ * decide.
  */
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
 

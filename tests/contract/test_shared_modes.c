@@ -1485,6 +1485,59 @@ static void test_read_circuit(void)
     bw_store_close(s);
 }
 
+/*
+ * A stored rejection that the read entry decides (OPEN before its wait ends,
+ * FORCED_OPEN) takes no update: a rejected caller takes no store lock. The
+ * rejection is the update's: the state, and retry_after to the nanosecond.
+ */
+static int counting_read1(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    counting_store *c = ctx;
+    atomic_fetch_add(&c->reads, 1);
+    ro_read r = {out, found, now};
+    return bw_store_update(c->inner, name, ro_copy, &r, err);
+}
+
+static void test_stored_rejection_by_read(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *inner = open_store();
+    counting_store cs;
+    bw_store_ops ops = counting_ops;
+    ops.read = counting_read1;
+    cs.inner = inner;
+    atomic_store(&cs.updates, 0);
+    atomic_store(&cs.reads, 0);
+    bw_store *s = custom_store(&ops, &cs);
+    bw_breaker *b = make("svc-rejread", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_OK(call(b, BW_FAILURE)); /* 2 of 2 failed: OPEN for 10 s */
+    pump(3 * S);
+    int u0 = atomic_load(&cs.updates), r0 = atomic_load(&cs.reads);
+    bw_permit p;
+    bw_rejection why;
+    for (int i = 0; i < 5; i++) {
+        CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+        CHECK_INT(why.state, BW_STATE_OPEN);
+        CHECK_INT(why.retry_after_ns, 7 * S);
+    }
+    CHECK_INT(atomic_load(&cs.updates), u0); /* no update: the read decided */
+    CHECK_INT(atomic_load(&cs.reads), r0 + 5);
+    pump(7 * S); /* the wait ends: the next caller is the probe, by an update */
+    CHECK_OK(bw_acquire(b, &p, &why));
+    CHECK(atomic_load(&cs.updates) > u0);
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(bw_breaker_force_open(b));
+    u0 = atomic_load(&cs.updates);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(why.retry_after_ns, BW_NO_TIME);
+    CHECK_INT(atomic_load(&cs.updates), u0);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
 int main(int argc, char **argv)
 {
     store_url_init(argc, argv);
@@ -1510,6 +1563,7 @@ int main(int argc, char **argv)
     RUN(test_coordinated_queue_full);
     RUN(test_custom_versions);
     RUN(test_read_circuit);
+    RUN(test_stored_rejection_by_read);
     RUN(test_config_checks);
     RUN(test_coordinated_close_bounded_when_store_hangs);
     clock_done();
