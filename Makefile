@@ -1,14 +1,20 @@
 # The two commands the README starts with:
-#   make demo   build and run the demo (examples/lifecycle.c)
+#   make demo   build the breakwater command and run its demo (examples/cli_demo.sh): several processes
+#               share one circuit in a SQLite file; `make demo-lib` runs the library's (examples/lifecycle.c)
 #   make check  install what is missing, check formatting and the layering, build with -Werror,
 #               run the whole ctest suite, then again under ASan+UBSan and TSan,
 #               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo check build test asan tsan nosqlite layers bench bench-ir format format-check deps clean
+.PHONY: demo demo-lib check build test asan tsan nosqlite layers bench bench-ir format format-check deps clean
 
 demo: deps
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build build -j$(JOBS) --target breakwater_cli >/dev/null
+	sh examples/cli_demo.sh ./build/breakwater
+
+demo-lib: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build build -j$(JOBS) --target lifecycle >/dev/null
 	./build/lifecycle
@@ -50,12 +56,13 @@ nosqlite:
 
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF >/dev/null
-	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench metrics_bench $$(cmake --build build-bench --target help | grep -qw http_bench && echo http_bench) >/dev/null
+	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench metrics_bench cli_bench breakwater_cli $$(cmake --build build-bench --target help | grep -qw http_bench && echo http_bench) >/dev/null
 	./build-bench/breaker_bench
 	./build-bench/registry_bench
 	./build-bench/pipeline_bench
 	./build-bench/store_bench
 	./build-bench/metrics_bench
+	./build-bench/cli_bench ./build-bench/breakwater
 	if [ -x build-bench/http_bench ]; then ./build-bench/http_bench; fi
 
 # The layers of src/ only point down (docs/architecture.md).

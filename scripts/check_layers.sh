@@ -23,6 +23,7 @@ allowed() {
     resilience) echo "base core time" ;;
     observe) echo "base" ;;
     http) echo "base" ;;
+    cli) echo "" ;; # the breakwater command: public headers only (breakwater/*.h), like a user's program
     *) echo "?" ;;
     esac
 }

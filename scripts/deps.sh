@@ -23,6 +23,8 @@ if [ "${1:-}" = "--all" ]; then
     # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.
     { command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || need="$need prometheus"
     command -v curl >/dev/null 2>&1 || need="$need curl"
+    # The breakwater command's tests (tests/cli/) read its JSON lines with python3's json module.
+    command -v python3 >/dev/null 2>&1 || need="$need python3"
     # The redis: store's tests run on a redis-server of their own (tests/support/with_redis.sh).
     { command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; } || need="$need redis-server"
     # The postgresql: store's tests run on a server of their own (tests/support/with_postgres.sh: initdb,

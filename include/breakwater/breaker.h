@@ -249,6 +249,44 @@ BW_API int bw_breaker_state(const bw_breaker *b);
 BW_API int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out);
 
 /*
+ * A circuit as a store holds it, read without a breaker (bw_store_read_circuit):
+ * for tools that watch a fleet's circuits (the breakwater command's status).
+ */
+typedef struct bw_store_circuit {
+    int found;             /* 1: the store holds a live entry under the name; 0: none (or expired) */
+    int readable;          /* 1: the entry decoded as a circuit; 0: it did not (written by something
+                              else, or corrupt: a breaker replaces it at its next update) */
+    bw_snapshot snap;      /* the circuit (readable only): state, window counts and rates on the
+                              store's clock, consecutive counts, probes, retry_after, generation;
+                              shared is 1 */
+    bw_policy policy;      /* the policy its entry records */
+    bw_window_kind window; /* the rate policy's window, as its entry records it */
+    uint32_t window_size;  /* calls (count) or seconds (time); 0 for the consecutive policy */
+    int64_t expires_in_ns; /* the entry's lifetime left on the store's clock, or BW_NO_TIME: never */
+    int hold;              /* 1 for an operator hold (FORCED_OPEN, DISABLED, METRICS_ONLY): it never
+                              expires, until a reset */
+    int fence;             /* 1 for a reset's fence: a CLOSED entry kept so that calls in flight
+                              settle as stale (docs/stores.md) */
+    int votes;             /* coordinated quorum: instances whose local trips it holds */
+    uint32_t bytes;        /* the entry's size */
+} bw_store_circuit;
+
+/*
+ * bw_store_read_circuit — read the circuit `name` (a store key: a breaker's
+ * name, or "NAME KEY" for a keyed circuit) from store s, without a breaker and
+ * without changing anything (the store's lock-free read where it has one,
+ * else one update that writes nothing). The entry records the policy and the
+ * window's kind and size, so no configuration is needed to decode it; the
+ * thresholds (failure_rate, wait...) are not in it. A stored-mode circuit
+ * holds its window; a coordinated one holds the shared state only (its
+ * windows are each process's: counts 0). Returns BW_OK with *out filled
+ * (out->found 0 when there is no live entry; out->readable 0 for an entry
+ * that is not a circuit); BW_EINVAL (NULL s or out, a bad name: *err says
+ * why); the store's errors. Thread safety: any thread.
+ */
+BW_API int bw_store_read_circuit(bw_store *s, const char *name, bw_store_circuit *out, bw_error *err);
+
+/*
  * Cumulative counters. Every breaker counts from its creation (unless made with
  * bw_config_set_counters(cfg, 0, ...)), and never resets them (not even
  * bw_breaker_reset: they are counters in Prometheus' sense, totals that only

@@ -266,6 +266,28 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
 BW_API int bw_config_parse(bw_config *cfg, const char *text, bw_error *err);
 
 /*
+ * bw_config_parse_env — apply settings from the environment: every variable
+ * whose name starts with `prefix` (e.g. "BREAKWATER_PAYMENTS_") names a knob of
+ * the table above by the rest of its name, in any case
+ * (BREAKWATER_PAYMENTS_FAILURE_RATE=0.5, BREAKWATER_PAYMENTS_WINDOW=time:30s),
+ * and its value is written as in bw_config_parse. Variables without the prefix
+ * are ignored; one with it whose rest names no knob is an error (a typo must
+ * not pass silently). All or nothing: on any error the config is unchanged.
+ * Returns BW_OK (also when no variable has the prefix); BW_EINVAL (cfg or
+ * prefix NULL, or a prefix of 0 or more than 200 bytes); BW_EPARSE for an
+ * unknown knob or a malformed value, and BW_ERANGE for a value out of range,
+ * with *err (may be NULL) naming the variable, the field and the range.
+ * Cross-field checks are left to bw_config_validate. Applied over what cfg
+ * holds, so a caller chooses the precedence by the order of its calls (the
+ * breakwater command: defaults, then BREAKWATER_CONFIG or --config-file, then
+ * the environment, then --config; docs/cli.md).
+ * Thread safety: one thread at a time per config; it reads the environment
+ * (environ), so no thread may change the environment (setenv, putenv) at the
+ * same time.
+ */
+BW_API int bw_config_parse_env(bw_config *cfg, const char *prefix, bw_error *err);
+
+/*
  * bw_config_format — write the configuration's knobs as text that
  * bw_config_parse reads back to the same values (clock, listener and classifier
  * are not text). Writes at most `size` bytes including the terminating NUL and

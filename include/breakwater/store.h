@@ -151,7 +151,17 @@ typedef enum bw_store_verdict {
  */
 typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next);
 
-#define BW_STORE_OPS_VERSION 2
+#define BW_STORE_OPS_VERSION 3
+
+/* The longest store key, in bytes (its NUL not counted): a name, a space and a key. */
+#define BW_STORE_KEY_MAX 511
+/* The bytes of a scan cursor, its NUL included. */
+#define BW_STORE_CURSOR_MAX 600
+
+/* One store key, as a scan lists it (NUL-terminated). */
+typedef struct bw_store_key {
+    char name[BW_STORE_KEY_MAX + 1];
+} bw_store_key;
 
 /*
  * The operations of a store, for writing your own (bw_store_custom). Tables only
@@ -184,6 +194,22 @@ typedef bw_store_verdict (*bw_store_update_fn)(void *arg, int64_t now, const bw_
  *   store's circuits with it, one call per poll instead of one per circuit:
  *   worth it where a call costs a round trip. Return BW_OK, or an error (then
  *   breakwater reads each name alone).
+ * - scan (version 3, optional, may be NULL): list the store's keys, a page at
+ *   a time. `cursor` is "" for the first page, else the `next` an earlier
+ *   call wrote; the call writes at most `max` (>= 1) keys into keys[0..*n)
+ *   and the cursor of the following page into `next` (BW_STORE_CURSOR_MAX
+ *   bytes, NUL-terminated; "" when the scan is complete). Each call does
+ *   bounded work (one query, one server command, at most a bounded part of a
+ *   table), so a network store answers a page in one round trip: a page may
+ *   hold fewer than max keys, or none, before the scan is complete. Every key
+ *   live from the first page to the last is listed at least once; a key made
+ *   or deleted meanwhile may be listed or not; a key may be listed twice
+ *   (redis: SCAN may) and an expired one may be listed (a read then finds it
+ *   absent): callers read each key and skip duplicates. The cursor is the
+ *   store's own text (a key, a slot, a server's cursor), opaque to callers;
+ *   it needs no state kept between calls. Return BW_OK, or an error with
+ *   *err filled. A store without it cannot be listed (bw_store_scan says
+ *   BW_ENOTSUP); breakwater's breakers never call it.
  * `name` is a store key: a breaker's name, or a breaker's name, one space and a
  * keyed circuit's key (keyed.h), so 1 to 511 bytes of printable ASCII holding at
  * most one space (a name and a key hold none). Never paste it unescaped into a
@@ -199,6 +225,8 @@ typedef struct bw_store_ops {
     /* Version 2. */
     int (*read_many)(void *ctx, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
                      bw_error *err);
+    /* Version 3. */
+    int (*scan)(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err);
 } bw_store_ops;
 
 /*
@@ -265,6 +293,33 @@ BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
  * Thread safety: any thread.
  */
 BW_API int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
+
+/* Where a listing of a store's keys stands (bw_store_scan): zero it to start. */
+typedef struct bw_store_cursor {
+    char pos[BW_STORE_CURSOR_MAX]; /* the store's cursor: "" at the start */
+    int done;                      /* 1 once the last page was listed */
+} bw_store_cursor;
+
+/*
+ * bw_store_scan — list a page of the store's keys (breaker names, and "NAME
+ * KEY" for keyed circuits): up to `max` (>= 1) keys into keys[0..*n), from
+ * where *cursor stands, moving it on. Start with a zeroed cursor and call
+ * again until cursor->done; a page may hold fewer than max keys, even none,
+ * before the end (a network store answers each page in one round trip). Every
+ * key live for the whole listing is listed at least once; one made or deleted
+ * meanwhile may be listed or not; a key may come twice, and an expired one
+ * may be listed (bw_store_read_circuit then finds it absent): skip
+ * duplicates. memory:, shm:, sqlite: and redis: list; a custom store lists
+ * when its table has `scan` (version 3). Cost: memory: walks its table under
+ * its mutex; shm: looks at most 65,536 slots a page under its lock; sqlite:
+ * is one indexed query a page; redis: one SCAN MATCH prefix* COUNT max a page
+ * (never KEYS). Returns BW_OK; BW_EINVAL (NULL s, cursor, keys or n, max < 1,
+ * a cursor that is done, or one the store did not write); BW_ENOTSUP when the
+ * store cannot list its keys; the store's errors (then the cursor has not
+ * moved: the same call may be tried again).
+ * Thread safety: any thread; a cursor belongs to one listing.
+ */
+BW_API int bw_store_scan(bw_store *s, bw_store_cursor *cursor, bw_store_key *keys, int max, int *n, bw_error *err);
 
 /*
  * bw_store_sweep — delete at most max (>= 1) expired entries now; *deleted (may

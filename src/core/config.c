@@ -654,3 +654,52 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         sclose);
     return n;
 }
+
+/* ---- the environment ---- */
+
+extern char **environ;
+
+int bw_config_parse_env(bw_config *cfg, const char *prefix, bw_error *err)
+{
+    if (!cfg || !prefix)
+        return bw__fail(err, BW_EINVAL, "", "config and prefix must not be NULL");
+    size_t pl = strlen(prefix);
+    if (pl == 0 || pl > 200)
+        return bw__fail(err, BW_EINVAL, "prefix", "prefix must be 1 to 200 bytes, got %zu", pl);
+    bw_config work = *cfg;
+    for (char **e = environ; e && *e; e++) {
+        const char *var = *e, *eq = strchr(var, '=');
+        if (!eq || strncmp(var, prefix, pl) != 0 || (size_t)(eq - var) <= pl)
+            continue;
+        size_t kl = (size_t)(eq - var) - pl, vl = (size_t)(eq - var);
+        char key[64];
+        const knob *k = NULL;
+        if (kl < sizeof key) {
+            for (size_t i = 0; i < kl; i++)
+                key[i] = (char)tolower((unsigned char)var[pl + i]);
+            key[kl] = 0;
+            for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+                if (strcmp(knobs[i].key, key) == 0)
+                    k = &knobs[i];
+        }
+        if (!k)
+            return bw__fail(err, BW_EPARSE, "", "environment variable %.*s: unknown setting '%.*s'",
+                            (int)(vl > 120 ? 120 : vl), var, (int)(kl > 60 ? 60 : kl), var + pl);
+        const char *val = eq + 1;
+        int rc = apply(&work, k, val, err);
+        if (rc == BW_EPARSE)
+            return bw__fail(err, BW_EPARSE, k->key, "environment variable %.*s: %s must be %s, got '%.40s'",
+                            (int)(vl > 100 ? 100 : vl), var, k->key, k->expect, val);
+        if (rc != BW_OK) {
+            if (err) { /* prefix the setter's range message with the variable */
+                char msg[sizeof err->message];
+                snprintf(msg, sizeof msg, "environment variable %.*s: %.150s", (int)(vl > 60 ? 60 : vl), var,
+                         err->message);
+                memcpy(err->message, msg, sizeof msg);
+            }
+            return rc;
+        }
+    }
+    *cfg = work;
+    return BW_OK;
+}

@@ -135,6 +135,23 @@ int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uin
     return c.bad || *gen > BW__GEN_MAX ? -1 : 0;
 }
 
+int bw__machine_image_shape(const unsigned char *buf, size_t len, int *policy, int *kind, uint32_t *size)
+{
+    cursor c = {NULL, buf, len, 0};
+    if (get(&c, 4) != MAGIC)
+        return -1;
+    *policy = (int)get(&c, 1);
+    *kind = (int)get(&c, 1);
+    get(&c, 2);
+    *size = (uint32_t)get(&c, 4);
+    if (c.bad || (*policy != BW_POLICY_RATE && *policy != BW_POLICY_CONSECUTIVE) ||
+        (*kind != BW_WINDOW_COUNT && *kind != BW_WINDOW_TIME))
+        return -1;
+    if (*policy == BW_POLICY_RATE && (*size < 1 || *size > (*kind == BW_WINDOW_COUNT ? 1000000u : 86400u)))
+        return -1;
+    return 0;
+}
+
 /*
  * What the encoder can produce, and so all a decoder accepts: an image is read
  * from a store, as untrusted as a file from disk. Instants (and cur_sec in ns)

@@ -29,4 +29,12 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
  */
 int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uint64_t *gen);
 
+/*
+ * Read the policy, window kind and window size an image was written with (so
+ * that a reader without the configuration can load it: bw_store_read_circuit).
+ * Returns 0, or -1 for an image too short, not an image, or of values no
+ * configuration has.
+ */
+int bw__machine_image_shape(const unsigned char *buf, size_t len, int *policy, int *kind, uint32_t *size);
+
 #endif

@@ -215,10 +215,12 @@ static int admit_fast(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
     return admitted(op, now, state, gen, 1);
 }
 
+static int reject_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
+
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
 {
     if (cur)
-        return admit_fast(op, now, cur);
+        return admit_fast(op, now, cur) || reject_read(op, now, cur);
     if (op->op != BW__OP_ACQUIRE || op->snap || op->cfg->initial_state != BW_STATE_CLOSED)
         return 0;
     return admitted(op, now, BW_STATE_CLOSED, BW__GEN_NO_ENTRY, 0); /* a fresh CLOSED circuit: nothing to write */
@@ -261,6 +263,35 @@ static void report(bw__shared_op *op, const bw__machine *m)
     op->open_until = m->state == BW_STATE_OPEN ? bw__sat_add(m->opened_at, m->open_wait) : INT64_MAX;
     op->open_wait = m->open_wait;
     op->failed_rounds = m->failed_rounds;
+}
+
+/*
+ * A rejection the read entry alone decides: FORCED_OPEN, or OPEN before its
+ * wait ends. The update would answer the same and write nothing (the machine
+ * does not move, and an OPEN rejection touches no window), so a rejected
+ * caller takes no store lock either: `breakwater run` on an open circuit, or
+ * a stored fleet hammering one. Returns 1 with op filled as the update would.
+ */
+static int reject_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
+{
+    unsigned char wmem[BW_STORE_DATA_MAX];
+    bw__machine m;
+    uint64_t born = 0;
+    unsigned flags = 0;
+    votes v;
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || load_entry(op, &m, wmem, cur, &born, &flags, &v) != 1)
+        return 0;
+    if ((m.state != BW_STATE_OPEN && m.state != BW_STATE_FORCED_OPEN) || bw__machine_deadline(&m) <= now)
+        return 0;
+    op->now = now;
+    op->before = m.state;
+    op->ok = 0;
+    op->found = 1;
+    op->corrupt = 0;
+    op->wrote = 0;
+    op->votes = v.n;
+    report(op, &m);
+    return 1;
 }
 
 int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur)
@@ -378,4 +409,47 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
         memcmp(cur->data, next->data, len) == 0)
         return BW_STORE_KEEP; /* unchanged: no write */
     return verdict(op, BW_STORE_PUT);
+}
+
+int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit *out)
+{
+    long len = image_len(cur);
+    int policy, kind;
+    uint32_t size;
+    out->readable = 0;
+    out->bytes = cur->len;
+    if (len < 0 || bw__machine_image_shape(cur->data + HEAD, (size_t)len, &policy, &kind, &size) != 0)
+        return -1;
+    /* The entry's own shape; the thresholds are not in it, and a read needs none (any valid value will do). */
+    bw__mcfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = (uint8_t)policy;
+    cfg.window_kind = (uint8_t)kind;
+    cfg.window_size = policy == BW_POLICY_RATE ? size : 0;
+    cfg.min_calls = cfg.permitted = cfg.max_concurrent = 1;
+    cfg.error_threshold = cfg.success_threshold = cfg.half_open_capacity = 1;
+    cfg.failure_rate = cfg.slow_rate = cfg.wait_multiplier = 1;
+    cfg.wait = BW_NS_PER_S;
+    if (policy == BW_POLICY_RATE && !bw__shared_fits(&cfg))
+        return -1;
+    bw__shared_op op;
+    memset(&op, 0, sizeof op);
+    op.cfg = &cfg;
+    unsigned char wmem[BW_STORE_DATA_MAX];
+    bw__machine m;
+    uint64_t born = 0;
+    unsigned flags = 0;
+    votes v;
+    if (load_entry(&op, &m, wmem, cur, &born, &flags, &v) != 1)
+        return -1;
+    bw__now t = bw__now_at(now);
+    bw__machine_snapshot(&m, &t, &out->snap);
+    out->snap.shared = 1;
+    out->readable = 1;
+    out->policy = (bw_policy)policy;
+    out->window = (bw_window_kind)kind;
+    out->window_size = cfg.window_size;
+    out->fence = (flags & FLAG_FENCE) != 0;
+    out->votes = v.n;
+    return 0;
 }

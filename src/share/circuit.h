@@ -78,8 +78,10 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
 /*
  * An admission answered from a read entry (`cur`, NULL when absent) without an
  * update: a CLOSED, DISABLED or METRICS_ONLY circuit not due for renewal, or no
- * entry and a configuration starting CLOSED. Fills op as bw__shared_apply
- * would and returns 1, or returns 0 when only an update can decide.
+ * entry and a configuration starting CLOSED (admitted); a FORCED_OPEN circuit,
+ * or an OPEN one before its wait ends (rejected, ok 0). Fills op as
+ * bw__shared_apply would and returns 1, or returns 0 when only an update can
+ * decide.
  */
 int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
 
@@ -90,6 +92,14 @@ int bw__shared_admit_read(bw__shared_op *op, int64_t now, const bw_store_entry *
  * nothing written) and returns 1; returns 0 when only an update can decide.
  */
 int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur);
+
+/*
+ * Decode an entry for a reader without a configuration (bw_store_read_circuit):
+ * the policy and window come from the entry itself. Fills out's readable,
+ * snap, policy, window, window_size, fence, votes and bytes; returns 0, or -1
+ * (readable 0) for an entry that is not a circuit.
+ */
+int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit *out);
 
 /* Whether a machine with this configuration fits in a store entry. */
 int bw__shared_fits(const bw__mcfg *cfg);

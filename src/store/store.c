@@ -135,7 +135,9 @@ int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
     /* The members its version has (a table only grows at its end); later members stay NULL. */
-    size_t size = ops->version >= 2 ? sizeof s->ops : offsetof(bw_store_ops, read_many);
+    size_t size = ops->version >= 3   ? sizeof s->ops
+                  : ops->version == 2 ? offsetof(bw_store_ops, scan)
+                                      : offsetof(bw_store_ops, read_many);
     memcpy(&s->ops, ops, size);
     s->ctx = ctx;
     *out = s;
@@ -286,4 +288,35 @@ int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)
     if (deleted)
         *deleted = n;
     return rc;
+}
+
+_Static_assert(BW_STORE_KEY_MAX == BW__STORE_KEY_MAX, "the public and the internal key bounds agree");
+
+int bw_store_scan(bw_store *s, bw_store_cursor *cursor, bw_store_key *keys, int max, int *n, bw_error *err)
+{
+    if (!s || !cursor || !keys || !n || max < 1)
+        return bw__fail(err, BW_EINVAL, "", "store, cursor, keys and n must not be NULL, and max must be >= 1");
+    *n = 0;
+    if (cursor->done)
+        return bw__fail(err, BW_EINVAL, "cursor", "the listing is complete (cursor done)");
+    if (!memchr(cursor->pos, 0, sizeof cursor->pos))
+        return bw__fail(err, BW_EINVAL, "cursor", "the cursor is not a string (not zeroed, or not the store's)");
+    if (!s->ops.scan)
+        return bw__fail(err, BW_ENOTSUP, "scheme", "a %s: store cannot list its circuits (no scan operation)",
+                        s->ops.scheme);
+    char next[BW_STORE_CURSOR_MAX];
+    next[0] = 0;
+    int got = 0;
+    int rc = s->ops.scan(s->ctx, cursor->pos, next, max, keys, &got, err);
+    if (rc != BW_OK)
+        return rc;
+    if (got < 0 || got > max)
+        return bw__fail(err, BW_ESYS, "", "the store's scan listed %d keys for a page of %d", got, max);
+    next[sizeof next - 1] = 0;
+    for (int i = 0; i < got; i++)
+        keys[i].name[BW_STORE_KEY_MAX] = 0;
+    memcpy(cursor->pos, next, sizeof next);
+    cursor->done = next[0] == 0;
+    *n = got;
+    return BW_OK;
 }

@@ -1403,6 +1403,11 @@ static void test_custom_versions(void)
     bw_error e;
     ops.version = BW_STORE_OPS_VERSION + 1;
     CHECK_OK(bw_store_custom(&ops, &f, &s, &e));
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    bw_store_key k;
+    int n;
+    CHECK_RC(bw_store_scan(s, &cur, &k, 1, &n, &e), BW_ENOTSUP); /* a table without scan cannot list */
     bw_breaker *b = make("svc-v2", s, BW_STORE_STORED, 1, NULL, 0);
     CHECK_OK(call(b, BW_FAILURE));
     CHECK(atomic_load(&f.calls) > 0);
@@ -1453,6 +1458,130 @@ static void test_config_checks(void)
     bw_store_close(s);
 }
 
+/*
+ * bw_store_read_circuit: a stored circuit read by name without a breaker, its
+ * shape from the entry itself: CLOSED with its window, OPEN with retry_after
+ * and a lifetime, an operator hold that never expires, a reset's fence; no
+ * entry; an entry that is not a circuit.
+ */
+static bw_store_verdict put_garbage(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    (void)cur;
+    next->expires_at = BW_STORE_NEVER;
+    next->len = 20;
+    memset(next->data, 0x5a, 20);
+    return BW_STORE_PUT;
+}
+
+static void test_read_circuit(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *s = open_store();
+    bw_store_circuit c;
+    bw_error e;
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.found, 0);
+    CHECK_INT(c.snap.retry_after_ns, BW_NO_TIME);
+    bw_breaker *b = make("rc-svc", s, BW_STORE_STORED, 2, NULL, 0);
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.found, 1);
+    CHECK_INT(c.readable, 1);
+    CHECK_INT(c.snap.state, BW_STATE_CLOSED);
+    CHECK_INT(c.policy, BW_POLICY_RATE);
+    CHECK_INT(c.window, BW_WINDOW_COUNT);
+    CHECK_INT(c.window_size, 4);
+    CHECK_INT(c.snap.total_calls, 3);
+    CHECK_INT(c.snap.failed_calls, 1);
+    CHECK_INT(c.hold, 0);
+    CHECK(c.expires_in_ns > 0);
+    CHECK_OK(call(b, BW_FAILURE)); /* 2 of 4 failed: OPEN for 10 s */
+    pump(3 * S);
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_OPEN);
+    CHECK_INT(c.snap.retry_after_ns, 7 * S);
+    bw_snapshot mine;
+    CHECK_OK(bw_breaker_snapshot(b, &mine));
+    CHECK_INT(mine.generation, c.snap.generation);
+    CHECK(c.expires_in_ns > 7 * S);
+    CHECK_OK(bw_breaker_force_open(b));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(c.hold, 1);
+    CHECK_INT(c.expires_in_ns, BW_NO_TIME);
+    CHECK_OK(bw_breaker_reset(b));
+    CHECK_OK(bw_store_read_circuit(s, "rc-svc", &c, &e));
+    CHECK_INT(c.snap.state, BW_STATE_CLOSED);
+    CHECK_INT(c.fence, 1);
+    CHECK_INT(c.hold, 0);
+    bw_breaker_free(b);
+    /* Not a circuit: found, not readable. */
+    CHECK_OK(bw_store_update(s, "rc-raw", put_garbage, NULL, &e));
+    CHECK_OK(bw_store_read_circuit(s, "rc-raw", &c, &e));
+    CHECK_INT(c.found, 1);
+    CHECK_INT(c.readable, 0);
+    CHECK_RC(bw_store_read_circuit(s, "bad name here", &c, &e), BW_EINVAL);
+    CHECK_RC(bw_store_read_circuit(NULL, "x", &c, &e), BW_EINVAL);
+    bw_store_close(s);
+}
+
+/*
+ * A stored rejection that the read entry decides (OPEN before its wait ends,
+ * FORCED_OPEN) takes no update: a rejected caller takes no store lock. The
+ * rejection is the update's: the state, and retry_after to the nanosecond.
+ */
+static int counting_read1(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
+{
+    counting_store *c = ctx;
+    atomic_fetch_add(&c->reads, 1);
+    ro_read r = {out, found, now};
+    return bw_store_update(c->inner, name, ro_copy, &r, err);
+}
+
+static void test_stored_rejection_by_read(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *inner = open_store();
+    counting_store cs;
+    bw_store_ops ops = counting_ops;
+    ops.read = counting_read1;
+    cs.inner = inner;
+    atomic_store(&cs.updates, 0);
+    atomic_store(&cs.reads, 0);
+    bw_store *s = custom_store(&ops, &cs);
+    bw_breaker *b = make("svc-rejread", s, BW_STORE_STORED, 1, NULL, 0);
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_OK(call(b, BW_FAILURE)); /* 2 of 2 failed: OPEN for 10 s */
+    pump(3 * S);
+    int u0 = atomic_load(&cs.updates), r0 = atomic_load(&cs.reads);
+    bw_permit p;
+    bw_rejection why;
+    for (int i = 0; i < 5; i++) {
+        CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+        CHECK_INT(why.state, BW_STATE_OPEN);
+        CHECK_INT(why.retry_after_ns, 7 * S);
+    }
+    CHECK_INT(atomic_load(&cs.updates), u0); /* no update: the read decided */
+    CHECK_INT(atomic_load(&cs.reads), r0 + 5);
+    pump(7 * S); /* the wait ends: the next caller is the probe, by an update */
+    CHECK_OK(bw_acquire(b, &p, &why));
+    CHECK(atomic_load(&cs.updates) > u0);
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_OK(bw_breaker_force_open(b));
+    u0 = atomic_load(&cs.updates);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    CHECK_INT(why.retry_after_ns, BW_NO_TIME);
+    CHECK_INT(atomic_load(&cs.updates), u0);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
 int main(int argc, char **argv)
 {
     store_url_init(argc, argv);
@@ -1478,6 +1607,8 @@ int main(int argc, char **argv)
     RUN(test_coordinated_trip_written_after_recovery);
     RUN(test_coordinated_queue_full);
     RUN(test_custom_versions);
+    RUN(test_read_circuit);
+    RUN(test_stored_rejection_by_read);
     RUN(test_config_checks);
     RUN(test_coordinated_close_bounded_when_store_hangs);
     clock_done();

@@ -76,6 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(cur.data, data + 3, n);
     static const int64_t nows[] = {0, 1000 * BW_NS_PER_S, -1, INT64_MAX / 2, -(INT64_MAX / 2)};
     for (size_t i = 0; i < sizeof nows / sizeof nows[0]; i++) {
+        /* A reader without a configuration (bw_store_read_circuit) decodes any bytes on their own shape. */
+        bw_store_circuit sc;
+        memset(&sc, 0, sizeof sc);
+        if (cur.len <= BW_STORE_DATA_MAX && bw__shared_inspect(&cur, nows[i], &sc) == 0 &&
+            (sc.snap.failed_calls > sc.snap.total_calls || sc.snap.state > BW_STATE_METRICS_ONLY))
+            abort();
         bw__shared_op o;
         if (run(op, &c, nows[i], &cur, &next, &o) != BW_STORE_PUT)
             continue;

@@ -1355,6 +1355,56 @@ static void test_breaker_new_names(void)
     CHECK_RC(bw_breaker_new("svc", NULL, NULL, NULL), BW_EINVAL);
 }
 
+/* ---- bw_config_parse_env ---- */
+
+/* Variables by prefix, any case; unknown knobs and bad values fail all or nothing, naming the variable. */
+static void test_parse_env(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    char before[FMT_SIZE], after[FMT_SIZE];
+    CHECK_OK(bw_config_parse_env(c, "BWTEST_NONE_", &e)); /* no variable: nothing changes */
+    setenv("BWTEST_PAY_FAILURE_RATE", "0.25", 1);
+    setenv("BWTEST_PAY_window", "time:30s", 1);
+    setenv("BWTEST_PAY_Min_Calls", "7", 1);
+    setenv("BWTEST_PAYMENTS", "not mine: no underscore after the prefix", 1);
+    setenv("BWTEST_OTHER_MIN_CALLS", "9", 1);
+    CHECK_OK(bw_config_parse_env(c, "BWTEST_PAY_", &e));
+    CHECK_STR(kv(c, "failure_rate"), "0.25");
+    CHECK_STR(kv(c, "window"), "time:30s");
+    CHECK_STR(kv(c, "min_calls"), "7");
+
+    /* A malformed value: BW_EPARSE naming the variable; the config is unchanged (all or nothing). */
+    setenv("BWTEST_PAY_WAIT", "soon", 1);
+    fmt(c, before);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "BWTEST_PAY_WAIT") != NULL);
+    CHECK_STR(e.field, "wait");
+    fmt(c, after);
+    CHECK_STR(after, before);
+    /* Out of range: BW_ERANGE, the variable and the range in the message. */
+    setenv("BWTEST_PAY_WAIT", "10s", 1);
+    setenv("BWTEST_PAY_FAILURE_RATE", "1.5", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "BWTEST_PAY_FAILURE_RATE") != NULL);
+    CHECK(strstr(e.message, "(0, 1]") != NULL);
+    CHECK_STR(kv(c, "failure_rate"), "0.25");
+    setenv("BWTEST_PAY_FAILURE_RATE", "0.25", 1);
+    /* A typo is an error, not silence. */
+    setenv("BWTEST_PAY_FAILURE_RAT", "0.5", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "unknown setting 'FAILURE_RAT'") != NULL);
+    unsetenv("BWTEST_PAY_FAILURE_RAT");
+    CHECK_OK(bw_config_parse_env(c, "BWTEST_PAY_", &e));
+    CHECK_STR(kv(c, "wait"), "10s");
+    /* Arguments. */
+    CHECK_RC(bw_config_parse_env(NULL, "X_", &e), BW_EINVAL);
+    CHECK_RC(bw_config_parse_env(c, NULL, &e), BW_EINVAL);
+    CHECK_RC(bw_config_parse_env(c, "", &e), BW_EINVAL);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_WAIT", NULL), BW_OK); /* nothing after the prefix: not a knob */
+    bw_config_free(c);
+}
+
 int main(void)
 {
     RUN(test_defaults);
@@ -1383,6 +1433,7 @@ int main(void)
     RUN(test_parse_initial_state_open);
     RUN(test_parse_all_or_nothing);
     RUN(test_parse_whitespace);
+    RUN(test_parse_env);
     RUN(test_format_roundtrip);
     RUN(test_format_roundtrip_ns_precision);
     RUN(test_format_roundtrip_tiny_rate);

@@ -134,6 +134,49 @@ static int mem_sweep(void *ctx, int max, int *deleted, bw_error *err)
     return BW_OK;
 }
 
+/*
+ * A page of keys in name order: the `max` smallest live names after the
+ * cursor (the last name of the page before), found by one walk of the table
+ * with an insertion into a sorted page. The cursor is a name, so it survives
+ * the table growing between pages.
+ */
+static int mem_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
+{
+    mem *m = ctx;
+    const node **page = malloc((size_t)max * sizeof *page);
+    if (!page)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    int got = 0, more = 0;
+    pthread_mutex_lock(&m->mu);
+    int64_t now = bw__store_clock_now(m->clock);
+    for (size_t i = 0; i <= m->mask; i++)
+        for (const node *e = m->tab[i]; e; e = e->next) {
+            if (e->entry.expires_at <= now || (cursor[0] && strcmp(e->name, cursor) <= 0))
+                continue;
+            int j = got;
+            if (got == max) {
+                more = 1; /* this name or the page's last one is for a later page */
+                if (strcmp(e->name, page[max - 1]->name) > 0)
+                    continue;
+                j = max - 1;
+            } else {
+                got++;
+            }
+            for (; j > 0 && strcmp(page[j - 1]->name, e->name) > 0; j--)
+                page[j] = page[j - 1];
+            page[j] = e;
+        }
+    for (int i = 0; i < got; i++)
+        memcpy(keys[i].name, page[i]->name, strlen(page[i]->name) + 1);
+    pthread_mutex_unlock(&m->mu);
+    *n = got;
+    next[0] = 0;
+    if (more)
+        memcpy(next, keys[got - 1].name, strlen(keys[got - 1].name) + 1);
+    free(page);
+    return BW_OK;
+}
+
 static void mem_close(void *ctx)
 {
     mem *m = ctx;
@@ -163,7 +206,7 @@ static int mem_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops
     m->mask = 63;
     m->seed = bw__hash_seed(m);
     static const bw_store_ops mem_ops = {BW_STORE_OPS_VERSION, "memory", mem_update, mem_sweep, mem_close, NULL,
-                                         mem_read_many};
+                                         mem_read_many,        mem_scan};
     *ops = mem_ops;
     *ctx = m;
     return BW_OK;

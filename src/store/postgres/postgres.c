@@ -126,8 +126,8 @@
 #define NOW_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8 * 1000"
 
 /* Each statement answers rows of: now, i or written version, version, data, expires_at. */
-enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_COUNT };
-static const char *const st_name[ST_COUNT] = {"bw_read", "bw_put", "bw_ins", "bw_del", "bw_sweep"};
+enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
+static const char *const st_name[ST_COUNT] = {"bw_read", "bw_put", "bw_ins", "bw_del", "bw_sweep", "bw_scan"};
 
 typedef struct slot {
     PGconn *c; /* NULL: not connected */
@@ -327,8 +327,10 @@ static char *make_setup(const pg *r)
         "version) %s"
         "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
         ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
-        "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n",
-        ms, t, t, tl, t, tl, t, tl, t, t);
+        "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n"
+        "PREPARE bw_scan(text, int4, int8) AS SELECT name FROM %s WHERE name > $1 AND expires_at > "
+        "COALESCE($3, " NOW_SQL ") ORDER BY name LIMIT $2;\n",
+        ms, t, t, tl, t, tl, t, tl, t, t, t);
     if (len < 0 || (size_t)len >= n) { /* cannot happen (n allows for the longest name): never run a cut script */
         free(s);
         return NULL;
@@ -1158,6 +1160,69 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     return rc;
 }
 
+/*
+ * scan: one indexed query a page (names after the cursor, in order, live
+ * ones); the cursor is the last name of a full page, "" when a page came
+ * back short (the scan is complete).
+ */
+static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
+{
+    pg *r = ctx;
+    size_t clen = strlen(cursor);
+    if (clen > BW__STORE_KEY_MAX)
+        return bw__fail(err, BW_EINVAL, "cursor", "postgresql: not a cursor this store wrote");
+    if (max > 100000)
+        max = 100000;
+    slot *s;
+    int rc = acquire(r, 1, 0, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    unsigned char maxb[4], nowb[8];
+    for (int b = 0; b < 4; b++)
+        maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
+    int injected = atomic_load(&((bw__store_clock *)r->clock)->clock) != NULL;
+    be64(nowb, injected ? bw__store_clock_now(r->clock) : 0);
+    const char *vals[3] = {cursor, (const char *)maxb, injected ? (const char *)nowb : NULL};
+    int lens[3] = {(int)clen, 4, 8}, fmts[3] = {0, 1, 1};
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    PGresult *res = exec(s->c, r->timeout_ns, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
+    rc = res ? BW_OK : e.code;
+    if (res && (PQnfields(res) != 1 || PQntuples(res) > max || PQftype(res, 0) != OID_TEXT))
+        rc = bw__fail(&e, BW_ESYS, "", "postgresql: the server's answer to a scan is malformed");
+    int got = 0;
+    for (int i = 0; rc == BW_OK && i < PQntuples(res); i++) {
+        int len = PQgetisnull(res, i, 0) ? -1 : PQgetlength(res, i, 0);
+        const char *v = PQgetvalue(res, i, 0);
+        int ok = len >= 1 && len <= BW__STORE_KEY_MAX;
+        for (int j = 0; ok && j < len; j++)
+            ok = v[j] >= 0x20 && v[j] < 0x7f;
+        if (!ok)
+            continue; /* not a name breakwater writes */
+        memcpy(keys[got].name, v, (size_t)len);
+        keys[got].name[len] = 0;
+        got++;
+    }
+    if (rc == BW_OK) {
+        int full = PQntuples(res) == max;
+        next[0] = 0;
+        if (full) { /* the last row's name (listed or not) is where the next page starts */
+            int last = PQntuples(res) - 1, len = PQgetlength(res, last, 0);
+            if (len >= 1 && len <= BW__STORE_KEY_MAX) {
+                memcpy(next, PQgetvalue(res, last, 0), (size_t)len);
+                next[len] = 0;
+            }
+        }
+        *n = got;
+    }
+    if (res)
+        PQclear(res);
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
 static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     pg *r = ctx;
@@ -1248,7 +1313,7 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         return rc;
     }
     static const bw_store_ops pg_ops = {BW_STORE_OPS_VERSION, "postgresql", pg_update, pg_sweep, pg_close, pg_read,
-                                        pg_read_many};
+                                        pg_read_many,         pg_scan};
     *ops = pg_ops;
     *ctx = r;
     return BW_OK;

@@ -1049,6 +1049,102 @@ static int rd_sweep(void *ctx, int max, int *deleted, bw_error *err)
     return BW_OK;
 }
 
+/*
+ * A page of keys: one SCAN cursor MATCH prefix* COUNT max (never KEYS), the
+ * prefix's glob characters escaped. SCAN may answer more keys than COUNT: the
+ * page then holds the first max of them in name order, and its cursor is
+ * "C:NAME" (C the cursor this page started from, NAME the page's last key), so
+ * that the next page asks the same SCAN again and keeps the names after NAME:
+ * a key live meanwhile is in that answer again (SCAN's guarantee), so none is
+ * lost, whatever was deleted in between. The cursor is otherwise the server's.
+ */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
+{
+    rd *r = ctx;
+    char from[24] = "0";
+    const char *after = NULL;
+    if (cursor[0]) {
+        size_t d = strspn(cursor, "0123456789");
+        if (d == 0 || d > 20 || (cursor[d] != 0 && cursor[d] != ':'))
+            return bw__fail(err, BW_EINVAL, "cursor", "redis: not one of its scan cursors");
+        memcpy(from, cursor, d);
+        from[d] = 0;
+        after = cursor[d] == ':' ? cursor + d + 1 : NULL;
+    }
+    char pattern[2 * PREFIX_MAX + 2];
+    size_t pl = 0;
+    for (size_t i = 0; i < r->plen; i++) {
+        if (strchr("*?[]\\", r->prefix[i]))
+            pattern[pl++] = '\\';
+        pattern[pl++] = r->prefix[i];
+    }
+    pattern[pl++] = '*';
+    pattern[pl] = 0;
+    char count[16];
+    snprintf(count, sizeof count, "%d", max < 10 ? 10 : max > 100000 ? 100000 : max);
+    const char *argv[6] = {"SCAN", from, "MATCH", pattern, "COUNT", count};
+    size_t len[6];
+    for (int i = 0; i < 6; i++)
+        len[i] = strlen(argv[i]);
+    slot *s;
+    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
+    if (rc != BW_OK)
+        return rc;
+    int broken = 0;
+    bw_error e = {0, "", ""};
+    redisReply *rep = bound(r, s, &broken, &e) == BW_OK ? command(r, s->c, 6, argv, len, "SCAN on", &broken, &e) : NULL;
+    const char **names = NULL;
+    size_t cands = 0;
+    if (!rep) {
+        rc = e.code;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        rc = reply_fail(rep, "SCAN", &e);
+    } else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+               rep->element[0]->len > 20 || rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = bw__fail(&e, BW_ESYS, "", "redis: SCAN answered something else than a cursor and keys");
+    } else if (rep->element[1]->elements && !(names = malloc(rep->element[1]->elements * sizeof *names))) {
+        rc = bw__fail(&e, BW_ENOMEM, "", "out of memory");
+    } else {
+        const redisReply *ks = rep->element[1];
+        for (size_t i = 0; i < ks->elements; i++) {
+            const redisReply *k = ks->element[i];
+            if (k->type != REDIS_REPLY_STRING || k->len <= r->plen || k->len - r->plen > BW__STORE_KEY_MAX ||
+                memcmp(k->str, r->prefix, r->plen) != 0 || strlen(k->str) != k->len)
+                continue; /* not a key breakwater writes */
+            const char *nm = k->str + r->plen;
+            int ok = 1;
+            for (const char *p = nm; *p && ok; p++)
+                ok = *p >= 0x20 && *p < 0x7f;
+            if (ok && (!after || strcmp(nm, after) > 0))
+                names[cands++] = nm;
+        }
+        if (cands > 1)
+            qsort(names, cands, sizeof *names, cmp_str);
+        size_t take = cands < (size_t)max ? cands : (size_t)max;
+        for (size_t i = 0; i < take; i++)
+            memcpy(keys[i].name, names[i], strlen(names[i]) + 1);
+        *n = (int)take;
+        if (cands > take)
+            snprintf(next, BW_STORE_CURSOR_MAX, "%s:%s", from, keys[take - 1].name);
+        else if (strcmp(rep->element[0]->str, "0") == 0)
+            next[0] = 0;
+        else
+            snprintf(next, BW_STORE_CURSOR_MAX, "%s", rep->element[0]->str);
+    }
+    free(names);
+    if (rep)
+        freeReplyObject(rep);
+    release(r, s, broken, &e);
+    if (rc != BW_OK && err)
+        *err = e;
+    return rc;
+}
+
 static void rd_close(void *ctx)
 {
     rd *r = ctx;
@@ -1137,7 +1233,7 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         return rc;
     }
     static const bw_store_ops rd_ops = {BW_STORE_OPS_VERSION, "redis", rd_update, rd_sweep, rd_close, rd_read,
-                                        rd_read_many};
+                                        rd_read_many,         rd_scan};
     *ops = rd_ops;
     *ctx = r;
     return BW_OK;

@@ -66,6 +66,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -514,6 +515,47 @@ static int shm_sweep(void *ctx, int max, int *deleted, bw_error *err)
     return BW_OK;
 }
 
+/*
+ * A page of keys in slot order, under the lock: from the cursor's slot (a
+ * decimal index; "" = 0), looking at most SCAN_SLOTS slots. A key that moves
+ * meanwhile (deleted and made again in another slot) may be missed or listed
+ * twice, as the contract allows for keys changed during a listing.
+ */
+#define SCAN_SLOTS 65536u
+
+static int shm_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
+{
+    shm *m = ctx;
+    uint64_t from = 0;
+    for (const char *p = cursor; *p; p++) {
+        if (*p < '0' || *p > '9' || from > m->cap)
+            return bw__fail(err, BW_EINVAL, "cursor", "shm store '%s': not one of its scan cursors", m->name + 1);
+        from = from * 10 + (uint64_t)(*p - '0');
+    }
+    if (from >= m->cap)
+        return bw__fail(err, BW_EINVAL, "cursor", "shm store '%s': not one of its scan cursors", m->name + 1);
+    int rc = lock(m, err);
+    if (rc != BW_OK)
+        return rc;
+    int64_t now = bw__store_clock_now(m->clock);
+    int got = 0;
+    uint32_t i = (uint32_t)from, seen = 0;
+    for (; i < m->cap && seen < SCAN_SLOTS && got < max; i++, seen++) {
+        if (m->meta[i].state != SLOT_USED || m->meta[i].expires_at <= now)
+            continue;
+        const char *nm = m->body[i].name;
+        size_t nl = strnlen(nm, BW__STORE_KEY_MAX);
+        memcpy(keys[got].name, nm, nl);
+        keys[got++].name[nl] = 0;
+    }
+    pthread_mutex_unlock(&m->hdr->mu);
+    *n = got;
+    next[0] = 0;
+    if (i < m->cap)
+        snprintf(next, BW_STORE_CURSOR_MAX, "%u", i);
+    return BW_OK;
+}
+
 static void shm_close(void *ctx)
 {
     shm *m = ctx;
@@ -695,8 +737,8 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
     m->hdr = m->base;
     m->meta = (shm_meta *)((char *)m->base + meta_at());
     m->body = (shm_body *)((char *)m->base + body_at(m->cap));
-    static const bw_store_ops shm_ops = {BW_STORE_OPS_VERSION, "shm", shm_update, shm_sweep, shm_close, shm_read,
-                                         shm_read_many};
+    static const bw_store_ops shm_ops = {BW_STORE_OPS_VERSION, "shm",   shm_update, shm_sweep, shm_close, shm_read,
+                                         shm_read_many,        shm_scan};
     *ops = shm_ops;
     *ctx = m;
     return BW_OK;

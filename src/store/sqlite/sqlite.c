@@ -17,6 +17,10 @@
  * - The store's clock is CLOCK_REALTIME by default (the file outlives reboots
  *   and is shared by processes, whose monotonic clocks differ); it is read
  *   inside the transaction, after the write lock is held.
+ * - The WAL file persists (SQLITE_FCNTL_PERSIST_WAL) and closing a store does
+ *   not checkpoint (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): a process that opens
+ *   the store for one call (the breakwater command) then neither recreates nor
+ *   syncs the WAL; SQLite's automatic checkpoint (1000 pages) still runs.
  * - Schema (version 1), created on first use inside BEGIN IMMEDIATE:
  *     bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID, row ('schema_version', 1)
  *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
@@ -65,7 +69,7 @@
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
 #define SWEEP_FIRST (30 * (int64_t)BW_NS_PER_S) /* the first pass at most this long after the first update */
 
-enum { ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_COUNT };
+enum { ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
 
 static const char *const sql_text[ST_COUNT] = {
     "BEGIN IMMEDIATE",
@@ -78,6 +82,7 @@ static const char *const sql_text[ST_COUNT] = {
     "DELETE FROM bw_circuits WHERE name = ?1",
     "DELETE FROM bw_circuits WHERE name IN "
     "(SELECT name FROM bw_circuits WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+    "SELECT name FROM bw_circuits WHERE name > ?1 AND expires_at > ?2 ORDER BY name LIMIT ?3",
 };
 
 typedef struct sq {
@@ -300,6 +305,43 @@ static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
     return rc;
 }
 
+/*
+ * A page of keys in name order: one query on the primary key, after the
+ * cursor (the page before's last name), in autocommit (a WAL snapshot, no
+ * write lock). A page of max names that may not be the last ends with that
+ * name as the next cursor; the page after it may then be empty.
+ */
+static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
+{
+    sq *c = ctx;
+    int got = 0, rc = BW_OK, src;
+    pthread_mutex_lock(&c->mu);
+    sqlite3_stmt *st = c->st[ST_SCAN];
+    sqlite3_bind_text(st, 1, cursor, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, bw__store_clock_now(c->clock));
+    sqlite3_bind_int(st, 3, max);
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *nm = sqlite3_column_text(st, 0);
+        int nl = sqlite3_column_bytes(st, 0);
+        if (!nm || nl < 1 || nl > BW_STORE_KEY_MAX)
+            continue; /* not a key breakwater wrote */
+        memcpy(keys[got].name, nm, (size_t)nl);
+        keys[got++].name[nl] = 0;
+    }
+    if (src != SQLITE_DONE)
+        rc = db_fail(c, src, "list the circuits", err);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    pthread_mutex_unlock(&c->mu);
+    next[0] = 0;
+    if (rc != BW_OK)
+        got = 0;
+    else if (got == max)
+        memcpy(next, keys[got - 1].name, strlen(keys[got - 1].name) + 1);
+    *n = got;
+    return rc;
+}
+
 static void sq_close(void *ctx)
 {
     sq *c = ctx;
@@ -422,6 +464,12 @@ static int open_db(sq *c, const char *path, int64_t busy_ns, bw_error *err)
     }
     int64_t ms = (busy_ns + 999999) / 1000000;
     sqlite3_busy_timeout(c->db, (int)ms);
+    /* A process that lives for one call (the breakwater command) must not make, sync and delete the WAL each
+       time: the WAL stays (PERSIST_WAL), and closing does not checkpoint (SQLite's automatic checkpoint at
+       1000 pages still runs, in whichever process commits past it). */
+    int one = 1;
+    sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
     rc = set_wal(c, path, busy_ns, err);
     if (rc != BW_OK)
@@ -466,7 +514,7 @@ static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         return rc;
     }
     static const bw_store_ops sq_ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read,
-                                        sq_read_many};
+                                        sq_read_many,         sq_scan};
     *ops = sq_ops;
     *ctx = c;
     return BW_OK;

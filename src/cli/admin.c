@@ -1,0 +1,679 @@
+/*
+ * admin.c — the commands that read and change the store's circuits: status,
+ * the operator verbs, metrics, sweep, forget (cli layer; see cli.h).
+ *
+ * Design notes
+ * - status reads each circuit with bw_store_read_circuit: the entry records
+ *   its policy and window, so no configuration is needed to show it. Without
+ *   names it lists the store's keys with bw_store_scan, in pages of 256; a
+ *   store that cannot list (no scan operation) is told, and asked for names.
+ * - A verb runs on a stored breaker made for the occasion, with the entry's
+ *   own policy and window (unless the configuration sets them), so that a
+ *   hold keeps the window the fleet recorded; the circuit is read back to
+ *   check that the store took it (a breaker whose store fails only changes
+ *   its local circuit).
+ * - metrics writes the gauges of the library's exposition (observe.h) that a
+ *   store holds (state, rates, window counts) plus consecutive failures and
+ *   retry_after; cumulative counters are each process's own and are not in a
+ *   store. --serve answers GET /metrics on a socket of its own, one request at
+ *   a time, so it works in a build without libmicrohttpd too.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* ---- names ---- */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static int names_add(names *ns, const char *s)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        if (strcmp(ns->v[i], s) == 0)
+            return 0; /* a scan may list a key twice */
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        char **v = realloc(ns->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n] = strdup(s)))
+        return -1;
+    ns->n++;
+    return 0;
+}
+
+static void names_free(names *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every key of the store, sorted; 0, or the exit status after printing the error. */
+static int list_store(cli *c, names *out)
+{
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    enum { PAGE = 256 };
+    bw_store_key *keys = malloc(PAGE * sizeof *keys);
+    if (!keys) {
+        cli_err(c, "out of memory");
+        return EX_SOFTWARE_;
+    }
+    int status = 0;
+    while (!cur.done) {
+        int n = 0;
+        bw_error e;
+        int rc = bw_store_scan(c->store, &cur, keys, PAGE, &n, &e);
+        if (rc == BW_ENOTSUP) {
+            cli_err(c, "the store %s cannot list its circuits: name them (breakwater %s NAME...)", c->store_url,
+                    c->cmd);
+            status = EX_USAGE_;
+            break;
+        }
+        if (rc != BW_OK) {
+            cli_err(c, "cannot list the store %s: %s", c->store_url, e.message);
+            status = EX_UNAVAILABLE_;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (names_add(out, keys[i].name) != 0) {
+                cli_err(c, "out of memory");
+                status = EX_SOFTWARE_;
+                cur.done = 1;
+                break;
+            }
+    }
+    free(keys);
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_name);
+    return status;
+}
+
+/* The store key of argument `name`, checked as the library checks it (a read of it). */
+static int open_for(cli *c)
+{
+    bw_error e;
+    return cli_open_store(c, 0, &e) == BW_OK ? 0 : EX_UNAVAILABLE_;
+}
+
+/* ---- status ---- */
+
+static const char *color_of(bw_state s)
+{
+    switch (s) {
+    case BW_STATE_CLOSED:
+        return "\033[32m";
+    case BW_STATE_OPEN:
+        return "\033[31m";
+    case BW_STATE_HALF_OPEN:
+        return "\033[33m";
+    default:
+        return "\033[35m";
+    }
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", (unsigned char)*s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_ms(FILE *f, const char *key, int64_t ns)
+{
+    if (ns < 0)
+        fprintf(f, ",\"%s\":null", key);
+    else
+        fprintf(f, ",\"%s\":%lld", key, (long long)(ns / BW_NS_PER_MS));
+}
+
+static void print_json(FILE *f, const char *name, const bw_store_circuit *x)
+{
+    const bw_snapshot *s = &x->snap;
+    fputs("{\"name\":", f);
+    json_str(f, name);
+    fprintf(f, ",\"found\":%s", x->found ? "true" : "false");
+    if (!x->found)
+        fputs(",\"state\":\"closed\"", f); /* no entry: a fresh circuit */
+    if (x->found && !x->readable)
+        fputs(",\"readable\":false", f);
+    if (x->found && x->readable) {
+        fprintf(f, ",\"state\":\"%s\",\"policy\":\"%s\"", bw_state_name(s->state),
+                x->policy == BW_POLICY_RATE ? "rate" : "consecutive");
+        if (x->policy == BW_POLICY_RATE)
+            fprintf(f, ",\"window\":\"%s:%u%s\"", x->window == BW_WINDOW_COUNT ? "count" : "time", x->window_size,
+                    x->window == BW_WINDOW_COUNT ? "" : "s");
+        fprintf(f,
+                ",\"calls\":%llu,\"failed\":%llu,\"slow\":%llu,\"failure_rate\":%.4f,\"slow_call_rate\":%.4f"
+                ",\"consecutive_failures\":%u,\"consecutive_successes\":%u,\"probes_admitted\":%u"
+                ",\"probes_in_flight\":%u,\"probes_completed\":%u,\"failed_rounds\":%u",
+                (unsigned long long)s->total_calls, (unsigned long long)s->failed_calls,
+                (unsigned long long)s->slow_calls, s->failure_rate, s->slow_call_rate, s->consecutive_failures,
+                s->consecutive_successes, s->probes_admitted, s->probes_in_flight, s->probes_completed,
+                s->failed_rounds);
+        json_ms(f, "open_wait_ms", s->open_wait_ns);
+        json_ms(f, "retry_after_ms", s->retry_after_ns);
+        fprintf(f, ",\"generation\":%llu", (unsigned long long)s->generation);
+        json_ms(f, "expires_in_ms", x->expires_in_ns);
+        fprintf(f, ",\"hold\":%s,\"fence\":%s", x->hold ? "true" : "false", x->fence ? "true" : "false");
+    }
+    fputs("}\n", f);
+}
+
+/* One row of the table: its cells. */
+enum { COLS = 10 };
+static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS", "FAIL%",   "SLOW%",
+                                        "CONSEC F/S", "PROBES", "RETRY", "EXPIRES", "GEN"};
+
+static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS][80])
+{
+    const bw_snapshot *s = &x->snap;
+    char d[32];
+    for (int k = 0; k < COLS; k++)
+        snprintf(cell[k], 80, "-");
+    snprintf(cell[0], 80, "%.79s", name);
+    if (!x->found) {
+        snprintf(cell[1], 80, "closed (no entry)"); /* a fresh circuit: nothing to remember */
+        return;
+    }
+    if (!x->readable) {
+        snprintf(cell[1], 80, "(unreadable)");
+        return;
+    }
+    snprintf(cell[1], 80, "%s%s", bw_state_name(s->state), x->hold ? " (hold)" : "");
+    if (x->policy == BW_POLICY_RATE) {
+        snprintf(cell[2], 80, "%llu/%u%s", (unsigned long long)s->total_calls, x->window_size,
+                 x->window == BW_WINDOW_TIME ? "s" : "");
+        snprintf(cell[3], 80, "%.0f", s->failure_rate * 100);
+        snprintf(cell[4], 80, "%.0f", s->slow_call_rate * 100);
+    }
+    snprintf(cell[5], 80, "%u/%u", s->consecutive_failures, s->consecutive_successes);
+    if (s->state == BW_STATE_HALF_OPEN)
+        snprintf(cell[6], 80, "%u run, %u done", s->probes_in_flight, s->probes_completed);
+    if (s->retry_after_ns >= 0)
+        cli_fmt_duration(s->retry_after_ns, cell[7], 80);
+    snprintf(cell[8], 80, "%s", x->expires_in_ns < 0 ? "never" : cli_fmt_duration(x->expires_in_ns, d, sizeof d));
+    snprintf(cell[9], 80, "%llu", (unsigned long long)(s->generation % 1000000));
+}
+
+static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
+{
+    size_t w[COLS];
+    char(*cells)[COLS][80] = calloc(ns->n ? ns->n : 1, sizeof *cells);
+    if (!cells)
+        return;
+    for (int k = 0; k < COLS; k++)
+        w[k] = strlen(heads[k]);
+    for (size_t i = 0; i < ns->n; i++) {
+        cells_of(ns->v[i], &xs[i], cells[i]);
+        for (int k = 0; k < COLS; k++)
+            if (strlen(cells[i][k]) > w[k])
+                w[k] = strlen(cells[i][k]);
+    }
+    for (int k = 0; k < COLS; k++)
+        fprintf(f, "%-*s%s", k + 1 < COLS ? (int)w[k] : 0, heads[k], k + 1 < COLS ? "  " : "\n");
+    for (size_t i = 0; i < ns->n; i++)
+        for (int k = 0; k < COLS; k++) {
+            int col = c->color && k == 1 && xs[i].found && xs[i].readable;
+            fprintf(f, "%s%-*s%s%s", col ? color_of(xs[i].snap.state) : "", k + 1 < COLS ? (int)w[k] : 0, cells[i][k],
+                    col ? "\033[0m" : "", k + 1 < COLS ? "  " : "\n");
+        }
+    if (ns->n == 0)
+        fprintf(f, "(no circuits in %s)\n", c->store_url);
+    free(cells);
+}
+
+int cmd_status(cli *c, int argc, char **argv)
+{
+    int json = !isatty(1), watch = 0;
+    int64_t interval = BW_NS_PER_S;
+    names ns = {0, 0, 0};
+    int listed = 1;
+    for (int i = 1; i < argc; i++) {
+        int g = cli_global_opt(c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (g)
+            continue;
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--table") == 0) {
+            json = 0;
+        } else if (strcmp(argv[i], "--watch") == 0) {
+            watch = 1;
+        } else if (cli_is_opt(argv[i], "--interval")) {
+            const char *v = cli_optval(c, argc, argv, &i, "--interval");
+            if (!v || cli_duration(v, &interval) != 0 || interval < BW_NS_PER_MS) {
+                cli_err(c, "--interval: expected a duration of at least 1ms, such as 2s");
+                return EX_USAGE_;
+            }
+            watch = 1;
+        } else if (argv[i][0] == '-') {
+            cli_err(c, "unknown option '%s' (see: breakwater status --help)", argv[i]);
+            names_free(&ns);
+            return EX_USAGE_;
+        } else {
+            listed = 0;
+            names_add(&ns, argv[i]);
+        }
+    }
+    int status = open_for(c);
+    for (int round = 0; status == 0; round++) {
+        if (listed) {
+            names_free(&ns);
+            if ((status = list_store(c, &ns)) != 0)
+                break;
+        }
+        bw_store_circuit *xs = calloc(ns.n ? ns.n : 1, sizeof *xs);
+        if (!xs) {
+            status = EX_SOFTWARE_;
+            break;
+        }
+        for (size_t i = 0; i < ns.n; i++) {
+            bw_error e;
+            int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[i], &e);
+            if (rc == BW_EINVAL) {
+                cli_err(c, "'%s' is not a circuit name: %s", ns.v[i], e.message);
+                status = EX_USAGE_;
+            } else if (rc != BW_OK) {
+                cli_err(c, "cannot read %s from the store %s: %s", ns.v[i], c->store_url, e.message);
+                status = EX_UNAVAILABLE_;
+            }
+        }
+        if (status == 0) {
+            if (json) {
+                for (size_t i = 0; i < ns.n; i++)
+                    print_json(stdout, ns.v[i], &xs[i]);
+            } else {
+                if (watch && isatty(1))
+                    fputs("\033[H\033[J", stdout); /* redraw in place */
+                print_table(c, stdout, &ns, xs);
+            }
+            fflush(stdout);
+        }
+        free(xs);
+        if (!watch || status)
+            break;
+        siginfo_t si;
+        struct timespec ts = {(time_t)(interval / BW_NS_PER_S), (long)(interval % BW_NS_PER_S)};
+        int sig = sigtimedwait(&c->forward, &si, &ts);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
+            break; /* interrupted: the end of watching, not an error */
+    }
+    names_free(&ns);
+    return status;
+}
+
+/* ---- operator verbs, forget, sweep ---- */
+
+int cmd_verb(cli *c, int argc, char **argv)
+{
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        int g = cli_global_opt(c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (g)
+            continue;
+        if (argv[i][0] == '-' || name) {
+            cli_err(c, "usage: breakwater %s NAME", c->cmd);
+            return EX_USAGE_;
+        }
+        name = argv[i];
+    }
+    if (!name) {
+        cli_err(c, "usage: breakwater %s NAME", c->cmd);
+        return EX_USAGE_;
+    }
+    bw_verb verb = strcmp(c->cmd, "reset") == 0        ? BW_VERB_RESET
+                   : strcmp(c->cmd, "force-open") == 0 ? BW_VERB_FORCE_OPEN
+                   : strcmp(c->cmd, "disable") == 0    ? BW_VERB_DISABLE
+                                                       : BW_VERB_METRICS_ONLY;
+    static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
+    bw_config *cfg = cli_config(c, name);
+    if (!cfg)
+        return EX_USAGE_;
+    int status = open_for(c);
+    bw_error e;
+    bw_store_circuit x;
+    if (status == 0 && bw_store_read_circuit(c->store, name, &x, &e) != BW_OK) {
+        cli_err(c, "%s: %s", name, e.message);
+        status = e.code == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
+    }
+    bw_breaker *b = NULL;
+    if (status == 0) {
+        /* The entry's shape, unless the configuration says otherwise: a hold keeps the fleet's window. */
+        if (x.found && x.readable && !c->config_set) {
+            bw_config_set_policy(cfg, x.policy, NULL);
+            if (x.policy == BW_POLICY_RATE)
+                bw_config_set_window(cfg, x.window, x.window_size, NULL);
+        }
+        int rc = bw_config_set_store(cfg, c->store, BW_STORE_STORED, &e);
+        if (rc == BW_OK)
+            rc = bw_breaker_new(name, cfg, &b, &e);
+        if (rc != BW_OK) {
+            cli_err(c, "%s: %s", name, e.message);
+            status = rc == BW_EINVAL || rc == BW_ERANGE ? EX_USAGE_ : EX_UNAVAILABLE_;
+        }
+    }
+    if (status == 0) {
+        bw_breaker_apply(b, verb);
+        if (bw_store_read_circuit(c->store, name, &x, &e) != BW_OK || !x.found || !x.readable ||
+            x.snap.state != want[verb]) {
+            cli_err(c, "the store %s did not take the %s of %s", c->store_url, c->cmd, name);
+            status = EX_UNAVAILABLE_;
+        } else {
+            cli_info(c, "circuit %s: %s%s", name, bw_state_name(x.snap.state),
+                     x.hold ? " (a hold: it never expires; breakwater reset ends it)" : "");
+        }
+    }
+    bw_breaker_free(b);
+    bw_config_free(cfg);
+    return status;
+}
+
+static bw_store_verdict delete_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now;
+    (void)next;
+    *(int *)arg = cur != NULL;
+    return BW_STORE_DELETE;
+}
+
+int cmd_forget(cli *c, int argc, char **argv)
+{
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        int g = cli_global_opt(c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (g)
+            continue;
+        if (argv[i][0] == '-' || name) {
+            cli_err(c, "usage: breakwater forget NAME");
+            return EX_USAGE_;
+        }
+        name = argv[i];
+    }
+    if (!name) {
+        cli_err(c, "usage: breakwater forget NAME");
+        return EX_USAGE_;
+    }
+    int status = open_for(c);
+    if (status)
+        return status;
+    int had = 0;
+    bw_error e;
+    int rc = bw_store_update(c->store, name, delete_fn, &had, &e);
+    if (rc != BW_OK) {
+        cli_err(c, "%s: %s", name, e.message);
+        return rc == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
+    }
+    cli_info(c, "circuit %s: %s", name, had ? "forgotten" : "had no entry");
+    return 0;
+}
+
+int cmd_sweep(cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        int g = cli_global_opt(c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (!g) {
+            cli_err(c, "usage: breakwater sweep");
+            return EX_USAGE_;
+        }
+    }
+    int status = open_for(c);
+    if (status)
+        return status;
+    long total = 0;
+    for (;;) {
+        int n = 0;
+        bw_error e;
+        if (bw_store_sweep(c->store, 1000, &n, &e) != BW_OK) {
+            cli_err(c, "sweep: %s", e.message);
+            return EX_UNAVAILABLE_;
+        }
+        total += n;
+        if (n < 1000)
+            break;
+    }
+    cli_info(c, "deleted %ld expired entries", total);
+    return 0;
+}
+
+/* ---- metrics ---- */
+
+/* A label value, escaped (Prometheus: backslash, quote, newline). */
+static void label(char *out, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < n; s++) {
+        if (*s == '\\' || *s == '"')
+            out[k++] = '\\';
+        out[k++] = *s;
+    }
+    out[k] = 0;
+}
+
+/* The exposition text of the store's circuits into a malloc'd buffer (NULL after printing the error). */
+static char *exposition(cli *c, int openmetrics, int *status)
+{
+    names ns = {0, 0, 0};
+    if ((*status = list_store(c, &ns)) != 0)
+        return NULL;
+    size_t cap = 4096 + ns.n * 2048, len = 0;
+    char *buf = malloc(cap);
+    bw_store_circuit *xs = calloc(ns.n ? ns.n : 1, sizeof *xs);
+    char(*lab)[1300] = calloc(ns.n ? ns.n : 1, sizeof *lab);
+    if (!buf || !xs || !lab) {
+        cli_err(c, "out of memory");
+        *status = EX_SOFTWARE_;
+        free(buf);
+        free(xs);
+        free(lab);
+        names_free(&ns);
+        return NULL;
+    }
+    for (size_t i = 0; i < ns.n; i++) {
+        bw_error e;
+        if (bw_store_read_circuit(c->store, ns.v[i], &xs[i], &e) != BW_OK)
+            xs[i].found = 0;
+        char nm[600], key[600];
+        const char *sp = strchr(ns.v[i], ' ');
+        if (sp) { /* a keyed circuit: "NAME KEY" */
+            char base[600];
+            snprintf(base, sizeof base, "%.*s", (int)(sp - ns.v[i]), ns.v[i]);
+            label(nm, sizeof nm, base);
+            label(key, sizeof key, sp + 1);
+            snprintf(lab[i], sizeof lab[i], "name=\"%s\",key=\"%s\"", nm, key);
+        } else {
+            label(nm, sizeof nm, ns.v[i]);
+            snprintf(lab[i], sizeof lab[i], "name=\"%s\"", nm);
+        }
+    }
+#define OUT(...) (len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, __VA_ARGS__))
+#define OK(i) (xs[i].found && xs[i].readable)
+    OUT("# HELP breakwater_state The circuit's state: 1 for the state it is in, 0 for the other five.\n"
+        "# TYPE breakwater_state gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        for (int s = 0; OK(i) && s < 6; s++)
+            OUT("breakwater_state{%s,state=\"%s\"} %d\n", lab[i], bw_state_name((bw_state)s),
+                xs[i].snap.state == (bw_state)s);
+    OUT("# HELP breakwater_failure_rate Failed / all calls in the sliding window, 0..1.\n"
+        "# TYPE breakwater_failure_rate gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        if (OK(i) && xs[i].policy == BW_POLICY_RATE)
+            OUT("breakwater_failure_rate{%s} %.6g\n", lab[i], xs[i].snap.failure_rate);
+    OUT("# HELP breakwater_slow_call_rate Slow / all calls in the sliding window, 0..1.\n"
+        "# TYPE breakwater_slow_call_rate gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        if (OK(i) && xs[i].policy == BW_POLICY_RATE)
+            OUT("breakwater_slow_call_rate{%s} %.6g\n", lab[i], xs[i].snap.slow_call_rate);
+    OUT("# HELP breakwater_window_calls Calls in the sliding window: total, failed, slow.\n"
+        "# TYPE breakwater_window_calls gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        if (OK(i) && xs[i].policy == BW_POLICY_RATE)
+            OUT("breakwater_window_calls{%s,kind=\"total\"} %llu\nbreakwater_window_calls{%s,kind=\"failed\"} "
+                "%llu\nbreakwater_window_calls{%s,kind=\"slow\"} %llu\n",
+                lab[i], (unsigned long long)xs[i].snap.total_calls, lab[i], (unsigned long long)xs[i].snap.failed_calls,
+                lab[i], (unsigned long long)xs[i].snap.slow_calls);
+    OUT("# HELP breakwater_consecutive_failures Consecutive failures (consecutive policy).\n"
+        "# TYPE breakwater_consecutive_failures gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        if (OK(i))
+            OUT("breakwater_consecutive_failures{%s} %u\n", lab[i], xs[i].snap.consecutive_failures);
+    OUT("# HELP breakwater_retry_after_seconds Seconds until an OPEN circuit admits a probe.\n"
+        "# TYPE breakwater_retry_after_seconds gauge\n");
+    for (size_t i = 0; i < ns.n; i++)
+        if (OK(i) && xs[i].snap.retry_after_ns >= 0)
+            OUT("breakwater_retry_after_seconds{%s} %.3f\n", lab[i], (double)xs[i].snap.retry_after_ns / 1e9);
+    if (openmetrics)
+        OUT("# EOF\n");
+#undef OUT
+#undef OK
+    if (len >= cap) { /* cannot happen with 2 KiB a circuit; never send a cut text */
+        cli_err(c, "the exposition did not fit");
+        *status = EX_SOFTWARE_;
+        free(buf);
+        buf = NULL;
+    }
+    free(xs);
+    free(lab);
+    names_free(&ns);
+    return buf;
+}
+
+/* Serve GET /metrics on addr until a forwarded signal; one request at a time. */
+static int serve(cli *c, const char *addr, int openmetrics)
+{
+    char host[64];
+    const char *colon = strrchr(addr, ':');
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    long port = colon ? strtol(colon + 1, NULL, 10) : -1;
+    if (!colon || (size_t)(colon - addr) >= sizeof host || port < 0 || port > 65535) {
+        cli_err(c, "--serve: expected HOST:PORT with a numeric IPv4 host, got '%s'", addr);
+        return EX_USAGE_;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(colon - addr), addr);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        cli_err(c, "--serve: expected HOST:PORT with a numeric IPv4 host, got '%s'", addr);
+        return EX_USAGE_;
+    }
+    sa.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0) {
+        cli_err(c, "--serve: cannot listen on %s: %s", addr, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EX_UNAVAILABLE_;
+    }
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    cli_info(c, "serving http://%s:%u/metrics", host, ntohs(sa.sin_port));
+    int status = 0;
+    for (;;) {
+        struct timespec zero = {0, 0};
+        siginfo_t si;
+        if (sigtimedwait(&c->forward, &si, &zero) > 0)
+            break;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        int cfd = accept(fd, NULL, NULL);
+        if (cfd < 0)
+            continue;
+        struct timeval tv = {5, 0};
+        setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char req[2048];
+        ssize_t n = recv(cfd, req, sizeof req - 1, 0);
+        req[n > 0 ? n : 0] = 0;
+        char *text = NULL;
+        const char *head = "HTTP/1.0 404 Not Found\r\nContent-Length: 10\r\n\r\nnot found\n";
+        char h[256];
+        int om = openmetrics || strstr(req, "application/openmetrics-text") != NULL;
+        if (strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
+            int st;
+            text = exposition(c, om, &st);
+            snprintf(h, sizeof h, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                     text ? "200 OK" : "503 Service Unavailable",
+                     om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                        : "text/plain; version=0.0.4; charset=utf-8",
+                     text ? strlen(text) : 0);
+            head = h;
+        }
+        if (send(cfd, head, strlen(head), MSG_NOSIGNAL) >= 0 && text)
+            send(cfd, text, strlen(text), MSG_NOSIGNAL);
+        free(text);
+        close(cfd);
+    }
+    close(fd);
+    return status;
+}
+
+int cmd_metrics(cli *c, int argc, char **argv)
+{
+    const char *addr = NULL;
+    int openmetrics = 0;
+    for (int i = 1; i < argc; i++) {
+        int g = cli_global_opt(c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (g)
+            continue;
+        if (strcmp(argv[i], "--openmetrics") == 0) {
+            openmetrics = 1;
+        } else if (cli_is_opt(argv[i], "--serve")) {
+            if (!(addr = cli_optval(c, argc, argv, &i, "--serve")))
+                return EX_USAGE_;
+        } else {
+            cli_err(c, "unknown %s '%s' (see: breakwater metrics --help)", argv[i][0] == '-' ? "option" : "argument",
+                    argv[i]);
+            return EX_USAGE_;
+        }
+    }
+    int status = open_for(c);
+    if (status)
+        return status;
+    if (addr)
+        return serve(c, addr, openmetrics);
+    char *text = exposition(c, openmetrics, &status);
+    if (text)
+        fputs(text, stdout);
+    free(text);
+    return status;
+}

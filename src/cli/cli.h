@@ -1,0 +1,101 @@
+/*
+ * cli.h — the breakwater command's shared pieces (cli layer: the public API
+ * only, like nng's nngcat, to prove the API is enough).
+ *
+ * main.c parses the command line, builds the configuration (defaults, a file,
+ * the environment, --config) and opens the store; run.c runs commands guarded
+ * by a circuit (`run`, `retry`); admin.c reads and changes the store's
+ * circuits (`status`, the operator verbs, `metrics`, `sweep`, `forget`).
+ *
+ * Design notes: the tool is one process for one call, so it uses the stored
+ * mode (the circuit lives in the store; each acquire and settle is one store
+ * update). Every process-directed signal the tool forwards is blocked from
+ * the start of main, before the library starts any thread, so that only the
+ * main thread ever takes them (sigtimedwait) and no library thread is killed
+ * by one; a child gets the original mask back before exec. The tool reads
+ * CLOCK_MONOTONIC (BW_CLOCK=monotonic, clock.h) unless told otherwise: the
+ * calibration of the TSC clock costs about 2 ms, more than a one-call process
+ * can win back.
+ */
+#ifndef BW_CLI_CLI_H
+#define BW_CLI_CLI_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "breakwater/breakwater.h"
+
+/* Exit statuses (sysexits.h, and timeout(1)'s for a command that ran out of time). */
+enum {
+    EX_OK_ = 0,
+    EX_USAGE_ = 64,       /* a bad option, argument or configuration */
+    EX_UNAVAILABLE_ = 69, /* the store is unavailable and nothing can be done without it */
+    EX_SOFTWARE_ = 70,    /* breakwater itself failed (out of memory) */
+    EX_TEMPFAIL_ = 75,    /* the circuit rejected the call: nothing ran */
+    EX_TIMEOUT_ = 124,    /* the command ran past --timeout (as timeout(1)) */
+    EX_NOEXEC_ = 126,     /* the command could not be executed */
+    EX_NOTFOUND_ = 127    /* the command was not found */
+};
+
+/* What every command shares: global options, the configuration, the store. */
+typedef struct cli {
+    const char *prog;        /* "breakwater" */
+    const char *cmd;         /* the command's name */
+    int verbose;             /* -v: say what happens on stderr */
+    int color;               /* colour on stderr and stdout: a terminal and no NO_COLOR */
+    const char *store_url;   /* --store, BREAKWATER_STORE, or the default */
+    char store_buf[4200];    /* the default URL */
+    const char *config_text; /* --config */
+    const char *config_file; /* --config-file or BREAKWATER_CONFIG */
+    int config_set;          /* --config or a file gave the policy or window (verbs keep the entry's otherwise) */
+    bw_store *store;         /* opened by cli_open_store */
+    sigset_t forward;        /* the signals the tool forwards (blocked from the start) */
+    sigset_t orig_mask;      /* the mask to give a child */
+    int clock_env;           /* main set BW_CLOCK=monotonic (a child does not inherit it) */
+} cli;
+
+/* Messages on stderr, prefixed "breakwater: " (and the command). */
+void cli_err(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A message only with -v. */
+void cli_info(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A duration as the configuration text writes one ("1.5s", "250ms", a bare number: seconds): 0 ok, -1 bad. */
+int cli_duration(const char *s, int64_t *ns);
+/* A duration for humans ("1.5s", "250ms", "3m20s"), into buf. */
+const char *cli_fmt_duration(int64_t ns, char *buf, size_t n);
+
+/*
+ * The configuration for circuit `name` (NULL: no name), in precedence order:
+ * the library's defaults, the file (--config-file, else BREAKWATER_CONFIG),
+ * the environment (BREAKWATER_<NAME>_<KNOB>), --config. NULL after printing
+ * the error (then exit 64).
+ */
+bw_config *cli_config(cli *c, const char *name);
+
+/* The variables' prefix of a circuit's knobs: "BREAKWATER_" + NAME upper-cased (not [A-Z0-9] -> '_') + "_". */
+void cli_env_prefix(const char *name, char *buf, size_t n);
+
+/* Open c->store_url into c->store; BW_OK, or the error after printing it (`quiet`: print nothing). */
+int cli_open_store(cli *c, int quiet, bw_error *err);
+
+/* An option's value: "--opt=V" or "--opt V" (advances *i); NULL when absent (after printing the error). */
+const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *opt);
+/* Whether argv[*i] is option `opt` (with or without "=value"). */
+int cli_is_opt(const char *arg, const char *opt);
+/* A global option (--store, --config, --config-file, -v): 1 when argv[*i] was one, 0 not, -1 bad. */
+int cli_global_opt(cli *c, int argc, char **argv, int *i);
+
+/* Print the command's help (`cmd` NULL: the whole tool's) to f. */
+void cli_help(FILE *f, const char *cmd);
+
+/* The commands (argv[0] is the command's name). Each returns the exit status. */
+int cmd_run(cli *c, int argc, char **argv);
+int cmd_retry(cli *c, int argc, char **argv);
+int cmd_status(cli *c, int argc, char **argv);
+int cmd_verb(cli *c, int argc, char **argv);
+int cmd_metrics(cli *c, int argc, char **argv);
+int cmd_sweep(cli *c, int argc, char **argv);
+int cmd_forget(cli *c, int argc, char **argv);
+
+#endif

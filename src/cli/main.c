@@ -1,0 +1,487 @@
+/*
+ * main.c — the breakwater command: dispatch, global options, configuration
+ * precedence, the default store, help (cli layer; see cli.h).
+ *
+ * Configuration precedence, lowest first (docs/cli.md): the library's
+ * defaults; a file (--config-file, else $BREAKWATER_CONFIG) of key=value
+ * settings, any number a line, '#' starting a comment; the environment,
+ * BREAKWATER_<NAME>_<KNOB>=VALUE for circuit NAME (bw_config_parse_env); and
+ * --config 'key=value ...'. The store: --store URL, else $BREAKWATER_STORE,
+ * else sqlite:$XDG_STATE_HOME/breakwater/circuits.db (~/.local/state when
+ * XDG_STATE_HOME is unset or not absolute), or, in a build without SQLite,
+ * shm:breakwater-UID (one per user and host, in shared memory).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* ---- messages ---- */
+
+static void vmsg(const cli *c, const char *fmt, va_list ap)
+{
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "%s%s%s: %s\n", c->prog, c->cmd ? " " : "", c->cmd ? c->cmd : "", buf);
+}
+
+void cli_err(const cli *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(c, fmt, ap);
+    va_end(ap);
+}
+
+void cli_info(const cli *c, const char *fmt, ...)
+{
+    if (!c->verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(c, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- durations ---- */
+
+int cli_duration(const char *s, int64_t *ns)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {{"ns", 1},   {"us", 1e3},   {"ms", 1e6},    {"s", 1e9},
+                 {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}, {"", 1e9}};
+    if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i].unit) == 0) {
+            double x = v * units[i].ns;
+            if (x > 365 * 86400e9)
+                return -1;
+            *ns = (int64_t)x;
+            if (*ns == 0 && v > 0)
+                *ns = 1;
+            return 0;
+        }
+    return -1;
+}
+
+const char *cli_fmt_duration(int64_t ns, char *buf, size_t n)
+{
+    if (ns < 0)
+        snprintf(buf, n, "-");
+    else if (ns < BW_NS_PER_MS)
+        snprintf(buf, n, "%lldus", (long long)(ns / 1000));
+    else if (ns < BW_NS_PER_S)
+        snprintf(buf, n, "%lldms", (long long)(ns / BW_NS_PER_MS));
+    else if (ns < 60 * BW_NS_PER_S)
+        snprintf(buf, n, "%.1fs", (double)ns / 1e9);
+    else if (ns < 3600 * BW_NS_PER_S)
+        snprintf(buf, n, "%lldm%02llds", (long long)(ns / (60 * BW_NS_PER_S)), (long long)(ns / BW_NS_PER_S % 60));
+    else if (ns < 86400 * BW_NS_PER_S)
+        snprintf(buf, n, "%lldh%02lldm", (long long)(ns / (3600 * BW_NS_PER_S)),
+                 (long long)(ns / (60 * BW_NS_PER_S) % 60));
+    else
+        snprintf(buf, n, "%lldd%02lldh", (long long)(ns / (86400 * BW_NS_PER_S)),
+                 (long long)(ns / (3600 * BW_NS_PER_S) % 24));
+    return buf;
+}
+
+/* ---- options ---- */
+
+int cli_is_opt(const char *arg, const char *opt)
+{
+    size_t n = strlen(opt);
+    return strncmp(arg, opt, n) == 0 && (arg[n] == 0 || arg[n] == '=');
+}
+
+const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *opt)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(opt);
+    if (a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc) {
+        cli_err(c, "option %s needs a value (see: %s %s --help)", opt, c->prog, c->cmd ? c->cmd : "");
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_global_opt(cli *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+        c->verbose++;
+        return 1;
+    }
+    if (cli_is_opt(a, "--store")) {
+        const char *v = cli_optval(c, argc, argv, i, "--store");
+        if (!v)
+            return -1;
+        c->store_url = v;
+        return 1;
+    }
+    if (cli_is_opt(a, "--config-file")) {
+        const char *v = cli_optval(c, argc, argv, i, "--config-file");
+        if (!v)
+            return -1;
+        c->config_file = v;
+        return 1;
+    }
+    if (cli_is_opt(a, "--config")) {
+        const char *v = cli_optval(c, argc, argv, i, "--config");
+        if (!v)
+            return -1;
+        c->config_text = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- configuration ---- */
+
+void cli_env_prefix(const char *name, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "BREAKWATER_");
+    for (const char *p = name; *p && k + 2 < n; p++)
+        buf[k++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    buf[k++] = '_';
+    buf[k] = 0;
+}
+
+/* Whether text sets the policy or the window (so a verb must not take the entry's). */
+static int sets_shape(const char *text)
+{
+    return text && (strstr(text, "policy=") || strstr(text, "window="));
+}
+
+/* Apply a file of settings, line by line, so that an error names its line. */
+static int apply_file(cli *c, bw_config *cfg, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_err(c, "cannot read the configuration file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int no = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        no++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        bw_error e;
+        if (bw_config_parse(cfg, line, &e) != BW_OK) {
+            size_t n = strlen(line);
+            while (n && isspace((unsigned char)line[n - 1]))
+                line[--n] = 0;
+            cli_err(c, "%s:%d: %s (in '%s')", path, no, e.message, line);
+            rc = -1;
+            break;
+        }
+        c->config_set |= sets_shape(line);
+    }
+    fclose(f);
+    return rc;
+}
+
+bw_config *cli_config(cli *c, const char *name)
+{
+    bw_config *cfg = bw_config_new();
+    bw_error e;
+    if (!cfg) {
+        cli_err(c, "out of memory");
+        return NULL;
+    }
+    const char *file = c->config_file ? c->config_file : getenv("BREAKWATER_CONFIG");
+    if (file && *file && apply_file(c, cfg, file) != 0)
+        goto bad;
+    if (name) {
+        char prefix[600];
+        cli_env_prefix(name, prefix, sizeof prefix);
+        if (bw_config_parse_env(cfg, prefix, &e) != BW_OK) {
+            cli_err(c, "%s", e.message);
+            goto bad;
+        }
+        extern char **environ;
+        for (char **v = environ; *v; v++)
+            if (strncmp(*v, prefix, strlen(prefix)) == 0)
+                c->config_set |= cli_is_opt(*v + strlen(prefix), "POLICY") || cli_is_opt(*v + strlen(prefix), "WINDOW");
+    }
+    if (c->config_text) {
+        if (bw_config_parse(cfg, c->config_text, &e) != BW_OK) {
+            cli_err(c, "--config: %s", e.message);
+            goto bad;
+        }
+        c->config_set |= sets_shape(c->config_text);
+    }
+    if (bw_config_validate(cfg, &e) != BW_OK) {
+        cli_err(c, "configuration: %s", e.message);
+        goto bad;
+    }
+    return cfg;
+bad:
+    bw_config_free(cfg);
+    return NULL;
+}
+
+/* ---- the store ---- */
+
+/* mkdir -p with mode 0700 for each directory made. */
+static int mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        int rc = mkdir(path, 0700);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return -1;
+    }
+    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* The default store URL; *dir is the directory it needs (made by cli_open_store), or "". */
+static const char *default_store(cli *c, char *dir, size_t n)
+{
+    dir[0] = 0;
+    if (!(bw_components() & BW_COMPONENT_SQLITE)) {
+        snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)getuid());
+        return c->store_buf;
+    }
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (state && state[0] == '/')
+        snprintf(dir, n, "%s/breakwater", state);
+    else
+        snprintf(dir, n, "%s/.local/state/breakwater", home && *home ? home : ".");
+    snprintf(c->store_buf, sizeof c->store_buf, "sqlite:%s/circuits.db", dir);
+    return c->store_buf;
+}
+
+int cli_open_store(cli *c, int quiet, bw_error *err)
+{
+    char dir[4096] = "";
+    if (!c->store_url) {
+        const char *env = getenv("BREAKWATER_STORE");
+        c->store_url = env && *env ? env : default_store(c, dir, sizeof dir);
+    }
+    if (dir[0] && mkdirs(dir) != 0) {
+        int e = errno;
+        snprintf(err->message, sizeof err->message, "cannot create the directory %.120s: %.60s", dir, strerror(e));
+        err->code = BW_ESYS;
+        if (!quiet)
+            cli_err(c, "store %s: %s", c->store_url, err->message);
+        return BW_ESYS;
+    }
+    int rc = bw_store_open(c->store_url, &c->store, err);
+    if (rc != BW_OK && !quiet)
+        cli_err(c, "cannot open the store %s: %s", c->store_url, err->message);
+    return rc;
+}
+
+/* ---- help ---- */
+
+static const char *const usage_text =
+    "usage: breakwater [-v] [--store URL] [--config TEXT] [--config-file PATH] COMMAND [ARGS...]\n"
+    "\n"
+    "Circuit breakers for shells, cron and CI: every process that names a circuit\n"
+    "shares it through a store.\n"
+    "\n"
+    "commands:\n"
+    "  run NAME [options] -- CMD [ARGS...]   run CMD guarded by the circuit NAME\n"
+    "  retry [options] -- CMD [ARGS...]      run CMD again on failure, with backoff\n"
+    "  status [NAME...] [--json] [--watch]   the circuits in the store\n"
+    "  force-open NAME                       reject every call until reset (never expires)\n"
+    "  disable NAME                          admit every call, record nothing, until reset\n"
+    "  metrics-only NAME                     admit every call, record, never trip, until reset\n"
+    "  reset NAME                            close the circuit with a fresh window\n"
+    "  metrics [--serve ADDR] [--openmetrics] the Prometheus exposition of the store's circuits\n"
+    "  sweep                                 delete the store's expired entries\n"
+    "  forget NAME                           delete the circuit's entry\n"
+    "\n"
+    "global options (before or after the command):\n"
+    "  --store URL          memory:, shm:NAME, sqlite:PATH or redis://HOST (default: $BREAKWATER_STORE,\n"
+    "                       else sqlite:$XDG_STATE_HOME/breakwater/circuits.db)\n"
+    "  --config TEXT        settings, e.g. 'failure_rate=0.5 window=time:60s wait=30s'\n"
+    "  --config-file PATH   settings from a file (default: $BREAKWATER_CONFIG)\n"
+    "  -v, --verbose        say what happens on stderr\n"
+    "  --help, --version\n"
+    "\n"
+    "Precedence: defaults < file < BREAKWATER_<NAME>_<KNOB> variables < --config.\n"
+    "Exit status: CMD's, or 64 usage, 69 store unavailable, 75 rejected, 124 timed out.\n"
+    "See breakwater(1) and docs/cli.md.\n";
+
+static const struct {
+    const char *cmd, *text;
+} cmd_help[] = {
+    {"run", "usage: breakwater run NAME [options] -- CMD [ARGS...]\n"
+            "\n"
+            "Run CMD guarded by the circuit NAME, shared through the store by every process that\n"
+            "names it. When the circuit rejects, nothing runs: the state and retry_after go to\n"
+            "stderr and the exit status is 75, or --fallback runs instead.\n"
+            "\n"
+            "options:\n"
+            "  --failure-exit LIST  exit codes that count as failures (default: every nonzero);\n"
+            "                       others count as successes. LIST: 1,2,10-20\n"
+            "  --ignore-exit LIST   exit codes that say nothing about the dependency (not recorded)\n"
+            "  --timeout DUR        send SIGTERM after DUR, SIGKILL --kill-after later; recorded as a\n"
+            "                       timeout (a slow failure); exit status 124\n"
+            "  --kill-after DUR     the grace after SIGTERM (default 5s)\n"
+            "  --fallback CMD       run CMD (with sh -c) when the circuit rejects; its status is ours.\n"
+            "                       It sees BREAKWATER_NAME, BREAKWATER_STATE, BREAKWATER_RETRY_AFTER_MS\n"
+            "  -v                   report state changes and rejections\n"
+            "\n"
+            "A signal sent to breakwater (TERM, INT, HUP, QUIT, USR1, USR2) reaches CMD. Death by a\n"
+            "signal is a failure. Exit status: CMD's; 75 rejected; 124 timed out; 126/127 CMD could\n"
+            "not run (not recorded); 64 usage; 69 no circuit could be made at all.\n"},
+    {"retry", "usage: breakwater retry [options] -- CMD [ARGS...]\n"
+              "\n"
+              "Run CMD again while it fails, waiting between attempts.\n"
+              "\n"
+              "options:\n"
+              "  --attempts N         attempts in all, the first included (default 3, at most 1000)\n"
+              "  --backoff KIND       constant, linear or exponential (default exponential)\n"
+              "  --delay DUR          the base delay (default 1s)\n"
+              "  --multiplier X       exponential growth (default 2)\n"
+              "  --max-delay DUR      the cap of a delay (default 30s)\n"
+              "  --jitter KIND        none, full, equal or decorrelated (default full)\n"
+              "  --max-time DUR       an overall deadline: no wait that would end past it\n"
+              "  --budget MAX:RATIO   a retry budget of MAX tokens refunded RATIO per success\n"
+              "  --timeout DUR        bound each attempt (SIGTERM, then SIGKILL --kill-after later)\n"
+              "  --kill-after DUR     the grace after SIGTERM (default 5s)\n"
+              "  --failure-exit LIST, --ignore-exit LIST   as for run: which exits are retried\n"
+              "  --breaker NAME       run each attempt inside the circuit NAME: a rejection is not\n"
+              "                       retried (exit 75), unless --patient\n"
+              "  --patient            with --breaker: after a rejection wait exactly retry_after, when\n"
+              "                       that fits --max-time, and try again\n"
+              "  --seed N             the jitter's random seed (for tests)\n"},
+    {"status", "usage: breakwater status [NAME...] [--json] [--watch] [--interval DUR]\n"
+               "\n"
+               "The circuits in the store (all of them without NAME, when the store can list them):\n"
+               "state, window (calls, failure and slow rates), consecutive counts, probes, retry_after,\n"
+               "generation, expiry, operator hold. An aligned table on a terminal, JSON lines otherwise\n"
+               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"},
+    {"force-open", "usage: breakwater force-open NAME\n"
+                   "\n"
+                   "Hold the circuit FORCED_OPEN: every process rejects every call, until reset.\n"
+                   "A hold never expires.\n"},
+    {"disable", "usage: breakwater disable NAME\n"
+                "\n"
+                "Hold the circuit DISABLED: every call is admitted and nothing recorded, until reset.\n"},
+    {"metrics-only", "usage: breakwater metrics-only NAME\n"
+                     "\n"
+                     "Hold the circuit METRICS_ONLY: every call admitted and recorded, never tripping.\n"},
+    {"reset", "usage: breakwater reset NAME\n"
+              "\n"
+              "Close the circuit with a fresh window, ending any hold; calls in flight settle as stale.\n"},
+    {"metrics", "usage: breakwater metrics [--serve ADDR] [--openmetrics]\n"
+                "\n"
+                "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
+                "window counts, consecutive failures, retry_after), or serve it on http://ADDR/metrics\n"
+                "(ADDR: HOST:PORT, numeric IPv4) until interrupted.\n"},
+    {"sweep", "usage: breakwater sweep\n"
+              "\n"
+              "Delete the store's expired entries now; prints how many with -v.\n"},
+    {"forget", "usage: breakwater forget NAME\n"
+               "\n"
+               "Delete the circuit's entry: every process sees a fresh circuit at its next call.\n"},
+};
+
+void cli_help(FILE *f, const char *cmd)
+{
+    if (cmd)
+        for (size_t i = 0; i < sizeof cmd_help / sizeof cmd_help[0]; i++)
+            if (strcmp(cmd_help[i].cmd, cmd) == 0) {
+                fputs(cmd_help[i].text, f);
+                fputs("\nglobal options: --store URL, --config TEXT, --config-file PATH, -v (breakwater --help)\n", f);
+                return;
+            }
+    fputs(usage_text, f);
+}
+
+/* ---- main ---- */
+
+static const struct {
+    const char *name;
+    int (*fn)(cli *, int, char **);
+} commands[] = {
+    {"run", cmd_run},      {"retry", cmd_retry},   {"status", cmd_status},     {"force-open", cmd_verb},
+    {"disable", cmd_verb}, {"reset", cmd_verb},    {"metrics-only", cmd_verb}, {"metrics", cmd_metrics},
+    {"sweep", cmd_sweep},  {"forget", cmd_forget},
+};
+
+int main(int argc, char **argv)
+{
+    static cli c;
+    c.prog = "breakwater";
+    /* Before anything may start a thread: the forwarded signals are taken by the main thread only. */
+    sigemptyset(&c.forward);
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&c.forward, sigs[i]);
+    sigset_t block = c.forward;
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &c.orig_mask);
+    if (!getenv("BW_CLOCK")) { /* no 2 ms TSC calibration for one call (cli.h) */
+        setenv("BW_CLOCK", "monotonic", 1);
+        c.clock_env = 1;
+    }
+    const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+    c.color = isatty(1) && !(nc && *nc) && !(term && strcmp(term, "dumb") == 0);
+
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cli_help(stdout, NULL);
+            return 0;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("breakwater %s (library %s; stores: memory shm%s%s)\n", BW_VERSION_STRING, bw_version_string(),
+                   bw_components() & BW_COMPONENT_SQLITE ? " sqlite" : "",
+                   bw_components() & BW_COMPONENT_REDIS ? " redis" : "");
+            return 0;
+        }
+        int g = cli_global_opt(&c, argc, argv, &i);
+        if (g < 0)
+            return EX_USAGE_;
+        if (g == 0)
+            break;
+    }
+    if (i >= argc) {
+        cli_help(stderr, NULL);
+        return EX_USAGE_;
+    }
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (strcmp(argv[i], commands[k].name) == 0) {
+            c.cmd = commands[k].name;
+            for (int j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++)
+                if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
+                    cli_help(stdout, c.cmd);
+                    return 0;
+                }
+            int rc = commands[k].fn(&c, argc - i, argv + i);
+            bw_store_close(c.store);
+            return rc;
+        }
+    if (argv[i][0] == '-')
+        cli_err(&c, "unknown option '%s' (see: breakwater --help)", argv[i]);
+    else
+        cli_err(&c, "unknown command '%s' (see: breakwater --help)", argv[i]);
+    return EX_USAGE_;
+}

@@ -1,0 +1,609 @@
+/*
+ * run.c — `breakwater run` and `breakwater retry`: a command guarded by a
+ * circuit kept in the store (stored mode), its exit status mapped to an
+ * outcome, a timeout, signals forwarded (cli layer; see cli.h).
+ *
+ * Design notes
+ * - The child: fork, then execvp with the original signal mask. A pipe with
+ *   O_CLOEXEC tells the parent whether exec failed (the command could not
+ *   run: not the dependency's fault, so IGNORED, and 126/127 as a shell).
+ * - The parent waits with sigtimedwait on SIGCHLD and the forwarded signals
+ *   (blocked since main began), so a signal cannot slip in between a check
+ *   and a wait. A signal another process sent to breakwater (SI_USER, SI_QUEUE)
+ *   is passed to the child; one the terminal sent (SI_KERNEL) already reached
+ *   the child's process group, and is not sent twice.
+ * - --timeout: SIGTERM at the deadline, SIGKILL --kill-after later; the call
+ *   is settled with bw_settle_timeout (a failure, slow when slow-call
+ *   detection is on) and breakwater exits 124, as timeout(1).
+ * - A store that cannot be opened is not fatal: the run goes on with a local
+ *   circuit (the library's degradation), saying so once on stderr.
+ */
+#define _GNU_SOURCE /* SI_KERNEL, pipe2 */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* ---- exit-code lists ---- */
+
+typedef struct codes {
+    int set;
+    unsigned char in[256];
+} codes;
+
+static int parse_codes(const cli *c, const char *opt, const char *s, codes *out)
+{
+    memset(out, 0, sizeof *out);
+    out->set = 1;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0 || a > 255)
+            goto bad;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || b < a || b > 255)
+                goto bad;
+            p = end;
+        }
+        for (long k = a; k <= b; k++)
+            out->in[k] = 1;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            goto bad;
+    }
+    return 0;
+bad:
+    cli_err(c, "%s: expected exit codes such as 1,2,10-20 (0 to 255), got '%s'", opt, s);
+    return -1;
+}
+
+/* ---- the child ---- */
+
+typedef struct outcome {
+    int status;    /* what breakwater exits with */
+    int ran;       /* 0: exec failed */
+    int timed_out; /* the timeout killed it */
+    int signal;    /* the signal that ended it, or 0 */
+    int code;      /* its exit code, when it exited */
+} outcome;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
+}
+
+/* Wait up to ns (< 0: forever) for a forwarded signal or SIGCHLD; the signal, or 0 when the time ran out. */
+static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
+{
+    sigset_t set = c->forward;
+    sigaddset(&set, SIGCHLD);
+    for (;;) {
+        int sig;
+        if (ns < 0) {
+            sig = sigwaitinfo(&set, si);
+        } else {
+            struct timespec ts = {(time_t)(ns / BW_NS_PER_S), (long)(ns % BW_NS_PER_S)};
+            sig = sigtimedwait(&set, si, &ts);
+        }
+        if (sig > 0)
+            return sig;
+        if (errno == EAGAIN)
+            return 0;
+        /* EINTR: a stop/continue signal; wait again (the deadline is rechecked by the caller) */
+        return -1;
+    }
+}
+
+/*
+ * Run argv[0..] (with `sh -c` when shell) and wait for it, forwarding signals,
+ * within timeout_ns (0: none). Fills *o.
+ */
+static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, int64_t kill_after_ns, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        cli_err(c, "pipe: %s", strerror(errno));
+        o->status = EX_SOFTWARE_;
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        cli_err(c, "fork: %s", strerror(errno));
+        close(pfd[0]);
+        close(pfd[1]);
+        o->status = EX_SOFTWARE_;
+        return;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
+        if (c->clock_env)
+            unsetenv("BW_CLOCK");
+        close(pfd[0]);
+        if (shell) {
+            char *sh[] = {"/bin/sh", "-c", argv[0], NULL};
+            execv("/bin/sh", sh);
+        } else {
+            execvp(argv[0], argv);
+        }
+        int e = errno;
+        ssize_t w = write(pfd[1], &e, sizeof e);
+        (void)w;
+        _exit(e == ENOENT ? EX_NOTFOUND_ : EX_NOEXEC_);
+    }
+    close(pfd[1]);
+    int e = 0;
+    ssize_t got;
+    do
+        got = read(pfd[0], &e, sizeof e);
+    while (got < 0 && errno == EINTR);
+    close(pfd[0]);
+    o->ran = got != (ssize_t)sizeof e;
+    if (!o->ran)
+        cli_err(c, "cannot run %s: %s", argv[0], strerror(e));
+
+    int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1;
+    int wstatus = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &wstatus, WNOHANG);
+        if (w == pid)
+            break;
+        int64_t now = mono_ns(), until = -1;
+        if (kill_at >= 0 && now >= kill_at) {
+            kill(pid, SIGKILL);
+            kill_at = -1;
+            deadline = -1;
+        } else if (deadline >= 0 && now >= deadline && !o->timed_out) {
+            cli_info(c, "%s ran past its timeout: SIGTERM", argv[0]);
+            kill(pid, SIGTERM);
+            o->timed_out = 1;
+            kill_at = now + kill_after_ns;
+        }
+        if (kill_at >= 0)
+            until = kill_at - now;
+        else if (deadline >= 0 && !o->timed_out)
+            until = deadline - now;
+        siginfo_t si;
+        int sig = wait_signal(c, until < 0 ? -1 : until, &si);
+        if (sig > 0 && sig != SIGCHLD && si.si_code != SI_KERNEL)
+            kill(pid, sig); /* sent to breakwater by a process: the child's to handle */
+    }
+    if (WIFSIGNALED(wstatus)) {
+        o->signal = WTERMSIG(wstatus);
+        o->status = 128 + o->signal;
+    } else {
+        o->code = WEXITSTATUS(wstatus);
+        o->status = o->code;
+    }
+    if (o->timed_out)
+        o->status = EX_TIMEOUT_;
+}
+
+/* The outcome the circuit records for what the child did. */
+static bw_outcome classify(const outcome *o, const codes *fail, const codes *ignore)
+{
+    if (!o->ran)
+        return BW_IGNORED; /* it never reached the dependency: a caller's mistake */
+    if (o->signal)
+        return BW_FAILURE;
+    if (ignore->set && ignore->in[o->code])
+        return BW_IGNORED;
+    if (fail->set)
+        return fail->in[o->code] ? BW_FAILURE : BW_SUCCESS;
+    return o->code == 0 ? BW_SUCCESS : BW_FAILURE;
+}
+
+/* ---- the circuit ---- */
+
+typedef struct guard {
+    bw_breaker *b;
+    bw_store *store; /* NULL: a local circuit (the store failed) */
+} guard;
+
+static void on_event(const bw_event *ev, void *user)
+{
+    const cli *c = user;
+    char extra[96] = "";
+    bw_snapshot snap;
+    if (ev->type == BW_EVENT_STATE_CHANGE && ev->total == 0 && ev->count == 0) {
+        /* A transition the store's circuit made: its figures are not in the event; the window is in the store. */
+        if ((ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE) &&
+            bw_breaker_snapshot(ev->breaker, &snap) == BW_OK && snap.total_calls)
+            snprintf(extra, sizeof extra, " (%s %.2f of %llu calls)",
+                     ev->reason == BW_REASON_FAILURE_RATE ? "failure rate" : "slow-call rate",
+                     ev->reason == BW_REASON_FAILURE_RATE ? snap.failure_rate : snap.slow_call_rate,
+                     (unsigned long long)snap.total_calls);
+    } else if (ev->reason == BW_REASON_FAILURE_RATE || ev->reason == BW_REASON_SLOW_RATE)
+        snprintf(extra, sizeof extra, " (%s %.2f of %llu calls)",
+                 ev->reason == BW_REASON_FAILURE_RATE ? "failure rate" : "slow-call rate", ev->rate,
+                 (unsigned long long)ev->total);
+    else if (ev->reason == BW_REASON_PROBES_PASSED || ev->reason == BW_REASON_PROBES_FAILED)
+        snprintf(extra, sizeof extra, " (%llu probes)", (unsigned long long)ev->total);
+    else if (ev->reason == BW_REASON_CONSECUTIVE_FAILURES)
+        snprintf(extra, sizeof extra, " (%u failures in a row)", ev->count);
+    if (ev->type == BW_EVENT_STATE_CHANGE)
+        cli_info(c, "circuit %s: %s -> %s: %s%s", ev->name, bw_state_name(ev->from), bw_state_name(ev->to),
+                 bw_reason_name(ev->reason), extra);
+    else if (ev->type == BW_EVENT_STORE_DEGRADED)
+        cli_err(c, "circuit %s: the store failed (%s): protected by a local circuit for this call", ev->name,
+                ev->message ? ev->message : "");
+}
+
+/* Make the guard of circuit `name`; the exit status on failure (after printing), else 0. */
+static int guard_new(cli *c, const char *name, guard *g)
+{
+    memset(g, 0, sizeof *g);
+    bw_config *cfg = cli_config(c, name);
+    if (!cfg)
+        return EX_USAGE_;
+    bw_error e;
+    if (cli_open_store(c, 1, &e) != BW_OK)
+        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only", c->store_url,
+                e.message, name);
+    /* CALL events too, though they are ignored: a breaker with a CALL listener reads the precise clock, so this
+       process starts no coarse-clock ticker thread (breaker.h, TIME), which only pays for long-lived processes. */
+    int rc = bw_config_set_listener(cfg,
+                                    BW_EVENT_MASK(BW_EVENT_STATE_CHANGE) | BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED) |
+                                        BW_EVENT_MASK(BW_EVENT_CALL),
+                                    on_event, c);
+    if (c->store && rc == BW_OK)
+        rc = bw_config_set_store(cfg, c->store, BW_STORE_STORED, &e);
+    if (rc == BW_OK)
+        rc = bw_breaker_new(name, cfg, &g->b, &e);
+    if (rc != BW_OK && c->store && rc == BW_ERANGE) {
+        bw_config_free(cfg);
+        cli_err(c, "%s: %s", name, e.message);
+        return EX_USAGE_;
+    }
+    if (rc != BW_OK && c->store) { /* the store is there but the circuit cannot use it: try a local one */
+        cli_err(c, "circuit %s: %s; protected by a local circuit for this call only", name, e.message);
+        bw_config_set_store(cfg, NULL, 0, NULL);
+        rc = bw_breaker_new(name, cfg, &g->b, &e);
+    }
+    bw_config_free(cfg);
+    if (rc != BW_OK) {
+        cli_err(c, "circuit %s: %s", name, e.message);
+        return rc == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
+    }
+    g->store = c->store;
+    return 0;
+}
+
+static void say_rejected(const cli *c, const char *name, const bw_rejection *why)
+{
+    char ra[32];
+    if (why->retry_after_ns >= 0)
+        cli_err(c, "circuit %s is %s: not running the command; retry after %s", name, bw_state_name(why->state),
+                cli_fmt_duration(why->retry_after_ns, ra, sizeof ra));
+    else
+        cli_err(c, "circuit %s is %s: not running the command%s", name, bw_state_name(why->state),
+                why->state == BW_STATE_FORCED_OPEN ? " (an operator hold: breakwater reset to end it)"
+                                                   : " (its probes are all taken)");
+}
+
+/* ---- run ---- */
+
+typedef struct run_opts {
+    codes fail, ignore;
+    int64_t timeout, kill_after;
+    const char *fallback;
+} run_opts;
+
+/* Parse the options run and retry share; 1 consumed, 0 not one of them, -1 bad. */
+static int shared_opt(cli *c, int argc, char **argv, int *i, run_opts *o)
+{
+    const char *a = argv[*i], *v;
+    if (cli_is_opt(a, "--failure-exit") || cli_is_opt(a, "--ignore-exit")) {
+        int fail = cli_is_opt(a, "--failure-exit");
+        const char *opt = fail ? "--failure-exit" : "--ignore-exit";
+        if (!(v = cli_optval(c, argc, argv, i, opt)))
+            return -1;
+        return parse_codes(c, opt, v, fail ? &o->fail : &o->ignore) == 0 ? 1 : -1;
+    }
+    if (cli_is_opt(a, "--timeout") || cli_is_opt(a, "--kill-after")) {
+        int t = cli_is_opt(a, "--timeout");
+        const char *opt = t ? "--timeout" : "--kill-after";
+        if (!(v = cli_optval(c, argc, argv, i, opt)))
+            return -1;
+        int64_t ns;
+        if (cli_duration(v, &ns) != 0 || ns <= 0) {
+            cli_err(c, "%s: expected a duration such as 30s or 1.5m, got '%s'", opt, v);
+            return -1;
+        }
+        *(t ? &o->timeout : &o->kill_after) = ns;
+        return 1;
+    }
+    return cli_global_opt(c, argc, argv, i);
+}
+
+int cmd_run(cli *c, int argc, char **argv)
+{
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    o.kill_after = 5 * BW_NS_PER_S;
+    const char *name = NULL;
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        int r = shared_opt(c, argc, argv, &i, &o);
+        if (r < 0)
+            return EX_USAGE_;
+        if (r)
+            continue;
+        if (cli_is_opt(argv[i], "--fallback")) {
+            if (!(o.fallback = cli_optval(c, argc, argv, &i, "--fallback")))
+                return EX_USAGE_;
+        } else if (argv[i][0] == '-') {
+            cli_err(c, "unknown option '%s' (see: breakwater run --help)", argv[i]);
+            return EX_USAGE_;
+        } else if (!name) {
+            name = argv[i];
+        } else {
+            cli_err(c, "one circuit NAME, then -- and the command (see: breakwater run --help)");
+            return EX_USAGE_;
+        }
+    }
+    if (!name || i + 1 >= argc) {
+        cli_err(c, "usage: breakwater run NAME [options] -- CMD [ARGS...]");
+        return EX_USAGE_;
+    }
+    char **cmd = argv + i + 1;
+    guard g;
+    int rc = guard_new(c, name, &g);
+    if (rc)
+        return rc;
+    bw_permit p;
+    bw_rejection why;
+    if (bw_acquire(g.b, &p, &why) == BW_REJECTED) {
+        say_rejected(c, name, &why);
+        bw_breaker_free(g.b);
+        if (!o.fallback)
+            return EX_TEMPFAIL_;
+        char ms[32];
+        snprintf(ms, sizeof ms, "%lld", (long long)(why.retry_after_ns >= 0 ? why.retry_after_ns / BW_NS_PER_MS : -1));
+        setenv("BREAKWATER_NAME", name, 1);
+        setenv("BREAKWATER_STATE", bw_state_name(why.state), 1);
+        setenv("BREAKWATER_RETRY_AFTER_MS", ms, 1);
+        outcome fo;
+        char *fb[] = {(char *)o.fallback, NULL};
+        run_child(c, fb, 1, o.timeout, o.kill_after, &fo);
+        return fo.status;
+    }
+    cli_info(c, "circuit %s admitted the call: running %s", name, cmd[0]);
+    outcome out;
+    run_child(c, cmd, 0, o.timeout, o.kill_after, &out);
+    bw_outcome verdict = classify(&out, &o.fail, &o.ignore);
+    if (out.timed_out)
+        bw_settle_timeout(g.b, &p, EX_TIMEOUT_);
+    else
+        bw_settle_ex(g.b, &p, verdict, out.status);
+    if (out.ran)
+        cli_info(c, "%s %s %d: %s", cmd[0],
+                 out.signal      ? "died of signal"
+                 : out.timed_out ? "timed out, status"
+                                 : "exited",
+                 out.signal ? out.signal : out.status, out.timed_out ? "timeout" : bw_outcome_name(verdict));
+    bw_breaker_free(g.b);
+    return out.status;
+}
+
+/* ---- retry ---- */
+
+/* Retry a call that ran and failed (the attempt's rc is 1 for a failure), and a timeout. */
+static int retry_pred(const bw_attempt *a, void *user)
+{
+    (void)user;
+    return (a->status == BW_OK && a->rc == 1) || a->status == BW_ETIMEDOUT;
+}
+
+static int parse_kind(const cli *c, const char *opt, const char *v, const char *const *names, int n, int *out)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(v, names[k]) == 0)
+            return *out = k, 0;
+    cli_err(c, "%s: unknown value '%s'", opt, v);
+    return -1;
+}
+
+int cmd_retry(cli *c, int argc, char **argv)
+{
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    o.kill_after = 5 * BW_NS_PER_S;
+    int attempts = 3, backoff = BW_BACKOFF_EXPONENTIAL, jitter = BW_JITTER_FULL, patient = 0, seeded = 0;
+    int64_t base = BW_NS_PER_S, cap = 30 * BW_NS_PER_S, max_time = 0;
+    double mult = 2, bmax = 0, bratio = 0;
+    unsigned long long seed = 0;
+    const char *bname = NULL;
+    static const char *const backoffs[] = {"constant", "linear", "exponential"};
+    static const char *const jitters[] = {"none", "full", "equal", "decorrelated"};
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        int r = shared_opt(c, argc, argv, &i, &o);
+        if (r < 0)
+            return EX_USAGE_;
+        if (r)
+            continue;
+        const char *a = argv[i], *v = NULL;
+        char *end;
+        if (strcmp(a, "--patient") == 0) {
+            patient = 1;
+            continue;
+        }
+        static const char *const valued[] = {"--attempts", "--backoff",  "--delay",  "--multiplier", "--max-delay",
+                                             "--jitter",   "--max-time", "--budget", "--breaker",    "--seed"};
+        int which = -1;
+        for (int k = 0; k < 10; k++)
+            if (cli_is_opt(a, valued[k]))
+                which = k;
+        if (which < 0) {
+            cli_err(c, "unknown %s '%s' (see: breakwater retry --help)", a[0] == '-' ? "option" : "argument", a);
+            return EX_USAGE_;
+        }
+        if (!(v = cli_optval(c, argc, argv, &i, valued[which])))
+            return EX_USAGE_;
+        int bad = 0;
+        switch (which) {
+        case 0:
+            attempts = (int)strtol(v, &end, 10);
+            bad = *end || end == v || attempts < 1 || attempts > 1000;
+            break;
+        case 1:
+            bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;
+            break;
+        case 2:
+            bad = cli_duration(v, &base) != 0;
+            break;
+        case 3:
+            mult = strtod(v, &end);
+            bad = *end || end == v;
+            break;
+        case 4:
+            bad = cli_duration(v, &cap) != 0;
+            break;
+        case 5:
+            bad = parse_kind(c, valued[which], v, jitters, 4, &jitter) != 0;
+            break;
+        case 6:
+            bad = cli_duration(v, &max_time) != 0 || max_time <= 0;
+            break;
+        case 7:
+            bad = sscanf(v, "%lf:%lf", &bmax, &bratio) != 2;
+            break;
+        case 8:
+            bname = v;
+            break;
+        case 9:
+            seed = strtoull(v, &end, 10);
+            bad = *end || end == v;
+            seeded = 1;
+            break;
+        }
+        if (bad) {
+            cli_err(c, "%s: bad value '%s' (see: breakwater retry --help)", valued[which], v);
+            return EX_USAGE_;
+        }
+    }
+    if (i + 1 >= argc) {
+        cli_err(c, "usage: breakwater retry [options] -- CMD [ARGS...]");
+        return EX_USAGE_;
+    }
+    if (patient && !bname) {
+        cli_err(c, "--patient needs --breaker NAME");
+        return EX_USAGE_;
+    }
+    if (cap < base)
+        cap = base;
+    char **cmd = argv + i + 1;
+    bw_retry *pol = NULL;
+    bw_retry_budget *budget = NULL;
+    bw_error e;
+    if (bw_retry_new(&pol) != BW_OK) {
+        cli_err(c, "out of memory");
+        return EX_SOFTWARE_;
+    }
+    int rc = bw_retry_set_attempts(pol, attempts, &e);
+    if (rc == BW_OK)
+        rc = bw_retry_set_backoff(pol, (bw_backoff)backoff, base, mult, cap, &e);
+    if (rc == BW_OK)
+        rc = bw_retry_set_jitter(pol, (bw_jitter)jitter, &e);
+    if (rc == BW_OK)
+        rc = bw_retry_set_max_duration(pol, max_time, &e);
+    if (rc == BW_OK)
+        rc = bw_retry_set_predicate(pol, retry_pred, NULL);
+    if (rc == BW_OK && patient)
+        rc = bw_retry_set_patient(pol, 1, 0, &e);
+    if (rc == BW_OK && bmax > 0) {
+        rc = bw_retry_budget_new(bmax, bratio, &budget, &e);
+        if (rc == BW_OK)
+            rc = bw_retry_set_budget(pol, budget);
+    }
+    if (rc == BW_OK && seeded)
+        bw_retry_set_seed(pol, seed);
+    if (rc != BW_OK) {
+        cli_err(c, "%s", e.message);
+        bw_retry_free(pol);
+        bw_retry_budget_free(budget);
+        return EX_USAGE_;
+    }
+    guard g;
+    memset(&g, 0, sizeof g);
+    if (bname && (rc = guard_new(c, bname, &g)) != 0) {
+        bw_retry_free(pol);
+        bw_retry_budget_free(budget);
+        return rc;
+    }
+    bw_retry_state st;
+    bw_retry_begin(pol, &st);
+    int status = 0;
+    for (int n = 1;; n++) {
+        bw_attempt a = {BW_OK, 0, BW_NO_TIME};
+        bw_permit p;
+        bw_rejection why;
+        if (g.b && bw_acquire(g.b, &p, &why) == BW_REJECTED) {
+            say_rejected(c, bname, &why);
+            a.status = BW_REJECTED;
+            a.retry_after_ns = why.retry_after_ns;
+            status = EX_TEMPFAIL_;
+        } else {
+            outcome out;
+            run_child(c, cmd, 0, o.timeout, o.kill_after, &out);
+            bw_outcome verdict = classify(&out, &o.fail, &o.ignore);
+            if (g.b) {
+                if (out.timed_out)
+                    bw_settle_timeout(g.b, &p, EX_TIMEOUT_);
+                else
+                    bw_settle_ex(g.b, &p, verdict, out.status);
+            }
+            status = out.status;
+            if (out.timed_out)
+                a.status = BW_ETIMEDOUT;
+            else
+                a.rc = verdict == BW_FAILURE ? 1 : 0;
+        }
+        int64_t delay = 0;
+        int v = bw_retry_next(&st, &a, &delay);
+        if (v != BW_RETRY_AGAIN) {
+            static const char *const why_end[] = {"done",
+                                                  "again",
+                                                  "attempts exhausted",
+                                                  "retry budget spent",
+                                                  "the next wait would pass --max-time",
+                                                  "rejected by the circuit"};
+            if (status != 0)
+                cli_info(c, "giving up after attempt %d: %s", n, v >= 0 && v <= 5 ? why_end[v] : "error");
+            break;
+        }
+        char d[32];
+        cli_info(c, "attempt %d %s (status %d): next in %s", n, a.status == BW_REJECTED ? "rejected" : "failed", status,
+                 cli_fmt_duration(delay, d, sizeof d));
+        siginfo_t si;
+        int64_t until = mono_ns() + delay;
+        int sig = 0;
+        for (int64_t left = delay; left > 0 && sig == 0; left = until - mono_ns()) {
+            sig = wait_signal(c, left, &si);
+            if (sig == SIGCHLD || sig < 0)
+                sig = 0;
+        }
+        if (sig > 0) { /* interrupted while waiting: stop, as the command would have */
+            status = 128 + sig;
+            break;
+        }
+    }
+    bw_breaker_free(g.b);
+    bw_retry_free(pol);
+    bw_retry_budget_free(budget);
+    return status;
+}

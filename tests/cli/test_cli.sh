@@ -1,0 +1,264 @@
+#!/bin/sh
+# test_cli.sh — the breakwater command, run as a user runs it (tests/cli/):
+#   sh test_cli.sh path/to/breakwater [store-url-prefix]
+# Every case runs the real binary in a temporary directory, on a SQLite file
+# there (or shm:, in a build without SQLite). No timing assert is tighter than
+# a generous bound; waits are bounded polls.
+set -u
+BW=$1
+export LC_ALL=C
+T=$(mktemp -d "${TMPDIR:-/tmp}/bwcli.XXXXXX")
+trap 'rm -rf "$T"; [ -n "${SHM:-}" ] && rm -f "/dev/shm/$SHM"' EXIT
+trap 'exit 1' INT TERM
+unset BREAKWATER_STORE BREAKWATER_CONFIG NO_COLOR
+export XDG_STATE_HOME="$T/state"
+if "$BW" --version | grep -q sqlite; then
+    STORE="sqlite:$T/circuits.db"
+else
+    SHM="bwcli-$$"
+    STORE="shm:$SHM"
+fi
+export BREAKWATER_STORE="$STORE"
+fails=0
+pass=0
+ok() { pass=$((pass + 1)); }
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+# expect STATUS WANT WHAT
+expect() { if [ "$1" = "$2" ]; then ok; else fail "$3: exit status $1, want $2"; fi; }
+# has FILE PATTERN WHAT
+has() { if grep -q -- "$2" "$1"; then ok; else fail "$3: '$2' not in: $(head -c 600 "$1")"; fi; }
+# field NAME KEY: a field of NAME's status (JSON), e.g. field svc state
+field() {
+    "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('$2'))"
+}
+# A circuit's state: "closed" for no entry (a fresh circuit; a CLOSED one with nothing to remember is deleted).
+state_of() {
+    "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
+}
+# The configuration of the probe tests: trips on 2 failures of 2 calls, waits 4 s (long enough for a slow
+# sanitizer build to check the rejections first), 3 probes at once.
+CFG='window=count:2 min_calls=2 wait=4s permitted_probes=3 max_concurrent_probes=3 max_wait_in_half_open=30s'
+
+# ---- exit-status mapping ----
+"$BW" run map -- true
+expect $? 0 "true"
+"$BW" run map -- sh -c 'exit 3'
+expect $? 3 "exit 3 propagated"
+[ "$(field map failed)" = 1 ] && ok || fail "exit 3 is a failure"
+"$BW" run map --ignore-exit 3,5-7 -- sh -c 'exit 6'
+expect $? 6 "ignored exit propagated"
+[ "$(field map calls)" = 2 ] && ok || fail "an ignored exit is not recorded: calls $(field map calls)"
+"$BW" run map --failure-exit 2 -- sh -c 'exit 4'
+expect $? 4 "exit 4 propagated"
+[ "$(field map failed)" = 1 ] && [ "$(field map calls)" = 3 ] && ok || fail "--failure-exit 2: exit 4 is a success"
+"$BW" run map -- sh -c 'kill -TERM $$'
+expect $? 143 "death by SIGTERM: 128 + 15"
+[ "$(field map failed)" = 2 ] && ok || fail "death by a signal is a failure"
+"$BW" run map -- "$T/no-such-command" 2>"$T/err"
+expect $? 127 "a command not found"
+has "$T/err" "cannot run" "not found says so"
+[ "$(field map calls)" = 4 ] && ok || fail "a command that could not run is not recorded"
+
+# ---- timeout ----
+start=$(date +%s)
+"$BW" run slow --timeout 300ms --kill-after 1s -- sleep 30
+expect $? 124 "--timeout: 124"
+[ $(($(date +%s) - start)) -lt 10 ] && ok || fail "--timeout took too long"
+[ "$(field slow failed)" = 1 ] && [ "$(field slow slow)" = 1 ] && ok || fail "a timeout is a slow failure"
+# A command that ignores SIGTERM is killed after the grace.
+start=$(date +%s)
+"$BW" run slow --timeout 200ms --kill-after 300ms -- sh -c 'trap "" TERM; sleep 30 & wait; sleep 30'
+expect $? 124 "--kill-after: SIGKILL, still 124"
+[ $(($(date +%s) - start)) -lt 10 ] && ok || fail "--kill-after took too long"
+
+# ---- signals reach the child ----
+rm -f "$T/ready"
+"$BW" run sig -- sh -c "trap 'exit 42' TERM; touch '$T/ready'; n=0; while [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done; exit 1" &
+pid=$!
+n=0
+while [ ! -e "$T/ready" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
+kill -TERM $pid
+wait $pid
+expect $? 42 "SIGTERM forwarded: the child's trap ran"
+rm -f "$T/ready"
+"$BW" run sig -- sh -c "trap 'exit 7' USR1; touch '$T/ready'; n=0; while [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done; exit 1" &
+pid=$!
+n=0
+while [ ! -e "$T/ready" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
+kill -USR1 $pid
+wait $pid
+expect $? 7 "SIGUSR1 forwarded"
+
+# ---- trip, rejection, probes across processes ----
+"$BW" --config "$CFG" run probe -- false
+"$BW" --config "$CFG" run probe -- false
+[ "$(field probe state)" = open ] && ok || fail "two failures of two trip it"
+"$BW" --config "$CFG" run probe -- touch "$T/ran-while-open" 2>"$T/err"
+expect $? 75 "a rejection exits 75"
+[ ! -e "$T/ran-while-open" ] && ok || fail "a rejected run ran the command"
+has "$T/err" "is open" "the rejection says the state"
+has "$T/err" "retry after" "the rejection says retry_after"
+"$BW" --config "$CFG" run probe --fallback 'echo "fallback $BREAKWATER_STATE" > '"$T/fb"'; exit 9' -- true 2>/dev/null
+expect $? 9 "--fallback's status"
+has "$T/fb" "fallback open" "--fallback sees BREAKWATER_STATE"
+n=0 # until the open wait ends (retry_after 0), at most 10 s
+while [ "$(field probe retry_after_ms)" != 0 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+mkdir "$T/probes"
+i=0
+while [ $i -lt 10 ]; do
+    "$BW" --config "$CFG" run probe -- sh -c "touch '$T/probes/'\$\$; sleep 1" 2>/dev/null &
+    i=$((i + 1))
+done
+wait
+ran=$(ls "$T/probes" | wc -l)
+[ "$ran" -eq 3 ] && ok || fail "10 concurrent runs in HALF_OPEN: $ran ran, want exactly the 3 probes"
+[ "$(state_of probe)" = closed ] && ok || fail "3 passing probes close it: $(state_of probe)"
+
+# ---- operator verbs ----
+"$BW" force-open hold
+expect $? 0 "force-open"
+[ "$(field hold state)" = forced_open ] && [ "$(field hold hold)" = True ] && [ "$(field hold expires_in_ms)" = None ] &&
+    ok || fail "a hold never expires"
+"$BW" run hold -- touch "$T/ran-held" 2>/dev/null
+expect $? 75 "a held circuit rejects"
+[ ! -e "$T/ran-held" ] && ok || fail "a held circuit ran the command"
+"$BW" disable hold && [ "$(field hold state)" = disabled ] && ok || fail "disable"
+"$BW" metrics-only hold && [ "$(field hold state)" = metrics_only ] && ok || fail "metrics-only"
+"$BW" reset hold && [ "$(state_of hold)" = closed ] && ok || fail "reset"
+"$BW" run hold -- true
+expect $? 0 "after reset it runs"
+"$BW" forget hold && [ "$(field hold found)" = False ] && ok || fail "forget"
+"$BW" sweep
+expect $? 0 "sweep"
+
+# ---- status, JSON, metrics ----
+"$BW" status --json >"$T/status.json"
+expect $? 0 "status --json"
+python3 -m json.tool --json-lines "$T/status.json" >/dev/null
+expect $? 0 "status --json is JSON lines"
+has "$T/status.json" '"name": *"slow"' "status lists every circuit"
+has "$T/status.json" '"name": *"map"' "status lists every circuit"
+# On a terminal (script(1) gives one): a table, the state coloured; never with NO_COLOR.
+if command -v script >/dev/null 2>&1; then
+    TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "NAME  *STATE" "a table on a terminal"
+    grep -q "$(printf '\033')\[3" "$T/tty" && ok || fail "no colour on a terminal"
+    NO_COLOR=1 TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
+    grep -q "$(printf '\033')" "$T/tty" && fail "colour with NO_COLOR" || ok
+fi
+"$BW" status --table >"$T/table"
+has "$T/table" "^NAME  *STATE" "the table's header"
+"$BW" --store memory: status 2>"$T/err" >/dev/null
+expect $? 0 "status of an empty memory: store"
+"$BW" force-open mhold >/dev/null && "$BW" metrics >"$T/metrics"
+has "$T/metrics" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics: the state gauge"
+has "$T/metrics" '# TYPE breakwater_failure_rate gauge' "metrics: the rate gauge"
+if command -v promtool >/dev/null 2>&1; then
+    promtool check metrics <"$T/metrics" >"$T/lint" 2>&1
+    expect $? 0 "promtool check metrics: $(cat "$T/lint")"
+fi
+if command -v curl >/dev/null 2>&1; then
+    "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve")
+    curl -s "$url" >"$T/served"
+    has "$T/served" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics --serve answers /metrics"
+    kill -TERM $spid
+    wait $spid
+    expect $? 0 "metrics --serve ends on SIGTERM"
+fi
+
+# ---- configuration ----
+"$BW" --config 'failure_rate=2' run cfg -- true 2>"$T/err"
+expect $? 64 "a value out of range"
+has "$T/err" "failure_rate must be in (0, 1]" "the range message"
+"$BW" --config 'wait=soon' run cfg -- true 2>"$T/err"
+expect $? 64 "bad config text"
+has "$T/err" "at offset 5" "the offset"
+printf 'failure_rate=0.5 # fine\nwait=later\n' >"$T/bad.conf"
+"$BW" --config-file "$T/bad.conf" run cfg -- true 2>"$T/err"
+expect $? 64 "a bad file"
+has "$T/err" "bad.conf:2:" "the file's line"
+BREAKWATER_CFG_FAILURE_RATE=x "$BW" run cfg -- true 2>"$T/err"
+expect $? 64 "a bad environment variable"
+has "$T/err" "BREAKWATER_CFG_FAILURE_RATE" "names the variable"
+# Precedence: file < environment < --config (min_calls decides whether one failure trips).
+printf 'window=count:1\nmin_calls=5\n' >"$T/ok.conf"
+BREAKWATER_CONFIG="$T/ok.conf" BREAKWATER_PREC_MIN_CALLS=1 "$BW" run prec -- false
+[ "$(field prec state)" = open ] && ok || fail "the environment wins over the file"
+BREAKWATER_CONFIG="$T/ok.conf" BREAKWATER_PREC2_MIN_CALLS=1 "$BW" --config min_calls=3 run prec2 -- false
+[ "$(state_of prec2)" = closed ] && ok || fail "--config wins over the environment"
+
+# ---- usage ----
+"$BW" run 2>"$T/err"
+expect $? 64 "run without NAME"
+"$BW" run x --bogus -- true 2>"$T/err"
+expect $? 64 "an unknown option"
+has "$T/err" "unknown option '--bogus'" "names the option"
+"$BW" frobnicate 2>/dev/null
+expect $? 64 "an unknown command"
+"$BW" run 'bad name' -- true 2>"$T/err"
+expect $? 64 "a bad circuit name"
+for c in run retry status force-open disable metrics-only reset metrics sweep forget; do
+    "$BW" $c --help >"$T/help" && grep -q "usage: breakwater $c" "$T/help" && ok || fail "$c --help"
+    sed 's/\\-/-/g' "$(dirname "$0")/../../doc/breakwater.1" | grep -q "^\.SS $c\( \|\$\)" && ok || fail "the man page lacks $c"
+done
+"$BW" --version | grep -q "^breakwater " && ok || fail "--version"
+# The bash completion completes commands and the store's circuit names.
+if command -v bash >/dev/null 2>&1; then
+    comp="$(dirname "$0")/../../scripts/breakwater.bash-completion"
+    got=$(PATH="$(dirname "$BW"):$PATH" bash -c ". '$comp'; COMP_WORDS=(breakwater st); COMP_CWORD=1; _breakwater; echo \"\${COMPREPLY[*]}\"")
+    [ "$got" = status ] && ok || fail "completion of 'st': '$got'"
+    got=$(PATH="$(dirname "$BW"):$PATH" bash -c ". '$comp'; COMP_WORDS=(breakwater reset sl); COMP_CWORD=2; _breakwater; echo \"\${COMPREPLY[*]}\"")
+    [ "$got" = slow ] && ok || fail "completion of a circuit name: '$got'"
+fi
+
+# ---- retry ----
+"$BW" retry --attempts 3 --delay 1ms --jitter none -- sh -c "echo x >> '$T/tries'; exit 5"
+expect $? 5 "retry: the last status"
+[ "$(wc -l <"$T/tries")" -eq 3 ] && ok || fail "retry: 3 attempts"
+rm -f "$T/tries"
+"$BW" retry --attempts 5 --delay 1ms -- sh -c "echo x >> '$T/tries'; [ \$(wc -l < '$T/tries') -ge 2 ]"
+expect $? 0 "retry: success on the second attempt"
+[ "$(wc -l <"$T/tries")" -eq 2 ] && ok || fail "retry stops at the first success"
+"$BW" force-open rb >/dev/null
+"$BW" retry --breaker rb --attempts 3 --delay 1ms -- touch "$T/ran-rb" 2>/dev/null
+expect $? 75 "retry --breaker: a rejection is not retried"
+[ ! -e "$T/ran-rb" ] && ok || fail "retry --breaker ran through a hold"
+"$BW" --config "$CFG" retry --breaker rp --attempts 3 --delay 1ms -- false 2>/dev/null # trips rp on its 2nd attempt
+"$BW" --config "$CFG" retry --breaker rp --patient --attempts 2 --max-time 5s -- true 2>/dev/null
+expect $? 0 "retry --patient waits out retry_after within --max-time"
+"$BW" --config 'window=count:2 min_calls=2 wait=30s' retry --breaker rq --attempts 3 --delay 1ms -- false 2>/dev/null
+"$BW" --config 'window=count:2 min_calls=2 wait=30s' retry --breaker rq --patient --attempts 3 --max-time 1s -- true 2>/dev/null
+expect $? 75 "retry --patient: a retry_after past --max-time is not waited"
+"$BW" retry --attempts 0 -- true 2>/dev/null
+expect $? 64 "retry: attempts out of range"
+
+# ---- a store that cannot be opened: the command still runs, protected locally ----
+"$BW" --store "sqlite:/proc/no/such/dir/c.db" run local -- sh -c "echo ran > '$T/local'" 2>"$T/err"
+expect $? 0 "a store that cannot be opened: still runs"
+has "$T/local" ran "the command ran"
+has "$T/err" "cannot open the store" "says the store failed"
+has "$T/err" "local circuit" "says it is protected locally"
+if "$BW" --version | grep -q sqlite; then # (without SQLite the default is a shm: segment of the user's: left alone)
+    env -u BREAKWATER_STORE XDG_STATE_HOME=/proc/forbidden "$BW" run local2 -- true 2>"$T/err"
+    expect $? 0 "a default directory that cannot be made: still runs"
+    has "$T/err" "cannot create the directory" "names the directory"
+fi
+"$BW" --store "sqlite:/proc/no/such/dir/c.db" status 2>"$T/err"
+expect $? 69 "status without a store: 69"
+"$BW" --store "bogus:x" status 2>/dev/null
+expect $? 69 "an unknown scheme: 69"
+# The default store is made where XDG_STATE_HOME says.
+if "$BW" --version | grep -q sqlite; then
+    env -u BREAKWATER_STORE "$BW" run dflt -- true && [ -e "$T/state/breakwater/circuits.db" ] && ok ||
+        fail "the default store under XDG_STATE_HOME"
+fi
+
+echo "test_cli: $pass passed, $fails failed"
+[ $fails -eq 0 ]
