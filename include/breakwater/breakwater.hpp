@@ -75,6 +75,13 @@
 #define BW_CPP_EXCEPTIONS 0
 #endif
 
+/* The hot path's wrappers are always inlined: their cost must be the C call's. */
+#if defined(__GNUC__)
+#define BW_CPP_HOT __attribute__((always_inline))
+#else
+#define BW_CPP_HOT
+#endif
+
 namespace bw
 {
 
@@ -1051,7 +1058,8 @@ class breaker_ref;
  *
  * Layout: b_ is the breaker while the permit is admitted and unsettled, else
  * NULL; status_ is the acquire's status, written only when it is not BW_OK (so
- * that the admitted path stores nothing but b_: the hot path's cost).
+ * that the admitted path stores nothing but b_: the hot path's cost), and
+ * BW_OK once settled.
  */
 class permit
 {
@@ -1080,16 +1088,16 @@ class permit
     }
     permit(const permit &) = delete;
     permit &operator=(const permit &) = delete;
-    ~permit()
+    BW_CPP_HOT ~permit()
     {
         abandon();
     }
     /* True while the permit is admitted and not yet settled. */
-    explicit operator bool() const noexcept
+    BW_CPP_HOT explicit operator bool() const noexcept
     {
         return b_ != nullptr;
     }
-    bool rejected() const noexcept
+    BW_CPP_HOT bool rejected() const noexcept
     {
         return !b_ && status_ == BW_REJECTED;
     }
@@ -1099,7 +1107,7 @@ class permit
         return b_ ? BW_OK : status_;
     }
     /* Why it was refused (when rejected()). */
-    bw::rejection rejection() const noexcept
+    BW_CPP_HOT bw::rejection rejection() const noexcept
     {
         return rejected() ? bw::rejection(why_) : bw::rejection();
     }
@@ -1108,7 +1116,7 @@ class permit
      * returns bw_settle_ex's status, or BW_EPERMIT for a permit that was not
      * admitted or is settled already.
      */
-    int settle(outcome o, int failure_code = 0) noexcept
+    BW_CPP_HOT int settle(outcome o, int failure_code = 0) noexcept
     {
         if (!b_)
             return BW_EPERMIT;
@@ -1117,7 +1125,7 @@ class permit
         done();
         return rc;
     }
-    int settle(verdict v) noexcept
+    BW_CPP_HOT int settle(verdict v) noexcept
     {
         return settle(v.result, v.code);
     }
@@ -1150,28 +1158,40 @@ class permit
     struct uninit {
     };
     /* For acquire: p_ and why_ are filled by the C call, status_ only when it is not BW_OK. */
-    explicit permit(uninit) noexcept : b_(nullptr)
+    BW_CPP_HOT explicit permit(uninit) noexcept
     {
     }
-    /* Record the acquire's status. */
-    void admit(bw_breaker *b, int rc) noexcept
+    /*
+     * Record the acquire's status. The stores of the refused branch are dead
+     * unless read (no call follows them), so a rejection stores nothing; an
+     * admitted permit stores b_ (which the settle needs) and nothing else.
+     */
+    BW_CPP_HOT void admit(bw_breaker *b, int rc) noexcept
     {
-        if (rc == BW_OK) {
+        /* One unsigned comparison with 1 tells the three cases apart (BW_OK below, BW_REJECTED equal, the
+           negative errors above), so that a caller's own test of the status reuses its flags. */
+        unsigned u = static_cast<unsigned>(rc);
+        if (u < static_cast<unsigned>(BW_REJECTED)) {
 #if defined(__GNUC__)
-            if (!b) /* bw_acquire admits nothing on a NULL breaker: lets the compiler drop checks of b_ */
+            if (!b) /* bw_acquire admits nothing on a NULL breaker: lets the compiler drop tests of b_ */
                 __builtin_unreachable();
 #endif
             b_ = b;
+        } else if (u == static_cast<unsigned>(BW_REJECTED)) {
+            b_ = nullptr;
+            status_ = BW_REJECTED;
         } else {
+            b_ = nullptr;
             status_ = rc;
         }
     }
-    void done() noexcept
+
+    BW_CPP_HOT void done() noexcept
     {
         b_ = nullptr;
         status_ = BW_OK;
     }
-    void abandon() noexcept
+    BW_CPP_HOT void abandon() noexcept
     {
         if (b_) {
             bw_settle(b_, &p_, BW_IGNORED);
@@ -1212,7 +1232,7 @@ class breaker_ref
     /* ---- calls ---- */
 
     /* Ask to make a call; never throws. A rejection is a permit with rejected() true. */
-    permit try_acquire() const noexcept
+    BW_CPP_HOT permit try_acquire() const noexcept
     {
         permit p{permit::uninit()};
         p.admit(b_, bw_acquire(b_, &p.p_, &p.why_));
@@ -1241,7 +1261,7 @@ class breaker_ref
     }
 #if BW_CPP_EXCEPTIONS
     /* Ask to make a call: an admitted permit, or bw::rejected (bw::error for an error). */
-    permit acquire() const
+    BW_CPP_HOT permit acquire() const
     {
         permit p = try_acquire();
         if (!p)
