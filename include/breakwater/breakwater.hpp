@@ -1067,8 +1067,10 @@ class permit
     permit() noexcept : b_(nullptr), status_(BW_EINVAL), p_(), why_()
     {
     }
-    permit(permit &&o) noexcept : b_(std::exchange(o.b_, nullptr)), status_(b_ ? BW_OK : o.status_), p_(o.p_)
+    permit(permit &&o) noexcept : b_(std::exchange(o.b_, nullptr)), status_(b_ ? BW_OK : o.status_)
     {
+        if (b_)
+            p_ = o.p_;
         if (status_ == BW_REJECTED)
             why_ = o.why_;
         o.status_ = status_;
@@ -1079,7 +1081,8 @@ class permit
             abandon();
             b_ = std::exchange(o.b_, nullptr);
             status_ = b_ ? BW_OK : o.status_;
-            p_ = o.p_;
+            if (b_)
+                p_ = o.p_;
             if (status_ == BW_REJECTED)
                 why_ = o.why_;
             o.status_ = status_;
