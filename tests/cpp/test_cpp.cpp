@@ -654,6 +654,18 @@ void test_threads()
     CHECK_EQ(events.load(), 8000);
 }
 
+#define BW_TEST_STR(x) #x
+#define BW_TEST_XSTR(x) BW_TEST_STR(x)
+
+/* A consumer (no BW_BUILDING) sees BW_API empty: it never exports the library's symbols as its own. */
+void test_bw_api_is_empty_for_consumers()
+{
+    CHECK(std::string(BW_TEST_XSTR(BW_API)).empty());
+#ifdef BW_BUILDING
+    CHECK(false);
+#endif
+}
+
 } // namespace
 
 int main()
@@ -672,5 +684,6 @@ int main()
     RUN(test_store);
     RUN(test_pipeline);
     RUN(test_threads);
+    RUN(test_bw_api_is_empty_for_consumers);
     return SUMMARY();
 }
