@@ -5,6 +5,8 @@ set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
+# The C++ API's tests and benchmarks (a build with tests or benchmarks enables C++).
+command -v c++ >/dev/null 2>&1 || need="$need g++"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v nm >/dev/null 2>&1 || need="$need binutils"
 # Optional components: the sqlite: store builds when SQLite's headers are here.
@@ -20,6 +22,8 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 [ -e /usr/include/postgresql/libpq-fe.h ] || need="$need libpq-dev"
 if [ "${1:-}" = "--all" ]; then
     command -v clang-format >/dev/null 2>&1 || need="$need clang-format"
+    # The C++ API's tests are compiled by clang++ too (tests/CMakeLists.txt; they fail without it).
+    command -v clang++ >/dev/null 2>&1 || need="$need clang"
     # The exposition's tests: promtool lints the text, a real Prometheus scrapes it, curl asks it what it stored.
     { command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || need="$need prometheus"
     command -v curl >/dev/null 2>&1 || need="$need curl"

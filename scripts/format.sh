@@ -1,8 +1,8 @@
 #!/bin/sh
-# Check (default) or apply (--fix) the checked-in .clang-format to every C file.
+# Check (default) or apply (--fix) the checked-in .clang-format to every C and C++ file.
 set -eu
 cd "$(dirname "$0")/.."
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench -name '*.[ch]')
+files=$(git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || find include src tests examples bench -name '*.[ch]' -o -name '*.[ch]pp')
 if [ "${1:-}" = "--fix" ]; then
     clang-format -i $files
     exit 0

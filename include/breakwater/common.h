@@ -15,11 +15,22 @@
 extern "C" {
 #endif
 
-/* BW_API marks the exported symbols; everything else is hidden. */
+/*
+ * BW_API marks the exported symbols; everything else is hidden (the library is
+ * built with -fvisibility=hidden). It exports only while the library itself is
+ * compiled: CMake defines BW_BUILDING for the library's own targets, never for
+ * a consumer, so a program including these headers declares plain imports
+ * (on Windows, which is not a target, that keeps a consumer from exporting
+ * breakwater's symbols as its own through __declspec(dllexport)).
+ */
+#if defined(BW_BUILDING)
 #if defined(_WIN32)
 #define BW_API __declspec(dllexport)
 #elif defined(__GNUC__) || defined(__clang__)
 #define BW_API __attribute__((visibility("default")))
+#else
+#define BW_API
+#endif
 #else
 #define BW_API
 #endif
