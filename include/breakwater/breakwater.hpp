@@ -625,7 +625,16 @@ template <class F> struct listener_box {
 template <class F, class Add> uint64_t add_listener(unsigned mask, F &&fn, Add add, error_code &ec) noexcept
 {
     using box = listener_box<std::decay_t<F>>;
-    box *b = new (std::nothrow) box{std::forward<F>(fn)};
+    box *b = nullptr;
+#if BW_CPP_EXCEPTIONS
+    try { /* copying or moving the callable may throw (a std::function, a captured string): an error, not terminate */
+        b = new (std::nothrow) box{std::forward<F>(fn)};
+    } catch (...) {
+        b = nullptr;
+    }
+#else
+    b = new (std::nothrow) box{std::forward<F>(fn)};
+#endif
     if (!b) {
         ec.assign(BW_ENOMEM, nullptr);
         return 0;

@@ -210,9 +210,11 @@ bw_config *cli_config(cli *c, const char *name)
     const char *file = c->config_file ? c->config_file : getenv("BREAKWATER_CONFIG");
     if (file && *file && apply_file(c, cfg, file) != 0)
         goto bad;
-    if (name) {
-        char prefix[600];
+    char prefix[600];
+    if (name)
         cli_env_prefix(name, prefix, sizeof prefix);
+    /* A name too long for an environment prefix (bw_config_parse_env takes 200 bytes) has no variables. */
+    if (name && strlen(prefix) <= 200) {
         if (bw_config_parse_env(cfg, prefix, &e) != BW_OK) {
             cli_err(c, "%s", e.message);
             goto bad;
@@ -436,6 +438,7 @@ int main(int argc, char **argv)
         sigaddset(&c.forward, sigs[i]);
     sigset_t block = c.forward;
     sigaddset(&block, SIGCHLD);
+    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the child with no SIGCHLD: the wait would hang */
     sigprocmask(SIG_BLOCK, &block, &c.orig_mask);
     if (!getenv("BW_CLOCK")) { /* no 2 ms TSC calibration for one call (cli.h) */
         setenv("BW_CLOCK", "monotonic", 1);

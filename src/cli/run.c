@@ -74,6 +74,7 @@ typedef struct outcome {
     int timed_out; /* the timeout killed it */
     int signal;    /* the signal that ended it, or 0 */
     int code;      /* its exit code, when it exited */
+    int stop;      /* a signal asking breakwater to stop (TERM, INT, HUP, QUIT) came while it ran, or 0 */
 } outcome;
 
 static int64_t mono_ns(void)
@@ -161,6 +162,12 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         pid_t w = waitpid(pid, &wstatus, WNOHANG);
         if (w == pid)
             break;
+        if (w < 0 && errno != EINTR) { /* the child is gone unseen (reaped elsewhere): its outcome is unknown */
+            cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(errno));
+            o->ran = 0;
+            o->status = 70; /* EX_SOFTWARE */
+            return;
+        }
         int64_t now = mono_ns(), until = -1;
         if (kill_at >= 0 && now >= kill_at) {
             kill(pid, SIGKILL);
@@ -178,6 +185,8 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
             until = deadline - now;
         siginfo_t si;
         int sig = wait_signal(c, until < 0 ? -1 : until, &si);
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
+            o->stop = sig; /* retry stops after this attempt */
         if (sig > 0 && sig != SIGCHLD && si.si_code != SI_KERNEL)
             kill(pid, sig); /* sent to breakwater by a process: the child's to handle */
     }
@@ -561,6 +570,15 @@ int cmd_retry(cli *c, int argc, char **argv)
             outcome out;
             run_child(c, cmd, 0, o.timeout, o.kill_after, &out);
             bw_outcome verdict = classify(&out, &o.fail, &o.ignore);
+            if (out.stop && out.signal == out.stop)
+                verdict = BW_IGNORED; /* cancelled by the signal breakwater was sent: not the dependency's failure */
+            if (out.stop) {
+                if (g.b)
+                    bw_settle_ex(g.b, &p, verdict, out.status);
+                cli_info(c, "attempt %d stopped by signal %d: no more attempts", n, out.stop);
+                status = out.signal ? out.status : 128 + out.stop;
+                break;
+            }
             if (g.b) {
                 if (out.timed_out)
                     bw_settle_timeout(g.b, &p, EX_TIMEOUT_);

@@ -57,6 +57,9 @@ expect $? 4 "exit 4 propagated"
 "$BW" run map -- sh -c 'kill -TERM $$'
 expect $? 143 "death by SIGTERM: 128 + 15"
 [ "$(field map failed)" = 2 ] && ok || fail "death by a signal is a failure"
+# SIGCHLD inherited as ignored (a parent's SIG_IGN): the command must still see its child end, not wait forever.
+timeout 20 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV' "$BW" run chld -- sh -c 'exit 5'
+expect $? 5 "SIGCHLD inherited as ignored: the child's status, no hang"
 "$BW" run map -- "$T/no-such-command" 2>"$T/err"
 expect $? 127 "a command not found"
 has "$T/err" "cannot run" "not found says so"
@@ -219,6 +222,16 @@ if command -v bash >/dev/null 2>&1; then
 fi
 
 # ---- retry ----
+# Told to stop (SIGTERM) during an attempt: the child gets it, and no further attempt runs.
+rm -f "$T/stopped"
+"$BW" retry --attempts 3 --delay 1ms --jitter none -- sh -c "echo x >> '$T/stopped'; sleep 5" &
+rp=$!
+i=0
+while [ ! -s "$T/stopped" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -TERM $rp
+wait $rp
+expect $? 143 "retry stopped by SIGTERM: 128 + 15"
+[ "$(wc -l < "$T/stopped")" = 1 ] && ok || fail "retry ran another attempt after SIGTERM: $(wc -l < "$T/stopped")"
 "$BW" retry --attempts 3 --delay 1ms --jitter none -- sh -c "echo x >> '$T/tries'; exit 5"
 expect $? 5 "retry: the last status"
 [ "$(wc -l <"$T/tries")" -eq 3 ] && ok || fail "retry: 3 attempts"

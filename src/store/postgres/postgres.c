@@ -328,7 +328,8 @@ static char *make_setup(const pg *r)
         "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
         ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
         "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n"
-        "PREPARE bw_scan(text, int4, int8) AS SELECT name FROM %s WHERE name > $1 AND expires_at > "
+        "PREPARE bw_scan(text, int4, int8) AS SELECT name FROM %s WHERE name > $1 AND octet_length(name) BETWEEN 1 AND "
+        "511 AND expires_at > "
         "COALESCE($3, " NOW_SQL ") ORDER BY name LIMIT $2;\n",
         ms, t, t, tl, t, tl, t, tl, t, t, t);
     if (len < 0 || (size_t)len >= n) { /* cannot happen (n allows for the longest name): never run a cut script */

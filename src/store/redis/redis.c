@@ -67,6 +67,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -410,6 +411,9 @@ static int connect_one(rd *r, redisContext **out, bw_error *err)
         return rc;
     }
     int broken = 0, rc = BW_OK;
+    int fl = fcntl(c->fd, F_GETFD);
+    if (fl >= 0)
+        fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC); /* hiredis does not: a child a process execs must not inherit it */
     if (redisSetTimeout(c, tv_of(r->timeout_ns)) != REDIS_OK)
         rc = ctx_fail(r, c, errno, "set the timeout of", err);
     if (rc == BW_OK && r->auth) {

@@ -82,7 +82,8 @@ static const char *const sql_text[ST_COUNT] = {
     "DELETE FROM bw_circuits WHERE name = ?1",
     "DELETE FROM bw_circuits WHERE name IN "
     "(SELECT name FROM bw_circuits WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
-    "SELECT name FROM bw_circuits WHERE name > ?1 AND expires_at > ?2 ORDER BY name LIMIT ?3",
+    "SELECT name FROM bw_circuits WHERE name > ?1 AND length(CAST(name AS BLOB)) BETWEEN 1 AND 511 AND expires_at > ?2 "
+    "ORDER BY name LIMIT ?3",
 };
 
 typedef struct sq {
