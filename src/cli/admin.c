@@ -493,11 +493,11 @@ static char *exposition(cli *c, int openmetrics, int *status)
     names ns = {0, 0, 0};
     if ((*status = list_store(c, &ns)) != 0)
         return NULL;
-    size_t cap = 4096 + ns.n * 2048, len = 0;
-    char *buf = malloc(cap);
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
     bw_store_circuit *xs = calloc(ns.n ? ns.n : 1, sizeof *xs);
     char(*lab)[1300] = calloc(ns.n ? ns.n : 1, sizeof *lab);
-    if (!buf || !xs || !lab) {
+    if (!xs || !lab) {
         cli_err(c, "out of memory");
         *status = EX_SOFTWARE_;
         free(buf);
@@ -522,6 +522,18 @@ static char *exposition(cli *c, int openmetrics, int *status)
             label(nm, sizeof nm, ns.v[i]);
             snprintf(lab[i], sizeof lab[i], "name=\"%s\"", nm);
         }
+    }
+    /* Room for every line a circuit writes (14 at most, each its label and at most 128 bytes more) and the headers. */
+    cap = 8192;
+    for (size_t i = 0; i < ns.n; i++)
+        cap += 14 * (strlen(lab[i]) + 128);
+    if (!(buf = malloc(cap))) {
+        cli_err(c, "out of memory");
+        *status = EX_SOFTWARE_;
+        free(xs);
+        free(lab);
+        names_free(&ns);
+        return NULL;
     }
 #define OUT(...) (len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, __VA_ARGS__))
 #define OK(i) (xs[i].found && xs[i].readable)
@@ -563,7 +575,7 @@ static char *exposition(cli *c, int openmetrics, int *status)
         OUT("# EOF\n");
 #undef OUT
 #undef OK
-    if (len >= cap) { /* cannot happen with 2 KiB a circuit; never send a cut text */
+    if (len >= cap) { /* cannot happen (room for every line of every circuit); never send a cut text */
         cli_err(c, "the exposition did not fit");
         *status = EX_SOFTWARE_;
         free(buf);

@@ -455,9 +455,10 @@ int main(int argc, char **argv)
             return 0;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("breakwater %s (library %s; stores: memory shm%s%s)\n", BW_VERSION_STRING, bw_version_string(),
+            printf("breakwater %s (library %s; stores: memory shm%s%s%s)\n", BW_VERSION_STRING, bw_version_string(),
                    bw_components() & BW_COMPONENT_SQLITE ? " sqlite" : "",
-                   bw_components() & BW_COMPONENT_REDIS ? " redis" : "");
+                   bw_components() & BW_COMPONENT_REDIS ? " redis" : "",
+                   bw_components() & BW_COMPONENT_POSTGRES ? " postgresql" : "");
             return 0;
         }
         int g = cli_global_opt(&c, argc, argv, &i);

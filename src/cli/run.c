@@ -466,8 +466,9 @@ int cmd_retry(cli *c, int argc, char **argv)
         int bad = 0;
         switch (which) {
         case 0:
-            attempts = (int)strtol(v, &end, 10);
-            bad = *end || end == v || attempts < 1 || attempts > 1000;
+            long at = strtol(v, &end, 10);
+            bad = *end || end == v || at < 1 || at > 1000;
+            attempts = bad ? 1 : (int)at;
             break;
         case 1:
             bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;

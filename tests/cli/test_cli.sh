@@ -221,6 +221,16 @@ if command -v bash >/dev/null 2>&1; then
     [ "$got" = slow ] && ok || fail "completion of a circuit name: '$got'"
 fi
 
+# ---- metrics of circuits with long names (each line carries its label) ----
+long=$(printf 'n%.0s' $(seq 1 186))
+for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
+"$BW" metrics >"$T/metrics" 2>"$T/err"
+expect $? 0 "metrics of 8 circuits with 187-byte names"
+[ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
+for i in 1 2 3 4 5 6 7 8; do "$BW" forget "$long$i" >/dev/null; done
+"$BW" retry --attempts 4294967297 -- true 2>"$T/err"
+expect $? 64 "--attempts past an int is a usage error"
+
 # ---- retry ----
 # Told to stop (SIGTERM) during an attempt: the child gets it, and no further attempt runs.
 rm -f "$T/stopped"
