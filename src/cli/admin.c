@@ -336,25 +336,32 @@ int cmd_status(cli *c, int argc, char **argv)
 
 /* ---- operator verbs, forget, sweep ---- */
 
-int cmd_verb(cli *c, int argc, char **argv)
+/* The one NAME of a command that takes nothing else (its global options aside): NULL after a usage error. */
+static const char *one_name(cli *c, int argc, char **argv)
 {
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
         int g = cli_global_opt(c, argc, argv, &i);
         if (g < 0)
-            return EX_USAGE_;
+            return NULL;
         if (g)
             continue;
         if (argv[i][0] == '-' || name) {
-            cli_err(c, "usage: breakwater %s NAME", c->cmd);
-            return EX_USAGE_;
+            name = NULL;
+            break;
         }
         name = argv[i];
     }
-    if (!name) {
+    if (!name)
         cli_err(c, "usage: breakwater %s NAME", c->cmd);
+    return name;
+}
+
+int cmd_verb(cli *c, int argc, char **argv)
+{
+    const char *name = one_name(c, argc, argv);
+    if (!name)
         return EX_USAGE_;
-    }
     bw_verb verb = strcmp(c->cmd, "reset") == 0        ? BW_VERB_RESET
                    : strcmp(c->cmd, "force-open") == 0 ? BW_VERB_FORCE_OPEN
                    : strcmp(c->cmd, "disable") == 0    ? BW_VERB_DISABLE
@@ -412,23 +419,9 @@ static bw_store_verdict delete_fn(void *arg, int64_t now, const bw_store_entry *
 
 int cmd_forget(cli *c, int argc, char **argv)
 {
-    const char *name = NULL;
-    for (int i = 1; i < argc; i++) {
-        int g = cli_global_opt(c, argc, argv, &i);
-        if (g < 0)
-            return EX_USAGE_;
-        if (g)
-            continue;
-        if (argv[i][0] == '-' || name) {
-            cli_err(c, "usage: breakwater forget NAME");
-            return EX_USAGE_;
-        }
-        name = argv[i];
-    }
-    if (!name) {
-        cli_err(c, "usage: breakwater forget NAME");
+    const char *name = one_name(c, argc, argv);
+    if (!name)
         return EX_USAGE_;
-    }
     int status = open_for(c);
     if (status)
         return status;
