@@ -11,6 +11,25 @@ set_property(GLOBAL PROPERTY BW_BACKEND_INCLUDES "")
 set_property(GLOBAL PROPERTY BW_BACKEND_LIBS "")
 set_property(GLOBAL PROPERTY BW_COMPONENT_BITS 0)
 set_property(GLOBAL PROPERTY BW_TEST_BACKENDS "")
+set_property(GLOBAL PROPERTY BW_COMPONENTS "")
+set_property(GLOBAL PROPERTY BW_CORE_BACKEND_SOURCES "")
+
+# bw_add_component(name BIT bit SOURCES files... [INCLUDES dirs...] [LIBS libs...])
+# An optional component with a dependency of its own: in the library as it
+# ships, its own library libbreakwater-<name> (base/component.h); in the
+# tests' and the command's builds, compiled in. A store backend's folder is
+# one (bw_add_backend with COMPONENT); the integrations call it themselves.
+function(bw_add_component name)
+  cmake_parse_arguments(C "" "BIT" "SOURCES;INCLUDES;LIBS" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY BW_COMPONENTS ${name})
+  set_property(GLOBAL PROPERTY BW_COMP_BIT_${name} ${C_BIT})
+  set_property(GLOBAL APPEND PROPERTY BW_COMP_SOURCES_${name} ${C_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY BW_COMP_INCLUDES_${name} ${C_INCLUDES})
+  set_property(GLOBAL APPEND PROPERTY BW_COMP_LIBS_${name} ${C_LIBS})
+  get_property(bits GLOBAL PROPERTY BW_COMPONENT_BITS)
+  math(EXPR bits "${bits} | ${C_BIT}" OUTPUT_FORMAT HEXADECIMAL)
+  set_property(GLOBAL PROPERTY BW_COMPONENT_BITS ${bits})
+endfunction()
 
 # bw_add_backend(scheme [COMPONENT bit] SOURCES files... [INCLUDES dirs...] [LIBS libs...]
 #                [TEST_URL url [PROCS keep-across-fork|reopen-after-fork] [TEST_WRAPPER script]])
@@ -46,10 +65,17 @@ function(bw_add_backend scheme)
   set_property(GLOBAL APPEND PROPERTY BW_BACKEND_SOURCES ${B_SOURCES})
   set_property(GLOBAL APPEND PROPERTY BW_BACKEND_INCLUDES ${B_INCLUDES})
   set_property(GLOBAL APPEND PROPERTY BW_BACKEND_LIBS ${B_LIBS})
+  # A backend with a COMPONENT bit is a component named after its folder (another scheme of the same folder,
+  # registered after it, belongs to it too); one without is in the core.
+  get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
+  get_property(known GLOBAL PROPERTY BW_COMP_BIT_${folder} SET)
   if(B_COMPONENT)
-    get_property(bits GLOBAL PROPERTY BW_COMPONENT_BITS)
-    math(EXPR bits "${bits} | ${B_COMPONENT}" OUTPUT_FORMAT HEXADECIMAL)
-    set_property(GLOBAL PROPERTY BW_COMPONENT_BITS ${bits})
+    bw_add_component(${folder} BIT ${B_COMPONENT} SOURCES ${B_SOURCES} INCLUDES ${B_INCLUDES} LIBS ${B_LIBS})
+    set_property(GLOBAL PROPERTY BW_BACKEND_COMPONENT_${scheme} ${folder})
+  elseif(known)
+    set_property(GLOBAL PROPERTY BW_BACKEND_COMPONENT_${scheme} ${folder})
+  else()
+    set_property(GLOBAL APPEND PROPERTY BW_CORE_BACKEND_SOURCES ${B_SOURCES})
   endif()
   if(B_TEST_URL)
     set_property(GLOBAL APPEND PROPERTY BW_TEST_BACKENDS ${scheme})
@@ -82,6 +108,7 @@ get_property(BW_BACKEND_SOURCES GLOBAL PROPERTY BW_BACKEND_SOURCES)
 get_property(BW_BACKEND_INCLUDES GLOBAL PROPERTY BW_BACKEND_INCLUDES)
 get_property(BW_BACKEND_LIBS GLOBAL PROPERTY BW_BACKEND_LIBS)
 get_property(BW_COMPONENT_BITS GLOBAL PROPERTY BW_COMPONENT_BITS)
+get_property(BW_CORE_BACKEND_SOURCES GLOBAL PROPERTY BW_CORE_BACKEND_SOURCES)
 
 # What the tests run on: BW_TEST_BACKENDS (schemes with a TEST_URL), BW_TEST_URLS
 # (their URLs, in the same order), BW_TEST_URL_<scheme>, BW_TEST_PROCS_<scheme>,
@@ -103,25 +130,115 @@ foreach(b ${BW_TEST_BACKENDS})
   list(APPEND BW_TEST_URLS "${BW_TEST_URL_${b}}")
 endforeach()
 
+# Two scheme tables. backends.c, for a library with every backend compiled in (the tests' breakwater_internal, the
+# command): each scheme's descriptor. backends_split.c, for the core as it ships: the core's own backends'
+# descriptors, and for a component's scheme an entry naming the component, whose library has the descriptor
+# (base/component.h); with the component table (bw_finish_components, below, once the integrations are known).
 set(decls "")
 set(entries "")
+set(split_decls "")
+set(split_entries "")
 foreach(b ${BW_BACKENDS})
   string(APPEND decls "extern const bw__backend bw__backend_${b};\n")
   string(APPEND entries "    &bw__backend_${b},\n")
+  get_property(comp GLOBAL PROPERTY BW_BACKEND_COMPONENT_${b})
+  if(comp)
+    string(APPEND split_decls "static const bw__backend in_${b} = {\"${b}\", {NULL}, 0, NULL, NULL, \"${comp}\"};\n")
+    string(APPEND split_entries "    &in_${b},\n")
+  else()
+    string(APPEND split_decls "extern const bw__backend bw__backend_${b};\n")
+    string(APPEND split_entries "    &bw__backend_${b},\n")
+  endif()
 endforeach()
 foreach(b ${BW_ABSENT_BACKENDS})
   get_property(why GLOBAL PROPERTY BW_ABSENT_WHY_${b})
-  string(APPEND decls "static const bw__backend absent_${b} = {\"${b}\", {NULL}, 0, NULL, \"${why}\"};\n")
+  set(absent "static const bw__backend absent_${b} = {\"${b}\", {NULL}, 0, NULL, \"${why}\", NULL};\n")
+  string(APPEND decls "${absent}")
+  string(APPEND split_decls "${absent}")
   string(APPEND entries "    &absent_${b},\n")
+  string(APPEND split_entries "    &absent_${b},\n")
 endforeach()
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backends.c CONTENT
-"/* backends.c — the scheme table of this build, generated by cmake/backends.cmake: do not edit. */
+"/* backends.c — the scheme table of a build with every component compiled in, generated by cmake/backends.cmake:
+ * do not edit. */
+#include \"base/component.h\"
 #include \"store/backend.h\"
 
 ${decls}
 const bw__backend *const bw__backends[] = {
 ${entries}    NULL,
 };
+
+/* No component libraries: every component of this build is compiled in (BW__COMPONENTS). */
+const bw__component_ref bw__component_refs[] = {{NULL, 0, NULL, NULL, NULL}};
 " @ONLY)
+set(BW_SPLIT_TABLE_DECLS "${split_decls}")
+set(BW_SPLIT_TABLE_ENTRIES "${split_entries}")
+
+# bw_finish_components(): generate what the component libraries need, once every component is registered: the
+# core's table (backends_split.c) with the component table, and each component's descriptor
+# (component_<name>.c). Sets BW_COMPONENTS and BW_COMPONENT_BITS.
+macro(bw_finish_components)
+  get_property(BW_COMPONENTS GLOBAL PROPERTY BW_COMPONENTS)
+  get_property(BW_COMPONENT_BITS GLOBAL PROPERTY BW_COMPONENT_BITS)
+  set(refs "")
+  set(weak "")
+  foreach(c ${BW_COMPONENTS})
+    string(REPLACE "-" "_" sym "bw__component_${c}")
+    get_property(bit GLOBAL PROPERTY BW_COMP_BIT_${c})
+    string(APPEND weak "extern const bw__component ${sym} __attribute__((weak));\n")
+    string(APPEND refs "    {\"${c}\", ${bit}, \"libbreakwater-${c}.so.${PROJECT_VERSION_MAJOR}\", \"${sym}\", LINKED(${sym})},\n")
+    set(items "NULL")
+    set(item_decls "")
+    foreach(b ${BW_BACKENDS})
+      get_property(bc GLOBAL PROPERTY BW_BACKEND_COMPONENT_${b})
+      if(bc STREQUAL c)
+        string(APPEND item_decls "extern const bw__backend bw__backend_${b};\n")
+        string(APPEND item_list "&bw__backend_${b}, ")
+        set(items "backends")
+      endif()
+    endforeach()
+    set(item_array "")
+    if(items STREQUAL "backends")
+      set(item_array "static const void *const backends[] = {${item_list}NULL};\n")
+      set(include_backend "#include \"store/backend.h\"\n")
+    else()
+      set(include_backend "")
+    endif()
+    set(item_list "")
+    file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/component_${c}.c CONTENT
+"/* component_${c}.c — the descriptor of the ${c} component's library (base/component.h), generated by
+ * cmake/backends.cmake: do not edit. */
+#include \"base/component.h\"
+#include \"breakwater/common.h\"
+${include_backend}
+${item_decls}${item_array}
+__attribute__((visibility(\"default\"))) const bw__component ${sym} = {BW__COMPONENT_ABI, ${bit}, ${items}};
+" @ONLY)
+  endforeach()
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backends_split.c CONTENT
+"/* backends_split.c — the scheme table of the core as it ships, its components in libraries of their own
+ * (base/component.h), generated by cmake/backends.cmake: do not edit. */
+#include \"base/component.h\"
+#include \"store/backend.h\"
+
+${BW_SPLIT_TABLE_DECLS}
+const bw__backend *const bw__backends[] = {
+${BW_SPLIT_TABLE_ENTRIES}    NULL,
+};
+
+/* A static core finds a component linked into the program through a weak reference; a shared one loads it. */
+#ifdef BW__STATIC
+${weak}#define LINKED(sym) &sym
+#else
+#define LINKED(sym) NULL
+#endif
+
+const bw__component_ref bw__component_refs[] = {
+${refs}    {NULL, 0, NULL, NULL, NULL},
+};
+" @ONLY)
+endmacro()
+
 list(APPEND BW_BACKEND_SOURCES ${PROJECT_BINARY_DIR}/generated/backends.c)
 message(STATUS "breakwater store backends: ${BW_BACKENDS} (absent: ${BW_ABSENT_BACKENDS})")

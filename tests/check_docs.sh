@@ -2,9 +2,10 @@
 # Compile every self-contained C and C++ example in the given Markdown files:
 # each ```c block that starts with #include is a C11 translation unit, each
 # ```cpp block that does a C++17 one (CXX, -Wpedantic); one with main() is also
-# linked against the library. Usage: check_docs.sh CC CXX INCLUDE_DIR LIB FILE...
+# linked against the libraries. Usage: check_docs.sh CC CXX INCLUDE_DIR LIB_DIR FILE...
+# (LIB_DIR has libbreakwater.so and the components' libraries.)
 set -eu
-cc=$1 cxx=$2 inc=$3 lib=$4
+cc=$1 cxx=$2 inc=$3 libdir=$4
 shift 4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,13 +27,23 @@ for src in "$tmp"/*.c "$tmp"/*.cpp; do
     [ -e "$src" ] || continue
     name=$(basename "$src")
     extra=""
-    grep -q 'breakwater/curl.h' "$src" && extra="-lcurl" # the libcurl integration's examples use libcurl too
+    # A component's example links the component's library (and its own use of libcurl, libcurl); in a build
+    # without the component it is only compiled.
+    link=1
+    if grep -q 'breakwater/curl.h' "$src"; then
+        extra="-lbreakwater-curl -lcurl"
+        [ -e "$libdir/libbreakwater-curl.so" ] || link=0
+    fi
+    if grep -q 'bw_metrics_serve' "$src"; then
+        extra="$extra -lbreakwater-metrics-http"
+        [ -e "$libdir/libbreakwater-metrics-http.so" ] || link=0
+    fi
     case $src in
     *.cpp) compile="$cxx -std=c++17 -Wall -Wextra -Wpedantic -Werror" ;;
     *) compile="$cc -std=c11 -Wall -Wextra -Werror" ;;
     esac
-    if grep -q 'int main' "$src"; then
-        cmd="$compile -I$inc $src $lib $extra -lpthread -o $tmp/$name.bin"
+    if [ $link = 1 ] && grep -q 'int main' "$src"; then
+        cmd="$compile -I$inc $src -L$libdir $extra -lbreakwater -lpthread -o $tmp/$name.bin"
     else
         cmd="$compile -I$inc -c $src -o $tmp/$name.o"
     fi

@@ -52,7 +52,21 @@ BW_API int bw_version(void);
 /* bw_version_string — the run-time version as "MAJOR.MINOR.PATCH"; a static string. Thread safety: any thread. */
 BW_API const char *bw_version_string(void);
 
-/* Optional components, as bits of bw_components(). The core is always present. */
+/*
+ * Optional components, as bits of bw_components(). The core (libbreakwater:
+ * libc and pthreads only) is always present; each component that has a
+ * dependency of its own is a library of its own, with its own pkg-config file
+ * and CMake target (docs/packaging.md):
+ *   component       library                      pkg-config / CMake component
+ *   sqlite: store   libbreakwater-sqlite         breakwater-sqlite / sqlite
+ *   redis: store    libbreakwater-redis          breakwater-redis / redis
+ *   postgresql:     libbreakwater-postgres       breakwater-postgres / postgres
+ *   curl.h          libbreakwater-curl           breakwater-curl / curl
+ *   bw_metrics_serve libbreakwater-metrics-http  breakwater-metrics-http / metrics-http
+ * A store component need not be linked: bw_store_open loads its library when a
+ * URL names its scheme (a program linked statically must link it: store.h).
+ * The integrations (curl.h, bw_metrics_serve) are linked like any library.
+ */
 #define BW_COMPONENT_CORE 0x1u
 #define BW_COMPONENT_SQLITE 0x2u       /* the sqlite: store */
 #define BW_COMPONENT_METRICS_HTTP 0x4u /* bw_metrics_serve (observe.h): libmicrohttpd */
@@ -60,8 +74,11 @@ BW_API const char *bw_version_string(void);
 #define BW_COMPONENT_POSTGRES 0x10u    /* the postgresql: store (store.h): libpq */
 #define BW_COMPONENT_CURL 0x20u        /* the libcurl integration (curl.h) */
 /*
- * bw_components — which components were compiled into this build, as a bit set
- * of BW_COMPONENT_* values. Thread safety: safe from any thread.
+ * bw_components — which components this process can use, as a bit set of
+ * BW_COMPONENT_* values: the core, and every component whose library is linked
+ * into the program or, for a shared library, installed where the dynamic
+ * loader finds it (the query loads it, as bw_store_open would). Thread safety:
+ * safe from any thread.
  */
 BW_API unsigned bw_components(void);
 

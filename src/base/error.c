@@ -1,6 +1,6 @@
 /*
- * error.c — status strings, names of states and outcomes, the version and the
- * compiled-in components, and the helper that fills a caller's bw_error.
+ * error.c — status strings, names of states and outcomes, the version, and the
+ * helper that fills a caller's bw_error.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,16 +16,6 @@ int bw_version(void)
 const char *bw_version_string(void)
 {
     return BW_VERSION_STRING;
-}
-
-/* BW__COMPONENTS: the BW_COMPONENT_* bits of the components this build has, set by the build (CMakeLists.txt). */
-#ifndef BW__COMPONENTS
-#define BW__COMPONENTS 0u
-#endif
-
-unsigned bw_components(void)
-{
-    return BW_COMPONENT_CORE | (BW__COMPONENTS);
 }
 
 const char *bw_strerror(int code)

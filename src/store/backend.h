@@ -67,7 +67,7 @@ typedef struct bw__store_clock {
     int fallback;              /* BW__STORE_MONOTONIC or BW__STORE_REALTIME */
 } bw__store_clock;
 
-/* The store's clock, in ns (store.c). */
+/* The store's clock, in ns (clock.c). */
 int64_t bw__store_clock_now(const bw__store_clock *c);
 
 /* ---- backends ---- */
@@ -89,6 +89,13 @@ typedef struct bw__backend {
     int (*open)(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err);
     /* NULL when the backend is in the tree but not in this build: why (e.g. its library was not found). */
     const char *absent;
+    /*
+     * An entry of a core whose backend is in a component's library
+     * (base/component.h): the component's name ("redis"), and open is NULL;
+     * bw_store_open takes the component's backend of the same scheme. NULL for
+     * a backend in this library.
+     */
+    const char *component;
 } bw__backend;
 
 /* The scheme table (generated: backends.c), NULL-terminated. */

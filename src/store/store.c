@@ -1,7 +1,7 @@
 /*
  * store.c — the store front end: opening a URL through the scheme table,
- * custom stores, the guard every outside update runs through, close hooks, the
- * store's clock (breakwater/store.h, front.h).
+ * custom stores, the guard every outside update runs through, close hooks
+ * (breakwater/store.h, front.h).
  *
  * Locking: `hooks_mu` guards the close-hook list. Everything else of a store is
  * set before bw_store_open returns and read-only after, but the injected clock
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/component.h"
 #include "store/backend.h"
 #include "store/front.h"
 
@@ -58,6 +59,23 @@ static int check_ops(const bw_store_ops *ops, bw_error *err)
     return BW_OK;
 }
 
+/* Backend `scheme` of a component's library (base/component.h), loading it if need be. */
+static int component_backend(const bw__backend *entry, const bw__backend **out, bw_error *err)
+{
+    char why[512];
+    const bw__component *c = bw__component_get(entry->component, why, sizeof why);
+    if (!c)
+        return bw__fail(err, BW_ESTATE, "scheme", "%s: store: %s", entry->scheme, why);
+    for (const void *const *i = c->items; i && *i; i++) {
+        const bw__backend *b = *i;
+        if (strcmp(b->scheme, entry->scheme) == 0 && b->open) {
+            *out = b;
+            return BW_OK;
+        }
+    }
+    return bw__fail(err, BW_ESTATE, "scheme", "the %s component has no %s: store", entry->component, entry->scheme);
+}
+
 /* The backend of u's scheme; BW_EINVAL (unknown) or BW_ESTATE (not in this build) otherwise. */
 static int find_backend(const bw__url *u, const bw__backend **out, bw_error *err)
 {
@@ -66,6 +84,8 @@ static int find_backend(const bw__url *u, const bw__backend **out, bw_error *err
         if (strcmp((*b)->scheme, u->scheme) == 0) {
             if ((*b)->absent)
                 return bw__fail(err, BW_ESTATE, "scheme", "%s", (*b)->absent);
+            if ((*b)->component)
+                return component_backend(*b, out, err);
             *out = *b;
             return BW_OK;
         }
@@ -195,23 +215,6 @@ int bw_store_set_clock(bw_store *s, bw_clock *clock)
         return BW_EINVAL;
     atomic_store(&s->clock.clock, clock);
     return BW_OK;
-}
-
-/*
- * The default store clocks are the kernel's coarse clocks: about 5 ns a read
- * instead of about 22 on a VM, at a resolution of a few milliseconds (one
- * tick), which is finer than any time a store decides on (open waits, probe
- * rounds, one-second window buckets, lifetimes). Call durations are measured by
- * the breaker's own clock, never the store's.
- */
-int64_t bw__store_clock_now(const bw__store_clock *c)
-{
-    bw_clock *clock = atomic_load(&((bw__store_clock *)c)->clock);
-    if (clock)
-        return bw_clock_now(clock);
-    struct timespec ts;
-    clock_gettime(c->fallback == BW__STORE_REALTIME ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
 }
 
 /* ---- updates, reads, sweeps ---- */

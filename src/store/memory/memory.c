@@ -212,4 +212,4 @@ static int mem_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops
     return BW_OK;
 }
 
-const bw__backend bw__backend_memory = {"memory", {NULL}, BW__STORE_MONOTONIC, mem_open, NULL};
+const bw__backend bw__backend_memory = {"memory", {NULL}, BW__STORE_MONOTONIC, mem_open, NULL, NULL};

@@ -1325,6 +1325,8 @@ const bw__backend bw__backend_postgresql = {"postgresql",
                                             {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL},
                                             BW__STORE_REALTIME,
                                             pg_open,
+                                            NULL,
                                             NULL};
 const bw__backend bw__backend_postgres = {
-    "postgres", {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL};
+    "postgres", {"table", "connect_timeout", "timeout", "pool", "sweep", "*", NULL}, BW__STORE_REALTIME, pg_open, NULL,
+    NULL};

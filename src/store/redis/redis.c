@@ -1244,4 +1244,4 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
 }
 
 const bw__backend bw__backend_redis = {
-    "redis", {"prefix", "connect_timeout", "timeout", "pool", "socket", NULL}, BW__STORE_REALTIME, rd_open, NULL};
+    "redis", {"prefix", "connect_timeout", "timeout", "pool", "socket", NULL}, BW__STORE_REALTIME, rd_open, NULL, NULL};

@@ -745,4 +745,4 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
 }
 
 const bw__backend bw__backend_shm = {
-    "shm", {"capacity", "lock_timeout", NULL}, BW__STORE_MONOTONIC, shm_open_store, NULL};
+    "shm", {"capacity", "lock_timeout", NULL}, BW__STORE_MONOTONIC, shm_open_store, NULL, NULL};

@@ -521,4 +521,5 @@ static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     return BW_OK;
 }
 
-const bw__backend bw__backend_sqlite = {"sqlite", {"busy_timeout", "sweep", NULL}, BW__STORE_REALTIME, sq_open, NULL};
+const bw__backend bw__backend_sqlite = {"sqlite", {"busy_timeout", "sweep", NULL}, BW__STORE_REALTIME, sq_open, NULL,
+                                        NULL};
