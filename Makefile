@@ -3,11 +3,13 @@
 #               share one circuit in a SQLite file; `make demo-lib` runs the library's (examples/lifecycle.c)
 #   make check  install what is missing, check formatting and the layering, build with -Werror,
 #               run the whole ctest suite, then again under ASan+UBSan and TSan,
-#               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl)
+#               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl),
+#               then check the ABI against the last release's (abi/) and build, install, consume and lint the
+#               Debian packages
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo demo-lib check build test asan tsan nosqlite layers bench bench-ir format format-check deps clean
+.PHONY: demo demo-lib check build test asan tsan nosqlite abi package layers bench bench-ir format format-check deps clean
 
 demo: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -22,8 +24,8 @@ demo-lib: deps
 deps:
 	@sh scripts/deps.sh
 
-check: deps-all format-check layers test asan tsan nosqlite
-	@echo "check: all suites passed (plain, asan+ubsan, tsan, without sqlite, redis, postgresql and libmicrohttpd)"
+check: deps-all format-check layers abi test asan tsan nosqlite package
+	@echo "check: all suites passed (plain, asan+ubsan, tsan, without the optional components), the ABI kept, the packages built and consumed"
 
 deps-all:
 	@sh scripts/deps.sh --all
@@ -54,6 +56,20 @@ nosqlite:
 	cmake --build build-nosqlite -j$(JOBS)
 	cd build-nosqlite && $(CTEST)
 
+# The public libraries' ABI against the last release's dumps (abi/): an incompatible change without a new SONAME
+# fails (docs/packaging.md).
+# The libraries are built for it without link-time optimisation (which detaches their DWARF from their symbols).
+abi:
+	cmake -S . -B build-abi -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_BUILD_TESTS=OFF -DBW_BUILD_BENCH=OFF -DBW_BUILD_EXAMPLES=OFF -DBW_BUILD_CLI=OFF -DBW_BUILD_STATIC=OFF
+	cmake --build build-abi -j$(JOBS)
+	sh scripts/abi_check.sh build-abi
+
+# The Debian packages (debian/): built with dpkg-buildpackage, installed into a temporary root, a consumer built
+# against them with pkg-config and CMake, lintian (errors fail).
+package:
+	@sh scripts/deps.sh --package
+	sh scripts/package_check.sh
+
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF >/dev/null
 	cmake --build build-bench -j$(JOBS) --target breaker_bench registry_bench pipeline_bench store_bench metrics_bench cli_bench breakwater_cli $$(cmake --build build-bench --target help | grep -qw http_bench && echo http_bench) >/dev/null
@@ -81,4 +97,4 @@ format-check:
 	sh scripts/format.sh
 
 clean:
-	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench build-ir
+	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench build-ir build-abi

@@ -35,6 +35,14 @@ if [ "${1:-}" = "--all" ]; then
     # pg_ctl, postgres and psql from /usr/lib/postgresql/VERSION/bin, and pg_stat_statements, which Debian's
     # postgresql ships).
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$need postgresql"
+    # The ABI check (scripts/abi_check.sh) compares the libraries with abi/ through libabigail.
+    { command -v abidw >/dev/null 2>&1 && command -v abidiff >/dev/null 2>&1; } || need="$need abigail-tools"
+fi
+# The Debian packages (scripts/package_check.sh): debhelper, dpkg-dev and lintian; git lists the files to package.
+if [ "${1:-}" = "--all" ] || [ "${1:-}" = "--package" ]; then
+    { command -v dh >/dev/null 2>&1 && command -v dpkg-buildpackage >/dev/null 2>&1; } || need="$need debhelper dpkg-dev"
+    command -v lintian >/dev/null 2>&1 || need="$need lintian"
+    command -v git >/dev/null 2>&1 || need="$need git"
 fi
 # make bench-ir counts instructions under valgrind (its callgrind.h comes with it).
 if [ "${1:-}" = "--bench-ir" ]; then

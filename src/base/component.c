@@ -52,7 +52,18 @@ static const bw__component *load(const bw__component_ref *r, char *why, size_t n
              r->name, r->name, r->name, r->name);
     return NULL;
 #else
-    void *h = dlopen(r->soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    /* Already loaded (the program links it)? Else beside the core (a prefix only the program's RUNPATH names), else
+     * wherever the dynamic loader looks. */
+    void *h = dlopen(r->soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | RTLD_NOLOAD);
+    Dl_info self;
+    if (!h && dladdr((void *)bw__component_get, &self) && self.dli_fname && strrchr(self.dli_fname, '/')) {
+        char path[4096];
+        int dir = (int)(strrchr(self.dli_fname, '/') - self.dli_fname);
+        if (snprintf(path, sizeof path, "%.*s/%s", dir, self.dli_fname, r->soname) < (int)sizeof path)
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    }
+    if (!h)
+        h = dlopen(r->soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, n,

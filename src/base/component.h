@@ -7,9 +7,9 @@
  * component library defines one descriptor, `bw__component_<name>`, listing
  * what it provides (for a store component, its backends: store/backend.h).
  * The core finds a component's descriptor
- * - in a shared core: by dlopen() of the component's library by its soname
- *   (which returns the library already loaded when the program linked it) and
- *   dlsym(), once, on first need;
+ * - in a shared core: by dlopen() and dlsym(), once, on first need: the
+ *   library already loaded (the program linked it), else the one in the
+ *   core's own directory, else the one the dynamic loader finds by its soname;
  * - in a static core (BW__STATIC): through a weak reference, which the program
  *   satisfies by linking the component's archive (its pkg-config file and
  *   CMake target add -Wl,-u,bw__component_<name> so that the linker takes it).

@@ -1,0 +1,91 @@
+#!/bin/sh
+# make package: build breakwater's Debian packages from the tracked files (dpkg-buildpackage -us -uc, as a
+# clean clone would), install them into a temporary root (dpkg -x: no chroot, nothing installed on the machine),
+# build and run a consumer against that root with pkg-config and with CMake (shared and static), and run
+# lintian on the result: its findings are printed, and an error fails.
+# Usage: package_check.sh   (BW_PACKAGE_KEEP=1 keeps its temporary directory; needs debhelper, dpkg-dev, lintian: sh scripts/deps.sh --package installs them)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/bw-package.XXXXXX")
+[ -n "${BW_PACKAGE_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT INT TERM
+ver=$(sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$top/debian/changelog")
+src="$work/breakwater-$ver"
+mkdir -p "$src"
+# The tracked files only (a build tree or a stray file in the checkout must not reach the package).
+(cd "$top" && git ls-files -z | xargs -0 tar cf -) | tar xf - -C "$src"
+
+echo "package: dpkg-buildpackage -us -uc (breakwater $ver)"
+jobs=$(nproc 2>/dev/null || echo 2)
+if ! (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs" dpkg-buildpackage -us -uc >"$work/build.log" 2>&1); then
+    tail -n 60 "$work/build.log" >&2
+    echo "package: dpkg-buildpackage failed" >&2
+    exit 1
+fi
+expected="libbreakwater0 libbreakwater-sqlite0 libbreakwater-redis0 libbreakwater-postgres0 libbreakwater-curl0
+libbreakwater-metrics-http0 libbreakwater-dev breakwater"
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+root="$work/root"
+for p in $expected; do
+    deb="$work/${p}_${ver}_$arch.deb"
+    [ -e "$deb" ] || { echo "package: $p was not built ($deb)" >&2; exit 1; }
+    dpkg -x "$deb" "$root"
+    echo "package: $(basename "$deb"): $(dpkg-deb -f "$deb" Depends)"
+done
+libdir="$root/usr/lib/$multiarch"
+# Each library in its package, nothing else: the core depends on libc only, a component on the core of its
+# release and its dependency.
+for p in libbreakwater0 libbreakwater-redis0; do
+    dpkg-deb -c "$work/${p}_${ver}_$arch.deb" >"$work/contents"
+    grep -q '\.so\.0\.' "$work/contents" || { echo "package: $p has no library" >&2; exit 1; }
+done
+core_needs=$(readelf -d "$libdir/libbreakwater.so.0" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+case $core_needs in
+"libc.so.6 " | "libc.so.6 ld-linux-x86-64.so.2 ") ;;
+*) echo "package: libbreakwater.so.0 needs more than libc: $core_needs" >&2; exit 1 ;;
+esac
+dpkg-deb -f "$work/libbreakwater-redis0_${ver}_$arch.deb" Depends | grep -q "libbreakwater0 (= $ver)" ||
+    { echo "package: libbreakwater-redis0 does not depend on its release of the core" >&2; exit 1; }
+
+# The consumer, against the temporary root only.
+cons="$work/consumer"
+mkdir -p "$cons/data"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" # not the machine's own .pc files
+core_flags=$(pkg-config --cflags --libs breakwater)
+case $core_flags in
+*hiredis* | *sqlite* | *pq* | *curl* | *microhttpd*) echo "package: breakwater.pc pulls a component's flags: $core_flags" >&2; exit 1 ;;
+esac
+run() { # run NAME: the consumer NAME, which must load breakwater from the temporary root (or have it linked in)
+    out=$(LD_LIBRARY_PATH="$libdir" "$cons/$1" "$cons/data") || { echo "$out" >&2; echo "package: $1 failed" >&2; exit 1; }
+    echo "$out" | sed "s|^|package: $1: |"
+    case $2 in
+    shared) echo "$out" | grep -q "^core: $libdir/libbreakwater.so.0$" || { echo "package: $1 did not load the packaged core" >&2; exit 1; } ;;
+    static) echo "$out" | grep -q "^core: $cons/$1$" || { echo "package: $1 is not linked statically" >&2; exit 1; } ;;
+    esac
+}
+cc -std=c11 -Wall -Wextra -Werror "$top/tests/packaging/consumer.c" $(pkg-config --cflags --libs breakwater) -o "$cons/pc_core"
+run pc_core shared # sqlite: through the component's library, loaded by the core
+cc -std=c11 -Wall -Wextra -Werror -DCONSUMER_CURL "$top/tests/packaging/consumer.c" \
+    $(pkg-config --cflags --libs breakwater-curl) -o "$cons/pc_curl"
+run pc_curl shared
+cmake -S "$top/tests/packaging" -B "$cons/cmake" -DCMAKE_PREFIX_PATH="$root/usr" >"$work/cmake.log" 2>&1 &&
+    cmake --build "$cons/cmake" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; exit 1; }
+cp "$cons/cmake/consumer_cmake" "$cons/cmake/consumer_cmake_static" "$cons/"
+run consumer_cmake shared
+run consumer_cmake_static static
+
+# The command, from its package.
+"$root/usr/bin/breakwater" --version | sed 's/^/package: breakwater --version: /'
+[ -s "$root/usr/share/man/man1/breakwater.1.gz" ] || { echo "package: no manual page" >&2; exit 1; }
+[ -s "$root/usr/share/bash-completion/completions/breakwater" ] || { echo "package: no bash completion" >&2; exit 1; }
+
+echo "package: lintian"
+rc=0
+lintian --fail-on error --info "$work/breakwater_${ver}_$arch.changes" >"$work/lintian.log" 2>&1 || rc=$?
+sed 's/^/package: lintian: /' "$work/lintian.log"
+if [ $rc != 0 ]; then
+    echo "package: lintian found errors (exit $rc)" >&2
+    exit 1
+fi
+echo "package: all packages built, installed in a temporary root, consumed and checked"
