@@ -8,14 +8,16 @@
  * PGconn); the pool only hands it out, one call at a time.
  *
  * - A call takes a slot (acquire) and gives it back (release). Its wait for a
- *   free slot and its commands share one deadline, `timeout` from the
- *   acquire: the slot's `deadline`, which bound() turns into the time left
- *   for the next command (a backend may extend it, e.g. on a conflict).
+ *   free slot is bounded by the call's deadline, `timeout` from the acquire:
+ *   the slot's `deadline`, which bound() turns into the time left for the
+ *   next command, so that the wait and the commands share it (redis:; a
+ *   backend may extend it, e.g. on a conflict). A backend that bounds each
+ *   command itself does not call bound() (postgresql:).
  * - A slot without a connection is connected at acquire (ops->connect, which
  *   waits at most the backend's connect timeout).
  * - A failure (a connect that failed, a release of a broken connection)
  *   closes every idle connection (they lead to the same server) and starts a
- *   backoff, 10 ms doubling to 1 s, reset by any call the server answered:
+ *   backoff, 10 ms doubling to 1 s, reset by a release of a working connection:
  *   during it, acquire fails at once with the last error and how long the
  *   backoff still lasts, instead of waiting again.
  * - A pool belongs to the process that made it: in a forked child (its
@@ -50,8 +52,8 @@
 typedef struct bw__netpool_ops {
     /*
      * Make a new connection into *conn, waiting at most the backend's connect
-     * timeout, its per-command timeout set to the pool's `timeout`. BW_OK, or
-     * the error with *err filled and nothing made.
+     * timeout, its per-command timeout (if it has one: bound()) set to the
+     * pool's `timeout`. BW_OK, or the error with *err filled and nothing made.
      */
     int (*connect)(void *backend, void **conn, bw_error *err);
     /*
@@ -77,6 +79,7 @@ typedef struct bw__netslot {
     int busy;         /* the pool's, under its mutex */
 } bw__netslot;
 
+/* The pool: a backend embeds it and touches only the conn and deadline of a slot it acquired. */
 typedef struct bw__netpool {
     const char *name; /* the messages' prefix: "redis", "postgresql" */
     const bw__netpool_ops *ops;

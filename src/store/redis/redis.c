@@ -1098,7 +1098,7 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     if (pthread_mutex_init(&r->cmu, NULL) != 0) {
         free(r->cache);
         free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutexes");
+        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutex");
     }
     rc = bw__netpool_init(&r->conns, "redis", r->pool, r->timeout_ns, &pool_ops, r, err);
     if (rc != BW_OK) {
