@@ -1,7 +1,8 @@
 /*
  * backend.h — what a store backend sees of the store layer (internal; store
  * layer). A backend (store/memory/, store/shm/, store/sqlite/, ...) includes
- * this header and the base layer, nothing else of breakwater's internals.
+ * this header and the base layer, nothing else of breakwater's internals but,
+ * for a network backend, the connection pool (store/netpool.h).
  *
  * A backend is a folder with its sources, a CMakeLists.txt that registers it
  * (bw_add_backend, or bw_absent_backend when its dependency is missing) and one

@@ -74,18 +74,25 @@
  *   non-blocking; no cancel request) with every idle connection of the pool, and for a backoff (10 ms doubling to 1 s,
  * reset by a success) calls fail at once with the last error. A write whose answer timed out may still have been
  * applied.
+ * - The pool is the store layer's for network backends (store/netpool.h):
+ *   this file registers how a connection is made (connect_one) and closed,
+ *   and the pool does the rest (slots, the wait for one, backoff).
  * - Everything the server answers is checked: the result status, the number
  *   of rows and columns, each column's type and format, each value's length
  *   and range (the clock within year 2096).
  *
  * Locking
- * - r->mu guards the pool (which slot is busy, its connection when idle), the
- *   backoff and the last failure; r->cv signals a slot coming free. A busy
- *   slot belongs to one thread, which uses its connection without the mutex:
- *   no network wait happens under r->mu. r->cmu guards the row cache and the
- *   server clock's sample; it is held only to copy in or out. No lock is held
- *   while fn runs, and the two mutexes are never held together.
- * - Connections must not cross fork(): a child opens its own store.
+ * - The pool's mutex (store/netpool.h) guards which slot is busy, its
+ *   connection when idle, the backoff and the last failure. A busy slot
+ *   belongs to one thread, which uses its connection without the mutex: no
+ *   network wait happens under it; under it the pool only closes idle
+ *   connections (PQfinish, non-blocking), taking no other lock. r->cmu guards
+ *   the row cache and the server clock's sample; it is held only to copy in
+ *   or out. No lock is held while fn runs, and the two mutexes are never held
+ *   together.
+ * - Connections must not cross fork(): a child opens its own store (the pool
+ *   refuses a call in a child with BW_ESTATE, and pg_close there leaves the
+ *   parent's sessions alone).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -103,17 +110,16 @@
 #include "base/hash.h"
 #include "base/systime.h"
 #include "store/backend.h"
+#include "store/netpool.h"
 
 #define IDENT_MAX 63 /* bytes of a table (or schema) name: PostgreSQL's NAMEDATALEN - 1 */
-#define POOL_MAX 64
+#define POOL_MAX BW__NETPOOL_MAX
 #define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
 #define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
 #define READ_MANY_MAX 100000
 #define SWEEP_BATCH 100                             /* rows an automatic sweep deletes at most */
 #define CACHE_SLOTS 256                             /* rows remembered, one per slot (direct-mapped) */
 #define ESTIMATE_MAX ((int64_t)10 * BW_NS_PER_S)    /* the oldest server clock sample "now" is estimated from */
-#define BACKOFF_MIN (10 * (int64_t)1000000)         /* 10 ms */
-#define BACKOFF_MAX ((int64_t)BW_NS_PER_S)          /* 1 s */
 #define NOW_MAX ((int64_t)4000000000 * BW_NS_PER_S) /* the server clock we accept (year 2096) */
 #define CONNINFO_MAX 6144
 #define SCHEMA "breakwater store schema 1"
@@ -129,10 +135,8 @@
 enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
 static const char *const st_name[ST_COUNT] = {"bw_read", "bw_put", "bw_ins", "bw_del", "bw_sweep", "bw_scan"};
 
-typedef struct slot {
-    PGconn *c; /* NULL: not connected */
-    int busy;
-} slot;
+/* A slot of the pool: its conn a PGconn (store/netpool.h). */
+typedef bw__netslot slot;
 
 /* What the store last saw of a row. */
 typedef struct row {
@@ -157,13 +161,7 @@ typedef struct pg {
     int64_t sweep_ns;   /* the automatic sweep's period; 0: none */
     int64_t next_sweep; /* bw__mono_now instant of the next pass (cmu) */
     int pool;
-    pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int64_t down_until, backoff; /* bw__mono_now instants; backoff 0 = healthy */
-    int down_code;
-    char down_why[200];
-    slot slots[POOL_MAX];
+    bw__netpool conns; /* the connections (a forked child must open its own store: its sockets are the parent's) */
     pthread_mutex_t cmu;
     int64_t srv_now, srv_mono; /* the server's clock last seen, and bw__mono_now then; srv_mono 0: never */
     uint64_t seed;
@@ -575,109 +573,35 @@ static int connect_one(pg *r, PGconn **out, int first, bw_error *err)
     return BW_OK;
 }
 
-/* Note a failure: drop every idle connection and back off. mu held. */
-static void note_down(pg *r, const bw_error *e)
+/* The pool's callbacks (store/netpool.h): a connection made when a slot has none, and closed. */
+static int connect_pooled(void *backend, void **conn, bw_error *err)
 {
-    for (int i = 0; i < r->pool; i++)
-        if (!r->slots[i].busy && r->slots[i].c) {
-            PQfinish(r->slots[i].c); /* non-blocking: a Terminate message if the socket takes it, then close */
-            r->slots[i].c = NULL;
-        }
-    r->backoff = r->backoff ? (r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
-    r->down_until = bw__mono_now() + r->backoff;
-    r->down_code = e->code;
-    snprintf(r->down_why, sizeof r->down_why, "%.190s", e->message);
-    pthread_cond_broadcast(&r->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
+    PGconn *c = NULL;
+    int rc = connect_one(backend, &c, 0, err);
+    *conn = c;
+    return rc;
 }
 
-/*
- * Take a slot: one with a connection if any is idle, else an idle one to
- * connect (unless `conn_only`). `wait`: wait up to timeout for one to come
- * free; else BW_ESTATE at once. During a backoff fail at once.
- */
-static int acquire(pg *r, int wait, int conn_only, slot **out, bw_error *err)
+static void close_one(void *backend, void *conn, int forked)
 {
-    if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: answers would cross */
-        return bw__fail(err, BW_ESTATE, "",
-                        "postgresql: this store was opened in another process: open it again after fork()");
-    int64_t deadline = bw__mono_now() + r->timeout_ns;
-    slot *pick = NULL;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        int64_t now = bw__mono_now();
-        if (r->backoff && now < r->down_until) {
-            int code = r->down_code;
-            char why[200];
-            memcpy(why, r->down_why, sizeof why);
-            int64_t left = (r->down_until - now) / 1000000 + 1;
-            pthread_mutex_unlock(&r->mu);
-            return bw__fail(err, code, "", "%.190s (not retried for %" PRId64 " ms)", why, left);
-        }
-        slot *idle = NULL;
-        for (int i = 0; i < r->pool && !pick; i++) {
-            if (r->slots[i].busy)
-                continue;
-            if (r->slots[i].c)
-                pick = &r->slots[i];
-            else if (!idle)
-                idle = &r->slots[i];
-        }
-        if (!pick && !conn_only)
-            pick = idle;
-        if (pick)
-            break;
-        if (!wait) {
-            pthread_mutex_unlock(&r->mu);
-            return BW_ESTATE;
-        }
-        if (now >= deadline) {
-            pthread_mutex_unlock(&r->mu);
-            return bw__fail(err, BW_ETIMEDOUT, "",
-                            "postgresql: all %d connections of the pool stayed busy for the timeout", r->pool);
-        }
-        struct timespec ts = bw__timespec_of(deadline);
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    (void)backend;
+    /*
+     * In a forked child the socket is the parent's too: PQfinish's goodbye
+     * would end the parent's session. Its descriptor is pointed at /dev/null
+     * first, so only this process's copy closes.
+     */
+    if (forked) {
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int moved = devnull >= 0 && PQsocket(conn) >= 0 && dup2(devnull, PQsocket(conn)) >= 0;
+        if (devnull >= 0)
+            close(devnull);
+        if (!moved)
+            return; /* could not: leave it (a little memory) rather than break the parent's */
     }
-    pick->busy = 1;
-    pthread_mutex_unlock(&r->mu);
-    if (!pick->c) {
-        bw_error e = {0, "", ""};
-        PGconn *c = NULL;
-        int rc = connect_one(r, &c, 0, &e);
-        pthread_mutex_lock(&r->mu);
-        pick->c = c;
-        if (rc != BW_OK) {
-            note_down(r, &e);
-            pick->busy = 0;
-            pthread_cond_signal(&r->cv);
-        }
-        pthread_mutex_unlock(&r->mu);
-        if (rc != BW_OK) {
-            if (err)
-                *err = e;
-            return rc;
-        }
-    }
-    *out = pick;
-    return BW_OK;
+    PQfinish(conn); /* non-blocking: a Terminate message if the socket takes it, then close */
 }
 
-/* Give a slot back; `broken`: its connection failed (drop it and back off). */
-static void release(pg *r, slot *s, int broken, const bw_error *e)
-{
-    pthread_mutex_lock(&r->mu);
-    if (broken) {
-        PQfinish(s->c);
-        s->c = NULL;
-        s->busy = 0;
-        note_down(r, e);
-    } else {
-        s->busy = 0;
-        r->backoff = 0;
-    }
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
+static const bw__netpool_ops pool_ops = {connect_pooled, close_one, NULL};
 
 /* ---- statements and their answers (untrusted: every field checked) ---- */
 
@@ -881,7 +805,7 @@ static int read_rows(pg *r, slot *s, size_t n, const char *const *names, row *ro
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     const char *vals[1] = {arr};
     int lens[1] = {alen}, fmts[1] = {1};
-    PGresult *res = exec(s->c, r->timeout_ns, ST_READ, 1, vals, lens, fmts, broken, err);
+    PGresult *res = exec(s->conn, r->timeout_ns, ST_READ, 1, vals, lens, fmts, broken, err);
     free(arr);
     if (!res)
         return err ? err->code : BW_ESYS;
@@ -927,7 +851,7 @@ static int pg_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     if (!rows)
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK) {
         free(rows);
         return rc;
@@ -935,7 +859,7 @@ static int pg_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     int broken = 0;
     bw_error e = {0, "", ""};
     rc = read_rows(r, s, n, names, rows, now, &broken, &e);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     for (size_t i = 0; rc == BW_OK && i < n; i++) {
         entry_of(&rows[i], *now, &out[i], &found[i]);
         cache_put(r, names[i], &rows[i]);
@@ -950,14 +874,14 @@ static int pg_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
 {
     pg *r = ctx;
     slot *s;
-    int rc = acquire(r, 0, 1, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 1, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
     bw_error e = {0, "", ""};
     row w;
     rc = read_rows(r, s, 1, &name, &w, now, &broken, &e);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc == BW_OK) {
         entry_of(&w, *now, out, found);
         cache_put(r, name, &w);
@@ -1012,7 +936,7 @@ static int cas(pg *r, slot *s, const char *name, bw_store_verdict verdict, const
         lens[at++] = 8;
         n = at;
     }
-    PGresult *res = exec(s->c, r->timeout_ns, st, n, vals, lens, fmts, broken, err);
+    PGresult *res = exec(s->conn, r->timeout_ns, st, n, vals, lens, fmts, broken, err);
     if (!res)
         return err ? err->code : BW_ESYS;
     int rc = check_shape(res, 1, err);
@@ -1045,7 +969,7 @@ static int sweep_pass(pg *r, slot *s, int max, int *deleted, int *broken, bw_err
         maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
     const char *vals[2] = {injected ? (const char *)nowb : NULL, (const char *)maxb};
     int lens[2] = {8, 4}, fmts[2] = {1, 1};
-    PGresult *res = exec(s->c, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, broken, err);
+    PGresult *res = exec(s->conn, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, broken, err);
     if (!res)
         return err ? err->code : BW_ESYS;
     int64_t n = -1;
@@ -1086,7 +1010,7 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 {
     pg *r = ctx;
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
@@ -1153,7 +1077,7 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     }
     if (rc == BW_OK && !broken)
         sweep_maybe(r, s, &broken);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc == BW_OK)
         cache_put(r, name, &w);
     else if (err)
@@ -1175,7 +1099,7 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     if (max > 100000)
         max = 100000;
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     unsigned char maxb[4], nowb[8];
@@ -1187,7 +1111,7 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     int lens[3] = {(int)clen, 4, 8}, fmts[3] = {0, 1, 1};
     int broken = 0;
     bw_error e = {0, "", ""};
-    PGresult *res = exec(s->c, r->timeout_ns, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
+    PGresult *res = exec(s->conn, r->timeout_ns, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
     rc = res ? BW_OK : e.code;
     if (res && (PQnfields(res) != 1 || PQntuples(res) > max || PQftype(res, 0) != OID_TEXT))
         rc = bw__fail(&e, BW_ESYS, "", "postgresql: the server's answer to a scan is malformed");
@@ -1218,7 +1142,7 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     }
     if (res)
         PQclear(res);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -1228,13 +1152,13 @@ static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     pg *r = ctx;
     slot *s;
-    int rc = acquire(r, 1, 0, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
     bw_error e = {0, "", ""};
     rc = sweep_pass(r, s, max, deleted, &broken, &e);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -1243,29 +1167,11 @@ static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
 static void pg_close(void *ctx)
 {
     pg *r = ctx;
-    int child = getpid() != r->pid;
-    int devnull = child ? open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
-    for (int i = 0; i < r->pool; i++) {
-        PGconn *c = r->slots[i].c;
-        if (!c)
-            continue;
-        /*
-         * In a forked child the socket is the parent's too: PQfinish's
-         * goodbye would end the parent's session. Its descriptor is pointed
-         * at /dev/null first, so only this process's copy closes.
-         */
-        if (child && (devnull < 0 || PQsocket(c) < 0 || dup2(devnull, PQsocket(c)) < 0))
-            continue; /* could not: leave it (a little memory) rather than break the parent's */
-        PQfinish(c);
-    }
-    if (devnull >= 0)
-        close(devnull);
+    bw__netpool_destroy(&r->conns); /* in a forked child, without a goodbye on the parent's sessions (close_one) */
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(r->cache[i]);
     free(r->setup);
     pthread_mutex_destroy(&r->cmu);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
@@ -1284,35 +1190,30 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         free(r);
         return rc;
     }
-    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+    rc = bw__netpool_init(&r->conns, "postgresql", r->pool, r->timeout_ns, &pool_ops, r, err);
+    if (rc != BW_OK) {
         free(r->setup);
         free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's mutex");
+        return rc;
     }
     if (pthread_mutex_init(&r->cmu, NULL) != 0) {
-        pthread_mutex_destroy(&r->mu);
+        bw__netpool_destroy(&r->conns);
         free(r->setup);
         free(r);
         return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's mutex");
     }
-    if (bw__cond_init_mono(&r->cv) != 0) {
-        pthread_mutex_destroy(&r->cmu);
-        pthread_mutex_destroy(&r->mu);
-        free(r->setup);
-        free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the postgresql: store's condition variable");
-    }
     r->clock = clock;
-    r->pid = getpid();
     r->seed = bw__hash_seed(r);
     if (r->sweep_ns > 0)
         r->next_sweep = next_sweep(r, bw__mono_now());
     /* Connect once now (the table made or checked), so a wrong URL fails here; the connection joins the pool. */
-    rc = connect_one(r, &r->slots[0].c, 1, err);
+    PGconn *c = NULL;
+    rc = connect_one(r, &c, 1, err);
     if (rc != BW_OK) {
         pg_close(r);
         return rc;
     }
+    bw__netpool_adopt(&r->conns, c);
     static const bw_store_ops pg_ops = {BW_STORE_OPS_VERSION, "postgresql", pg_update, pg_sweep, pg_close, pg_read,
                                         pg_read_many,         pg_scan};
     *ops = pg_ops;

@@ -51,19 +51,26 @@
  * - Deadlines: connecting waits at most connect_timeout; a call's wait for a
  *   free connection of the pool and its commands share one deadline, timeout
  *   from its start (each command's SO_RCVTIMEO/SO_SNDTIMEO, through
- *   redisSetTimeout, is the time left: bound()); a conflict (the server
+ *   redisSetTimeout, is the time left: the pool's bound()); a conflict (the server
  *   answers, another client wrote) extends it up to CONTENTION times timeout. A connection that failed (a timeout, an
  * I/O or protocol error) is dropped with every idle connection of the pool (they lead to the same server), and for a
  * backoff (10 ms doubling to 1 s, reset by a success) calls fail at once with the last error instead of waiting again.
  * A write whose reply timed out may still have been applied by the server.
+ * - The pool is the store layer's for network backends (store/netpool.h): this
+ *   file registers how a context is made (connect_one), closed and given a
+ *   socket timeout, and the pool does the rest (slots, deadlines, backoff).
  *
  * Locking
- * - r->mu guards the pool (which slot is busy, its context when idle), the
- *   backoff and the last failure; r->cv signals a slot coming free. A slot
- *   marked busy belongs to one thread, which uses its context without the
- *   mutex (connecting, commands): no network wait happens under r->mu, and fn
- *   runs with no lock held. No other lock is taken under r->mu.
- * - Contexts must not cross fork(): a child opens its own store.
+ * - The pool's mutex (store/netpool.h) guards which slot is busy, its context
+ *   when idle, the backoff and the last failure. A slot marked busy belongs to
+ *   one thread, which uses its context without the mutex (connecting,
+ *   commands): no network wait happens under it, and fn runs with no lock
+ *   held. Under it the pool only closes idle contexts (redisFree, no wait),
+ *   taking no other lock.
+ * - r->cmu guards the cache; it is held only to copy in or out, never
+ *   together with the pool's mutex.
+ * - Contexts must not cross fork(): a child opens its own store (the pool
+ *   refuses a call in a child with BW_ESTATE).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -76,23 +83,21 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/hash.h"
 #include "base/systime.h"
 #include "store/backend.h"
+#include "store/netpool.h"
 
 #define HOST_MAX 255   /* bytes of a host name or address */
 #define CRED_MAX 127   /* bytes of a user name or a password */
 #define PREFIX_MAX 100 /* bytes of the key prefix */
 #define SOCKET_MAX 107 /* bytes of a unix socket path (sun_path) */
-#define POOL_MAX 64
+#define POOL_MAX BW__NETPOOL_MAX
 #define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
 #define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
 #define HEAD 8        /* expires_at before the data */
 #define KEY_MAX (PREFIX_MAX + BW__STORE_KEY_MAX)      /* prefix + store key */
-#define BACKOFF_MIN (10 * (int64_t)1000000)           /* 10 ms */
-#define BACKOFF_MAX ((int64_t)BW_NS_PER_S)            /* 1 s */
 #define INJECTED_SLACK_MS ((int64_t)3600 * 1000)      /* see the design notes */
 #define PX_MAX_MS ((int64_t)100 * 366 * 86400 * 1000) /* a lifetime's PX, at most ~100 years */
 #define TIME_SEC_MAX ((int64_t)4000000000)            /* server TIME seconds we accept (year 2096) */
@@ -124,13 +129,8 @@ static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
 enum { SC_GET, SC_CAS, SC_COUNT };
 static const char *const script_src[SC_COUNT] = {GET_SCRIPT, CAS_SCRIPT};
 
-typedef struct slot {
-    redisContext *c; /* NULL: not connected */
-    int busy;
-    /* The busy thread's: */
-    int64_t deadline; /* of the call using it (bw__mono_now instant) */
-    int64_t set_ns;   /* the socket timeout set on c */
-} slot;
+/* A slot of the pool: its conn a redisContext, its deadline the call's (store/netpool.h). */
+typedef bw__netslot slot;
 
 /* A value last seen at a key (a slot of the cache, under rd.cmu). */
 typedef struct cached {
@@ -151,15 +151,9 @@ typedef struct rd {
     size_t plen;
     int64_t connect_ns, timeout_ns;
     int pool;
-    pid_t pid; /* the process that opened it: a forked child must open its own (its sockets are the parent's) */
     char sha[SC_COUNT][41];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int64_t down_until, backoff; /* bw__mono_now instants; backoff 0 = healthy */
-    int down_code;
-    char down_why[160];
-    slot slots[POOL_MAX];
-    /* The cache: its own mutex, held for a copy and never with r->mu. */
+    bw__netpool conns; /* the connections (a forked child must open its own store: its sockets are the parent's) */
+    /* The cache: its own mutex, held for a copy and never with the pool's. */
     pthread_mutex_t cmu;
     uint64_t seed;
     cached *cache;            /* CACHE_SLOTS slots, direct-mapped by the key's hash */
@@ -397,8 +391,9 @@ static int command_ok(const rd *r, redisContext *c, int argc, const char **argv,
 }
 
 /* A new connection: connected, deadlines set, authenticated, its db selected. */
-static int connect_one(rd *r, redisContext **out, bw_error *err)
+static int connect_one(void *backend, void **out, bw_error *err)
 {
+    rd *r = backend;
     struct timeval ctv = tv_of(r->connect_ns);
     errno = 0;
     redisContext *c =
@@ -435,133 +430,23 @@ static int connect_one(rd *r, redisContext **out, bw_error *err)
     return BW_OK;
 }
 
-/* Note a failure: drop every idle connection and back off. mu held. */
-static void note_down(rd *r, const bw_error *e)
+/* The pool's callbacks (store/netpool.h). */
+static void close_one(void *backend, void *conn, int forked)
 {
-    for (int i = 0; i < r->pool; i++)
-        if (!r->slots[i].busy && r->slots[i].c) {
-            redisFree(r->slots[i].c); /* close(2) of an idle socket: no wait */
-            r->slots[i].c = NULL;
-        }
-    r->backoff = r->backoff ? (r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
-    r->down_until = bw__mono_now() + r->backoff;
-    r->down_code = e->code;
-    snprintf(r->down_why, sizeof r->down_why, "%.150s", e->message);
-    pthread_cond_broadcast(&r->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
+    (void)backend;
+    (void)forked; /* redisFree closes this process's descriptor only: nothing is said to the server */
+    redisFree(conn);
 }
 
-/*
- * Take a slot: one with a connection if any is idle, else an idle one to
- * connect (unless `conn_only`). `wait`: wait up to timeout for one to come
- * free; else BW_ESTATE at once. During a backoff fail at once.
- */
-static int acquire(rd *r, int wait, int conn_only, int64_t deadline, slot **out, bw_error *err)
+static int set_timeout(void *backend, void *conn, int64_t ns, bw_error *err)
 {
-    if (BW_UNLIKELY(getpid() != r->pid)) /* its connections are the parent's: replies would cross */
-        return bw__fail(err, BW_ESTATE, "",
-                        "redis: this store was opened in another process: open it again after fork()");
-    slot *pick = NULL;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        int64_t now = bw__mono_now();
-        if (r->backoff && now < r->down_until) {
-            int code = r->down_code;
-            char why[160];
-            memcpy(why, r->down_why, sizeof why);
-            int64_t left = (r->down_until - now) / 1000000 + 1;
-            pthread_mutex_unlock(&r->mu);
-            return bw__fail(err, code, "", "%.150s (not retried for %" PRId64 " ms)", why, left);
-        }
-        slot *idle = NULL;
-        for (int i = 0; i < r->pool && !pick; i++) {
-            if (r->slots[i].busy)
-                continue;
-            if (r->slots[i].c)
-                pick = &r->slots[i];
-            else if (!idle)
-                idle = &r->slots[i];
-        }
-        if (!pick && !conn_only)
-            pick = idle;
-        if (pick)
-            break;
-        if (!wait) {
-            pthread_mutex_unlock(&r->mu);
-            return BW_ESTATE;
-        }
-        if (now >= deadline) {
-            pthread_mutex_unlock(&r->mu);
-            return bw__fail(err, BW_ETIMEDOUT, "", "redis: all %d connections of the pool stayed busy for the timeout",
-                            r->pool);
-        }
-        struct timespec ts = bw__timespec_of(deadline);
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-    }
-    pick->busy = 1;
-    pick->deadline = deadline;
-    pthread_mutex_unlock(&r->mu);
-    if (!pick->c) {
-        pick->set_ns = r->timeout_ns; /* connect_one sets it */
-        bw_error e = {0, "", ""};
-        redisContext *c = NULL;
-        int rc = connect_one(r, &c, &e);
-        pthread_mutex_lock(&r->mu);
-        pick->c = c;
-        if (rc != BW_OK) {
-            note_down(r, &e);
-            pick->busy = 0;
-            pthread_cond_signal(&r->cv);
-        }
-        pthread_mutex_unlock(&r->mu);
-        if (rc != BW_OK) {
-            if (err)
-                *err = e;
-            return rc;
-        }
-    }
-    *out = pick;
+    redisContext *c = conn;
+    if (redisSetTimeout(c, tv_of(ns)) != REDIS_OK)
+        return ctx_fail(backend, c, errno, "set the timeout of", err);
     return BW_OK;
 }
 
-/* Give a slot back; `broken`: its connection failed (drop it and back off), `ok`: the server answered. */
-static void release(rd *r, slot *s, int broken, const bw_error *e)
-{
-    pthread_mutex_lock(&r->mu);
-    if (broken) {
-        redisFree(s->c);
-        s->c = NULL;
-        s->busy = 0;
-        note_down(r, e);
-    } else {
-        s->busy = 0;
-        r->backoff = 0;
-    }
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
-/*
- * Bound the next command on s by its call's deadline: the socket timeout is
- * the time left, at most `timeout` (within a millisecond of it, `timeout`
- * itself, so that the common case sets nothing); BW_ETIMEDOUT when none is
- * left. So a call's pool wait and commands together wait at most `timeout`.
- */
-static int bound(const rd *r, slot *s, int *broken, bw_error *err)
-{
-    int64_t left = s->deadline - bw__mono_now();
-    if (left <= 0)
-        return bw__fail(err, BW_ETIMEDOUT, "", "redis: the call's deadline (timeout %" PRId64 " ms) passed",
-                        r->timeout_ns / 1000000);
-    int64_t want = left >= r->timeout_ns - 1000000 ? r->timeout_ns : left;
-    if (want != s->set_ns) {
-        if (redisSetTimeout(s->c, tv_of(want)) != REDIS_OK) {
-            *broken = 1;
-            return ctx_fail(r, s->c, errno, "set the timeout of", err);
-        }
-        s->set_ns = want;
-    }
-    return BW_OK;
-}
+static const bw__netpool_ops pool_ops = {connect_one, close_one, set_timeout};
 
 /*
  * Run script `which` with keys and args on slot s, bounded by its call's
@@ -572,9 +457,9 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
                               bw_error *err)
 {
-    if (bound(r, s, broken, err) != BW_OK)
+    if (bw__netpool_bound(&r->conns, s, broken, err) != BW_OK)
         return NULL;
-    redisContext *c = s->c;
+    redisContext *c = s->conn;
     size_t argc = 3 + nkeys + (size_t)nargs;
     const char *sv[3 + 8 + 8];
     size_t sl[3 + 8 + 8];
@@ -834,7 +719,7 @@ static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t
     free(block);
     if (rep)
         freeReplyObject(rep);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -844,7 +729,7 @@ static int rd_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
 {
     rd *r = ctx;
     slot *s;
-    int rc = acquire(r, 0, 1, bw__mono_now() + r->timeout_ns, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 1, &s, err);
     if (rc != BW_OK)
         return rc;
     return read_keys(r, s, 1, &name, now, out, found, err);
@@ -861,7 +746,7 @@ static int rd_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     if (n > 100000)
         return bw__fail(err, BW_EINVAL, "n", "redis: read_many reads at most 100000 keys at once, got %zu", n);
     slot *s;
-    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     return read_keys(r, s, n, names, now, out, found, err);
@@ -946,7 +831,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 {
     rd *r = ctx;
     slot *s;
-    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     char key[KEY_MAX + 1];
@@ -1038,7 +923,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -1096,12 +981,14 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     for (int i = 0; i < 6; i++)
         len[i] = strlen(argv[i]);
     slot *s;
-    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
     bw_error e = {0, "", ""};
-    redisReply *rep = bound(r, s, &broken, &e) == BW_OK ? command(r, s->c, 6, argv, len, "SCAN on", &broken, &e) : NULL;
+    redisReply *rep = bw__netpool_bound(&r->conns, s, &broken, &e) == BW_OK
+                          ? command(r, s->conn, 6, argv, len, "SCAN on", &broken, &e)
+                          : NULL;
     const char **names = NULL;
     size_t cands = 0;
     if (!rep) {
@@ -1143,7 +1030,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     free(names);
     if (rep)
         freeReplyObject(rep);
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -1152,11 +1039,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
 static void rd_close(void *ctx)
 {
     rd *r = ctx;
-    for (int i = 0; i < r->pool; i++)
-        if (r->slots[i].c)
-            redisFree(r->slots[i].c);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
+    bw__netpool_destroy(&r->conns);
     pthread_mutex_destroy(&r->cmu);
     free(r->cache);
     free(r);
@@ -1168,7 +1051,7 @@ static void rd_close(void *ctx)
 static int load_scripts(rd *r, bw_error *err)
 {
     slot *s;
-    int rc = acquire(r, 1, 0, bw__mono_now() + r->timeout_ns, &s, err);
+    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
     int broken = 0;
@@ -1176,7 +1059,7 @@ static int load_scripts(rd *r, bw_error *err)
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, s->c, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, s->conn, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
@@ -1189,7 +1072,7 @@ static int load_scripts(rd *r, bw_error *err)
                      : bw__fail(&e, BW_ESYS, "", "redis: SCRIPT LOAD answered something else than a SHA1");
         freeReplyObject(rep);
     }
-    release(r, s, broken, &e);
+    bw__netpool_release(&r->conns, s, broken, &e);
     if (rc != BW_OK && err)
         *err = e;
     return rc;
@@ -1212,25 +1095,21 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
         free(r);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
-    int mu = pthread_mutex_init(&r->mu, NULL) == 0;
-    if (!mu || pthread_mutex_init(&r->cmu, NULL) != 0) {
-        if (mu)
-            pthread_mutex_destroy(&r->mu);
+    if (pthread_mutex_init(&r->cmu, NULL) != 0) {
         free(r->cache);
         free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutexes");
+        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's mutex");
     }
-    if (bw__cond_init_mono(&r->cv) != 0) {
-        pthread_mutex_destroy(&r->mu);
+    rc = bw__netpool_init(&r->conns, "redis", r->pool, r->timeout_ns, &pool_ops, r, err);
+    if (rc != BW_OK) {
         pthread_mutex_destroy(&r->cmu);
         free(r->cache);
         free(r);
-        return bw__fail(err, BW_ESYS, "", "could not create the redis: store's condition variable");
+        return rc;
     }
     r->seed = bw__hash_seed(r);
     atomic_init(&r->time_off, INT64_MIN);
     r->clock = clock;
-    r->pid = getpid();
     rc = load_scripts(r, err);
     if (rc != BW_OK) {
         rd_close(r);
