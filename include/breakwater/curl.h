@@ -15,10 +15,10 @@
  *     if (bw_curl_perform(bc, easy, &res) == BW_REJECTED)
  *         ...;                                  // nothing was sent; res.rejection.retry_after_ns
  *
- * An optional component: built when libcurl is found (Debian:
- * libcurl4-openssl-dev), present when bw_components() has BW_COMPONENT_CURL.
- * In a build without it every function here returns BW_ENOTSUP (bw_curl_new)
- * or does nothing. docs/http.md has the set-up for easy and multi, the
+ * An optional component, built when libcurl is found (Debian:
+ * libcurl4-openssl-dev): the library libbreakwater-curl, which a program
+ * links besides the core (pkg-config breakwater-curl, or the CMake target
+ * breakwater::curl; Debian: libbreakwater-curl0). docs/http.md has the set-up for easy and multi, the
  * classification table and the server side (breakwater/http.h).
  *
  * THE CIRCUIT OF A REQUEST. Its name is the host of the handle's URL (read
@@ -111,8 +111,8 @@ typedef struct bw_curl_result {
  * with the registry's defaults on first use) or from the keyed circuits of
  * `keyed` (keyed.h); exactly one of them, borrowed: it must outlive the
  * bw_curl. Returns BW_OK with *out (free with bw_curl_free); BW_EINVAL for a
- * NULL out or not exactly one source (err names it); BW_ENOMEM; BW_ENOTSUP in
- * a build without libcurl. Thread safety: any thread.
+ * NULL out or not exactly one source (err names it); BW_ENOMEM. Thread
+ * safety: any thread.
  */
 BW_API int bw_curl_new(bw_registry *registry, bw_breaker *keyed, bw_curl **out, bw_error *err);
 

@@ -205,7 +205,13 @@ BW_API int bw_metrics_fwrite(bw_metrics *m, bw_metrics_format format, FILE *f);
 /* bw_metrics_content_type — the HTTP Content-Type of a format, or NULL for an unknown one. Static string. */
 BW_API const char *bw_metrics_content_type(bw_metrics_format format);
 
-/* ---- the /metrics HTTP server (component BW_COMPONENT_METRICS_HTTP: libmicrohttpd) ---- */
+/*
+ * ---- the /metrics HTTP server (component BW_COMPONENT_METRICS_HTTP: libmicrohttpd) ----
+ * These three functions are in the library libbreakwater-metrics-http, which
+ * a program links besides the core (pkg-config breakwater-metrics-http, or
+ * the CMake target breakwater::metrics-http; Debian:
+ * libbreakwater-metrics-http0).
+ */
 
 typedef struct bw_metrics_server bw_metrics_server;
 
@@ -231,9 +237,8 @@ typedef struct bw_metrics_server bw_metrics_server;
  *
  * m must outlive the server. Returns BW_OK with *out (stop with
  * bw_metrics_server_stop); BW_EINVAL (NULL argument, a bad address: *err says
- * why); BW_ESYS (cannot listen there: *err has the system's reason);
- * BW_ENOTSUP when this build has no HTTP server (bw_components() lacks
- * BW_COMPONENT_METRICS_HTTP). Thread safety: any thread.
+ * why); BW_ESYS (cannot listen there: *err has the system's reason).
+ * Thread safety: any thread.
  */
 BW_API int bw_metrics_serve(bw_metrics *m, const char *address, bw_metrics_server **out, bw_error *err);
 

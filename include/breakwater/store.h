@@ -230,12 +230,20 @@ typedef struct bw_store_ops {
 } bw_store_ops;
 
 /*
- * bw_store_open — open the store a URL names (see above). Returns BW_OK with
+ * bw_store_open — open the store a URL names (see above). memory: and shm:
+ * are in the core; sqlite:, redis: and postgresql: are components, each a
+ * library of its own (libbreakwater-sqlite, -redis, -postgres): a program
+ * linked with the shared core need not link them, the first URL of a scheme
+ * loads its library (the one the program linked, else the one beside the
+ * core, else the one the dynamic loader finds by its soname,
+ * libbreakwater-NAME.so.MAJOR) and it stays loaded; a program linked with the
+ * static core must link the component (pkg-config --static breakwater-NAME,
+ * or the CMake target breakwater::NAME_static). Returns BW_OK with Returns BW_OK with
  * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
  * URL or option (*err names the part: "url", "scheme", "name", "path", "host",
- * "port", "db", or the option), BW_ESTATE for a scheme this build lacks
- * (sqlite: without SQLite, redis: without hiredis, postgresql: without
- * libpq, rediss: always),
+ * "port", "db", or the option), BW_ESTATE for a scheme this process cannot
+ * have (rediss: always; the others when their component is missing: *err
+ * says which library to install or link),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment, sqlite: database or
  * postgresql: table of another layout or schema version.
