@@ -39,11 +39,9 @@ typedef struct names {
     size_t n, cap;
 } names;
 
+/* Append s (duplicates are dropped by names_dedup); 0, or -1 out of memory. */
 static int names_add(names *ns, const char *s)
 {
-    for (size_t i = 0; i < ns->n; i++)
-        if (strcmp(ns->v[i], s) == 0)
-            return 0; /* a scan may list a key twice */
     if (ns->n == ns->cap) {
         size_t cap = ns->cap ? ns->cap * 2 : 64;
         char **v = realloc(ns->v, cap * sizeof *v);
@@ -69,6 +67,56 @@ static void names_free(names *ns)
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* By name, then by place: the first of equal names sorts first. */
+static int cmp_name_at(const void *a, const void *b)
+{
+    char *const *x = *(char **const *)a, *const *y = *(char **const *)b;
+    int r = strcmp(*x, *y);
+    return r ? r : (x > y) - (x < y);
+}
+
+/*
+ * Drop the repeated names (a scan may list a key twice; a user may name one
+ * twice), keeping each name's first place: a sort of pointers into the list,
+ * O(n log n). Sorted: the list is left sorted too. 0, or -1 out of memory.
+ */
+static int names_dedup(names *ns, int sorted)
+{
+    if (ns->n < 2)
+        return 0;
+    if (sorted) {
+        qsort(ns->v, ns->n, sizeof *ns->v, cmp_name);
+        size_t k = 1;
+        for (size_t i = 1; i < ns->n; i++) {
+            if (strcmp(ns->v[i], ns->v[k - 1]) == 0)
+                free(ns->v[i]);
+            else
+                ns->v[k++] = ns->v[i];
+        }
+        ns->n = k;
+        return 0;
+    }
+    char ***at = malloc(ns->n * sizeof *at);
+    if (!at)
+        return -1;
+    for (size_t i = 0; i < ns->n; i++)
+        at[i] = &ns->v[i];
+    qsort(at, ns->n, sizeof *at, cmp_name_at);
+    for (size_t i = 1; i < ns->n; i++)
+        if (strcmp(*at[i], *at[i - 1]) == 0) { /* a later place of the same name: drop it */
+            free(*at[i]);
+            *at[i] = NULL;
+            at[i] = at[i - 1]; /* the next equal name compares with a live one */
+        }
+    free(at);
+    size_t k = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        if (ns->v[i])
+            ns->v[k++] = ns->v[i];
+    ns->n = k;
+    return 0;
 }
 
 /* Every key of the store, sorted; 0, or the exit status after printing the error. */
@@ -107,8 +155,10 @@ static int list_store(cli *c, names *out)
             }
     }
     free(keys);
-    if (out->n > 1)
-        qsort(out->v, out->n, sizeof *out->v, cmp_name);
+    if (names_dedup(out, 1) != 0 && status == 0) {
+        cli_err(c, "out of memory");
+        status = EX_SOFTWARE_;
+    }
     return status;
 }
 
@@ -284,8 +334,17 @@ int cmd_status(cli *c, int argc, char **argv)
             return EX_USAGE_;
         } else {
             listed = 0;
-            names_add(&ns, argv[i]);
+            if (names_add(&ns, argv[i]) != 0) {
+                cli_err(c, "out of memory");
+                names_free(&ns);
+                return EX_SOFTWARE_;
+            }
         }
+    }
+    if (names_dedup(&ns, 0) != 0) { /* a name listed twice is shown once, at its first place */
+        cli_err(c, "out of memory");
+        names_free(&ns);
+        return EX_SOFTWARE_;
     }
     int status = open_for(c);
     for (int round = 0; status == 0; round++) {
