@@ -308,7 +308,7 @@ int cmd_status(cli *c, int argc, char **argv)
     int json = !isatty(1), watch = 0;
     int64_t interval = BW_NS_PER_S;
     names ns = {0, 0, 0};
-    int listed = 1;
+    int listed = 1, skipped = 0;
     for (int i = 1; i < argc; i++) {
         int g = cli_global_opt(c, argc, argv, &i);
         if (g < 0)
@@ -358,17 +358,23 @@ int cmd_status(cli *c, int argc, char **argv)
             status = EX_SOFTWARE_;
             break;
         }
+        size_t k = 0;
         for (size_t i = 0; i < ns.n; i++) {
             bw_error e;
-            int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[i], &e);
-            if (rc == BW_EINVAL) {
-                cli_err(c, "'%s' is not a circuit name: %s", ns.v[i], e.message);
-                status = EX_USAGE_;
-            } else if (rc != BW_OK) {
+            int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
+            if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
+                cli_err(c, "skipping '%s': not a circuit name: %s", ns.v[i], e.message);
+                skipped = 1;
+                free(ns.v[i]);
+                continue;
+            }
+            if (rc != BW_OK) {
                 cli_err(c, "cannot read %s from the store %s: %s", ns.v[i], c->store_url, e.message);
                 status = EX_UNAVAILABLE_;
             }
+            ns.v[k++] = ns.v[i];
         }
+        ns.n = k;
         if (status == 0) {
             if (json) {
                 for (size_t i = 0; i < ns.n; i++)
@@ -390,7 +396,7 @@ int cmd_status(cli *c, int argc, char **argv)
             break; /* interrupted: the end of watching, not an error */
     }
     names_free(&ns);
-    return status;
+    return status == 0 && skipped ? EX_SKIPPED_ : status;
 }
 
 /* ---- operator verbs, forget, sweep ---- */

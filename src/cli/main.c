@@ -377,7 +377,9 @@ static const struct {
                "The circuits in the store (all of them without NAME, when the store can list them):\n"
                "state, window (calls, failure and slow rates), consecutive counts, probes, retry_after,\n"
                "generation, expiry, operator hold. An aligned table on a terminal, JSON lines otherwise\n"
-               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"},
+               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"
+               "A NAME that is not a circuit name is skipped with a warning, the others reported;\n"
+               "the exit status is then 1.\n"},
     {"force-open", "usage: breakwater force-open NAME\n"
                    "\n"
                    "Hold the circuit FORCED_OPEN: every process rejects every call, until reset.\n"

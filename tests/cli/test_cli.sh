@@ -152,6 +152,11 @@ if command -v script >/dev/null 2>&1; then
     NO_COLOR=1 TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
     grep -q "$(printf '\033')" "$T/tty" && fail "colour with NO_COLOR" || ok
 fi
+# A NAME that is not a circuit name is skipped with a warning naming it; the others are reported; exit 1.
+"$BW" status --json map "$(printf 'bad\tname')" slow >"$T/skip.json" 2>"$T/err"
+expect $? 1 "status with one bad NAME among good ones"
+has "$T/err" "skipping 'bad.name': not a circuit name" "the warning names the skipped NAME and why"
+[ "$(grep -c '"name":' "$T/skip.json")" = 2 ] && ok || fail "the good NAMEs are reported: $(cat "$T/skip.json")"
 # Many names (the check for a name listed twice is O(n log n), not quadratic: 40,000 took 5 s): each shown
 # once, at its first place. 40,000 names of 40 bytes sharing a 36-byte prefix (1.6 MB of arguments).
 pre=kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
