@@ -645,6 +645,60 @@ static char *exposition(cli *c, int openmetrics, int *status)
     return buf;
 }
 
+/* How long a client may go without taking a byte of its answer, and how long an answer may take in all. */
+enum { SEND_STALL_MS = 5000, SEND_TOTAL_MS = 30000 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether a forwarded signal (one that ends serving) is pending. */
+static int stop_pending(const cli *c)
+{
+    sigset_t pend;
+    if (sigpending(&pend) != 0)
+        return 0;
+    for (int sig = 1; sig <= 64; sig++) /* sigismember is -1 past the last */
+        if (sigismember(&c->forward, sig) == 1 && sigismember(&pend, sig) == 1)
+            return 1;
+    return 0;
+}
+
+/*
+ * Send all of buf to a client, or give up: 0 sent, -1 not (the client took
+ * nothing for SEND_STALL_MS, the whole took past `deadline`, the connection
+ * failed, or a signal asks to stop). Never blocks in send: poll with a bound,
+ * then a non-blocking send, so a client that stops reading cannot hold the
+ * server.
+ */
+static int send_all(const cli *c, int fd, const char *buf, size_t len, int64_t deadline)
+{
+    int64_t stall = now_ms() + SEND_STALL_MS;
+    while (len > 0) {
+        int64_t now = now_ms(), until = stall < deadline ? stall : deadline;
+        if (now >= until || stop_pending(c))
+            return -1;
+        struct pollfd p = {fd, POLLOUT, 0};
+        int r = poll(&p, 1, (int)(until - now < 200 ? until - now : 200)); /* 200 ms: a signal is seen soon */
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r <= 0)
+            continue;
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+        stall = now_ms() + SEND_STALL_MS;
+    }
+    return 0;
+}
+
 /* Serve GET /metrics on addr until a forwarded signal; one request at a time. */
 static int serve(cli *c, const char *addr, int openmetrics)
 {
@@ -706,8 +760,11 @@ static int serve(cli *c, const char *addr, int openmetrics)
                      text ? strlen(text) : 0);
             head = h;
         }
-        if (send(cfd, head, strlen(head), MSG_NOSIGNAL) >= 0 && text)
-            send(cfd, text, strlen(text), MSG_NOSIGNAL);
+        int64_t deadline = now_ms() + SEND_TOTAL_MS;
+        if (send_all(c, cfd, head, strlen(head), deadline) != 0 ||
+            (text && send_all(c, cfd, text, strlen(text), deadline) != 0))
+            cli_info(c, "a client did not take its answer (%ds without progress, or %ds in all): dropped",
+                     SEND_STALL_MS / 1000, SEND_TOTAL_MS / 1000);
         free(text);
         close(cfd);
     }

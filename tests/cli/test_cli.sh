@@ -38,6 +38,13 @@ field() {
 state_of() {
     "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
 }
+# preload.c watches the command from outside (LD_PRELOAD), when a C compiler is here. A sanitizer's runtime
+# wants to be first in the list of libraries: told not to check (the helper intercepts nothing of it).
+PRELOAD=
+if command -v cc >/dev/null 2>&1 && cc -shared -fPIC -o "$T/preload.so" "$(dirname "$0")/preload.c" -ldl 2>"$T/cc.err"; then
+    PRELOAD="$T/preload.so"
+fi
+PRELOAD_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 # The configuration of the probe tests: trips on 2 failures of 2 calls, waits 4 s (long enough for a slow
 # sanitizer build to check the rejections first), 3 probes at once.
 CFG='window=count:2 min_calls=2 wait=4s permitted_probes=3 max_concurrent_probes=3 max_wait_in_half_open=30s'
@@ -181,6 +188,7 @@ if command -v promtool >/dev/null 2>&1; then
     expect $? 0 "promtool check metrics: $(cat "$T/lint")"
 fi
 if command -v curl >/dev/null 2>&1; then
+    : >"$T/serve"
     "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve" &
     spid=$!
     n=0
@@ -244,6 +252,50 @@ for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
 "$BW" metrics >"$T/metrics" 2>"$T/err"
 expect $? 0 "metrics of 8 circuits with 187-byte names"
 [ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
+# metrics --serve and a client that asks and never reads (its answer, of those long names, fills the socket
+# buffers, made small as a slow link's): the send gives up after 5 s without progress, the client is dropped,
+# and another client is answered. (Without a bound the server blocked in send forever.)
+if [ -n "$PRELOAD" ]; then
+    : >"$T/serve2"
+    # (env execs breakwater: $! is the server's pid, as a shell function's subshell's would not be)
+    env BWTEST_SNDBUF=4096 LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve2" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve2" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve2")
+    python3 - "$url" >"$T/stuck" 2>&1 <<'EOF'
+import socket, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+addr = (u.hostname, u.port)
+req = b"GET /metrics HTTP/1.0\r\n\r\n"
+stuck = socket.socket()
+stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+stuck.connect(addr)
+stuck.sendall(req)  # and never reads
+time.sleep(0.5)
+other = socket.create_connection(addr, timeout=20)
+other.sendall(req)
+data = b""
+try:
+    while True:
+        b = other.recv(65536)
+        if not b:
+            break
+        data += b
+except socket.timeout:
+    pass
+print("answered" if data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data else "no answer")
+stuck.close()
+EOF
+    has "$T/stuck" "^answered" "metrics --serve answers another client after one that never reads"
+    has "$T/serve2" "dropped" "metrics --serve drops the client that never reads"
+    kill -TERM $spid
+    n=0
+    while kill -0 $spid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+    kill -KILL $spid 2>/dev/null && fail "metrics --serve did not end on SIGTERM"
+    wait $spid
+fi
 for i in 1 2 3 4 5 6 7 8; do "$BW" forget "$long$i" >/dev/null; done
 "$BW" retry --attempts 4294967297 -- true 2>"$T/err"
 expect $? 64 "--attempts past an int is a usage error"
