@@ -4,7 +4,8 @@
  * outcome, a timeout, signals forwarded (cli layer; see cli.h).
  *
  * Design notes
- * - The child: fork, then execvp with the original signal mask. A pipe with
+ * - The child: fork, then execve with the original signal mask, over the
+ *   paths and with the environment made before fork (prepared). A pipe with
  *   O_CLOEXEC tells the parent whether exec failed (the command could not
  *   run: not the dependency's fault, so IGNORED, and 126/127 as a shell).
  * - The parent waits with sigtimedwait on SIGCHLD and the forwarded signals
@@ -107,15 +108,135 @@ static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
 }
 
 /*
+ * What the child needs, made before fork: between fork and exec a child of a
+ * multithreaded process (the library may have started threads) may call only
+ * async-signal-safe functions, so no setenv/unsetenv, no malloc, no PATH
+ * search there (execvp is not on POSIX's list). The child runs execve over
+ * the paths made here, as execvp would, with the environment made here.
+ */
+typedef struct prepared {
+    char **envp;  /* environ without BW_CLOCK when main set it (cli.h) */
+    char **paths; /* where to look for the command, in PATH's order (NULL-terminated) */
+    char **argv;  /* the command's arguments */
+    char **sh;    /* "/bin/sh", PATH (set in the child), argv[1..]: a file without #! (ENOEXEC), as execvp */
+} prepared;
+
+static void prepared_free(prepared *x)
+{
+    if (x->paths)
+        for (char **p = x->paths; *p; p++)
+            free(*p);
+    free(x->paths);
+    free(x->envp);
+    free(x->sh);
+    memset(x, 0, sizeof *x);
+}
+
+/* Make x for running argv (with `sh -c` when shell); 0, or -1 out of memory. */
+static int prepare(const cli *c, char **argv, int shell, prepared *x)
+{
+    extern char **environ;
+    memset(x, 0, sizeof *x);
+    size_t n = 0, k = 0;
+    while (environ && environ[n])
+        n++;
+    if (!(x->envp = malloc((n + 1) * sizeof *x->envp)))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(c->clock_env && strncmp(environ[i], "BW_CLOCK=", 9) == 0))
+            x->envp[k++] = environ[i];
+    x->envp[k] = NULL;
+    static char sh_path[] = "/bin/sh", sh_c[] = "-c";
+    if (shell) { /* sh -c TEXT: argv is {TEXT, NULL} */
+        if (!(x->paths = calloc(2, sizeof *x->paths)) || !(x->paths[0] = strdup(sh_path)) ||
+            !(x->sh = calloc(4, sizeof *x->sh)))
+            return -1;
+        x->sh[0] = sh_path;
+        x->sh[1] = sh_c;
+        x->sh[2] = argv[0];
+        x->argv = x->sh; /* run as argv; no ENOEXEC retry for /bin/sh itself */
+        return 0;
+    }
+    x->argv = argv;
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    if (!(x->sh = calloc(argc + 2, sizeof *x->sh)))
+        return -1;
+    x->sh[0] = sh_path;
+    for (size_t i = 1; i < argc; i++)
+        x->sh[i + 1] = argv[i];
+    const char *file = argv[0];
+    if (!*file || strchr(file, '/')) { /* a path: itself only ("" is not found) */
+        if (!(x->paths = calloc(2, sizeof *x->paths)))
+            return -1;
+        return *file && !(x->paths[0] = strdup(file)) ? -1 : 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* as glibc's execvp without PATH */
+    size_t dirs = 1;
+    for (const char *p = path; *p; p++)
+        dirs += *p == ':';
+    if (!(x->paths = calloc(dirs + 1, sizeof *x->paths)))
+        return -1;
+    size_t d = 0;
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        size_t sz = len + strlen(file) + 3;
+        if (!(x->paths[d] = malloc(sz)))
+            return -1;
+        if (len == 0) /* an empty entry is the current directory */
+            snprintf(x->paths[d], sz, "./%s", file);
+        else
+            snprintf(x->paths[d], sz, "%.*s/%s", (int)len, p, file);
+        d++;
+        if (!end)
+            break;
+        p = end;
+    }
+    return 0;
+}
+
+/* In the child: execve each path as execvp does; returns only on failure, with the errno to report. */
+static int exec_prepared(const prepared *x)
+{
+    int eacces = 0, err = ENOENT;
+    for (char *const *p = x->paths; *p; p++) {
+        execve(*p, x->argv, x->envp);
+        err = errno;
+        if (err == ENOEXEC && x->argv != x->sh) { /* no #! line: a shell script, as execvp runs it */
+            x->sh[1] = *p;
+            execve("/bin/sh", x->sh, x->envp);
+            return errno;
+        }
+        if (err == EACCES)
+            eacces = 1;
+        else if (err != ENOENT && err != ENOTDIR && err != ESTALE && err != ENODEV && err != ETIMEDOUT)
+            return err; /* found, but it cannot run: no further search */
+    }
+    return eacces ? EACCES : err;
+}
+
+/*
  * Run argv[0..] (with `sh -c` when shell) and wait for it, forwarding signals,
  * within timeout_ns (0: none). Fills *o.
  */
 static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, int64_t kill_after_ns, outcome *o)
 {
     memset(o, 0, sizeof *o);
+    prepared x;
+    if (prepare(c, argv, shell, &x) != 0) {
+        prepared_free(&x);
+        cli_err(c, "out of memory");
+        o->status = EX_SOFTWARE_;
+        return;
+    }
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
         cli_err(c, "pipe: %s", strerror(errno));
+        prepared_free(&x);
         o->status = EX_SOFTWARE_;
         return;
     }
@@ -126,25 +247,19 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         cli_err(c, "fork: %s", strerror(errno));
         close(pfd[0]);
         close(pfd[1]);
+        prepared_free(&x);
         o->status = EX_SOFTWARE_;
         return;
     }
-    if (pid == 0) {
+    if (pid == 0) { /* async-signal-safe calls only, until exec (see prepared) */
         sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
-        if (c->clock_env)
-            unsetenv("BW_CLOCK");
         close(pfd[0]);
-        if (shell) {
-            char *sh[] = {"/bin/sh", "-c", argv[0], NULL};
-            execv("/bin/sh", sh);
-        } else {
-            execvp(argv[0], argv);
-        }
-        int e = errno;
+        int e = exec_prepared(&x);
         ssize_t w = write(pfd[1], &e, sizeof e);
         (void)w;
         _exit(e == ENOENT ? EX_NOTFOUND_ : EX_NOEXEC_);
     }
+    prepared_free(&x);
     close(pfd[1]);
     int e = 0;
     ssize_t got;

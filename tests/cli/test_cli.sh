@@ -67,6 +67,19 @@ expect $? 143 "death by SIGTERM: 128 + 15"
 # SIGCHLD inherited as ignored (a parent's SIG_IGN): the command must still see its child end, not wait forever.
 timeout 20 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV' "$BW" run chld -- sh -c 'exit 5'
 expect $? 5 "SIGCHLD inherited as ignored: the child's status, no hang"
+# The child calls only async-signal-safe functions between fork and exec (preload.c ends it with 99 on setenv,
+# unsetenv, putenv, clearenv there); it does not see the BW_CLOCK breakwater set for itself.
+if [ -n "$PRELOAD" ]; then
+    env -u BW_CLOCK LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" run envsafe -- sh -c 'echo "clock:${BW_CLOCK-unset}"' >"$T/out" 2>"$T/err"
+    expect $? 0 "no environment call between fork and exec: $(cat "$T/err")"
+    has "$T/out" "clock:unset" "the child does not inherit breakwater's BW_CLOCK"
+fi
+BW_CLOCK=monotonic "$BW" run envsafe -- sh -c 'echo "clock:${BW_CLOCK-unset}"' >"$T/out"
+has "$T/out" "clock:monotonic" "the child keeps a BW_CLOCK of the caller's"
+# A script without #! runs with /bin/sh, found through PATH, as execvp does.
+mkdir "$T/bin" && printf 'echo "noshebang $1"\n' >"$T/bin/nsb" && chmod +x "$T/bin/nsb"
+PATH="$T/bin:$PATH" "$BW" run envsafe -- nsb x >"$T/out"
+has "$T/out" "noshebang x" "a script without #! found on PATH"
 "$BW" run map -- "$T/no-such-command" 2>"$T/err"
 expect $? 127 "a command not found"
 has "$T/err" "cannot run" "not found says so"
