@@ -15,7 +15,9 @@
  *   the child's process group, and is not sent twice.
  * - --timeout: SIGTERM at the deadline, SIGKILL --kill-after later; the call
  *   is settled with bw_settle_timeout (a failure, slow when slow-call
- *   detection is on) and breakwater exits 124, as timeout(1).
+ *   detection is on) and breakwater exits 124, as timeout(1). The child leads
+ *   a process group of its own, which the signals reach (its children end
+ *   too), and which is given the terminal when breakwater has it (run_child).
  * - A store that cannot be opened is not fatal: the run goes on with a local
  *   circuit (the library's degradation), saying so once on stderr.
  */
@@ -220,8 +222,36 @@ static int exec_prepared(const prepared *x)
 }
 
 /*
+ * The controlling terminal, opened, when breakwater's process group is its
+ * foreground group (an interactive run): the group of the command is then
+ * given the terminal while it runs. -1 otherwise (cron, CI, a pipe, the
+ * background).
+ */
+static int foreground_tty(void)
+{
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (tcgetpgrp(fd) != getpgrp()) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
  * Run argv[0..] (with `sh -c` when shell) and wait for it, forwarding signals,
  * within timeout_ns (0: none). Fills *o.
+ *
+ * With a timeout the child leads a process group of its own, and the
+ * timeout's signals (and the forwarded ones) go to that group: the command's
+ * own children end with it, as with timeout(1). A child in a group of its own
+ * is not in the terminal's foreground, so on a terminal where breakwater is
+ * in the foreground (tty >= 0) the child's group is given the terminal (it can
+ * read it; Ctrl-C and Ctrl-Z reach it, as a shell's job), breakwater stops
+ * when it stops and gives it back when continued, and takes the terminal back
+ * when it ends. SIGTTOU is blocked meanwhile, so that a process of a
+ * background group may set the terminal's foreground group.
  */
 static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, int64_t kill_after_ns, outcome *o)
 {
@@ -240,6 +270,11 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         o->status = EX_SOFTWARE_;
         return;
     }
+    int group = timeout_ns > 0, tty = group ? foreground_tty() : -1;
+    sigset_t ttou, saved;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, &saved);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -248,10 +283,17 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         close(pfd[0]);
         close(pfd[1]);
         prepared_free(&x);
+        if (tty >= 0)
+            close(tty);
+        sigprocmask(SIG_SETMASK, &saved, NULL);
         o->status = EX_SOFTWARE_;
         return;
     }
     if (pid == 0) { /* async-signal-safe calls only, until exec (see prepared) */
+        if (group)
+            setpgid(0, 0);
+        if (tty >= 0) /* also here: the command may read the terminal before the parent has given it */
+            tcsetpgrp(tty, getpid());
         sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
         close(pfd[0]);
         int e = exec_prepared(&x);
@@ -259,6 +301,11 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         (void)w;
         _exit(e == ENOENT ? EX_NOTFOUND_ : EX_NOEXEC_);
     }
+    if (group)
+        setpgid(pid, pid); /* both sides, so that neither signals a group not yet made */
+    if (tty >= 0)
+        tcsetpgrp(tty, pid);
+    pid_t target = group ? -pid : pid; /* whom the timeout's and the forwarded signals reach */
     prepared_free(&x);
     close(pfd[1]);
     int e = 0;
@@ -272,25 +319,31 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         cli_err(c, "cannot run %s: %s", argv[0], strerror(e));
 
     int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1;
-    int wstatus = 0;
+    int wstatus = 0, lost = 0;
     for (;;) {
-        pid_t w = waitpid(pid, &wstatus, WNOHANG);
+        pid_t w = waitpid(pid, &wstatus, WNOHANG | (tty >= 0 ? WUNTRACED : 0));
+        if (w == pid && WIFSTOPPED(wstatus)) { /* Ctrl-Z (or a read of the terminal): stop as a shell's job */
+            tcsetpgrp(tty, getpgrp());
+            kill(getpid(), SIGSTOP);
+            tcsetpgrp(tty, pid); /* continued (fg or bg): the command goes on, with the terminal */
+            kill(-pid, SIGCONT);
+            continue;
+        }
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) { /* the child is gone unseen (reaped elsewhere): its outcome is unknown */
-            cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(errno));
-            o->ran = 0;
-            o->status = 70; /* EX_SOFTWARE */
-            return;
+            lost = errno;
+            break;
         }
         int64_t now = mono_ns(), until = -1;
         if (kill_at >= 0 && now >= kill_at) {
-            kill(pid, SIGKILL);
+            kill(target, SIGKILL);
             kill_at = -1;
             deadline = -1;
         } else if (deadline >= 0 && now >= deadline && !o->timed_out) {
             cli_info(c, "%s ran past its timeout: SIGTERM", argv[0]);
-            kill(pid, SIGTERM);
+            kill(target, SIGTERM);
+            kill(target, SIGCONT); /* a stopped process takes SIGTERM only once continued (as timeout(1)) */
             o->timed_out = 1;
             kill_at = now + kill_after_ns;
         }
@@ -302,12 +355,27 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         int sig = wait_signal(c, until < 0 ? -1 : until, &si);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
             o->stop = sig; /* retry stops after this attempt */
-        if (sig > 0 && sig != SIGCHLD && si.si_code != SI_KERNEL)
-            kill(pid, sig); /* sent to breakwater by a process: the child's to handle */
+        /* One sent to breakwater by a process is the child's to handle; one a terminal sent (SI_KERNEL) already
+           reached the child's group, unless the child has a group of its own. */
+        if (sig > 0 && sig != SIGCHLD && (si.si_code != SI_KERNEL || group))
+            kill(target, sig);
+    }
+    if (tty >= 0) {
+        tcsetpgrp(tty, getpgrp());
+        close(tty);
+    }
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    if (lost) {
+        cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(lost));
+        o->ran = 0;
+        o->status = EX_SOFTWARE_;
+        return;
     }
     if (WIFSIGNALED(wstatus)) {
         o->signal = WTERMSIG(wstatus);
         o->status = 128 + o->signal;
+        if (tty >= 0 && !o->stop && (o->signal == SIGINT || o->signal == SIGQUIT))
+            o->stop = o->signal; /* the terminal's Ctrl-C or Ctrl-\ reached the command (its group had the terminal) */
     } else {
         o->code = WEXITSTATUS(wstatus);
         o->status = o->code;

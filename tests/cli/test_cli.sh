@@ -97,6 +97,27 @@ start=$(date +%s)
 expect $? 124 "--kill-after: SIGKILL, still 124"
 [ $(($(date +%s) - start)) -lt 10 ] && ok || fail "--kill-after took too long"
 
+# The timeout ends the command's children too (its process group, as timeout(1)): here a sleep in the background.
+rm -f "$T/gc"
+"$BW" run pg --timeout 300ms --kill-after 2s -- sh -c "sleep 30 & echo \$! > '$T/gc'; wait"
+expect $? 124 "--timeout of a command with a child: 124"
+gc=$(cat "$T/gc")
+# alive PID: a process that has not ended (a zombie that no init reaps has ended)
+alive() { [ -e "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
+n=0
+while alive "$gc" && [ $n -lt 60 ]; do sleep 0.05; n=$((n + 1)); done
+if alive "$gc"; then
+    fail "--timeout left the command's child running"
+    kill "$gc"
+else
+    ok
+fi
+# On a terminal (script(1) gives one), with --timeout the command's group is given the terminal: it reads it.
+if command -v script >/dev/null 2>&1; then
+    printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttyread --timeout 8s --kill-after 1s -- sh -c 'read l; echo got:\$l'" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "got:hello" "--timeout on a terminal: the command reads the terminal"
+fi
+
 # ---- signals reach the child ----
 rm -f "$T/ready"
 "$BW" run sig -- sh -c "trap 'exit 42' TERM; touch '$T/ready'; n=0; while [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done; exit 1" &
