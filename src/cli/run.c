@@ -648,11 +648,12 @@ int cmd_retry(cli *c, int argc, char **argv)
             return EX_USAGE_;
         int bad = 0;
         switch (which) {
-        case 0:
+        case 0: { /* a declaration after a label is C23: a block, for C11 compilers (clang rejects it) */
             long at = strtol(v, &end, 10);
             bad = *end || end == v || at < 1 || at > 1000;
             attempts = bad ? 1 : (int)at;
             break;
+        }
         case 1:
             bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;
             break;
