@@ -247,7 +247,8 @@ static int foreground_tty(void)
  * timeout's signals (and the forwarded ones) go to that group: the command's
  * own children end with it, as with timeout(1). A child in a group of its own
  * is not in the terminal's foreground, so on a terminal where breakwater is
- * in the foreground (tty >= 0) the child's group is given the terminal (it can
+ * in the foreground, its stdin and stdout the terminal (tty >= 0: interactive
+ * use; not a pipeline's part), the child's group is given the terminal (it can
  * read it; Ctrl-C and Ctrl-Z reach it, as a shell's job), breakwater stops
  * when it stops and gives it back when continued, and takes the terminal back
  * when it ends. SIGTTOU is blocked meanwhile, so that a process of a
@@ -270,7 +271,9 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         o->status = EX_SOFTWARE_;
         return;
     }
-    int group = timeout_ns > 0, tty = group ? foreground_tty() : -1;
+    /* The terminal only to a command run interactively (stdin and stdout the terminal): in `breakwater run ...
+       --timeout 5s -- cmd | less`, less keeps it. */
+    int group = timeout_ns > 0, tty = group && isatty(0) && isatty(1) ? foreground_tty() : -1;
     sigset_t ttou, saved;
     sigemptyset(&ttou);
     sigaddset(&ttou, SIGTTOU);

@@ -116,6 +116,9 @@ fi
 if command -v script >/dev/null 2>&1; then
     printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttyread --timeout 8s --kill-after 1s -- sh -c 'read l; echo got:\$l'" /dev/null >"$T/tty" 2>&1
     has "$T/tty" "got:hello" "--timeout on a terminal: the command reads the terminal"
+    # ... but not when its output goes down a pipe: the pipeline's reader of the terminal keeps it.
+    printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttypipe --timeout 8s --kill-after 1s -- sh -c 'echo hi; sleep 2' | { read a; read b </dev/tty; echo got:\$a:\$b; cat >/dev/null; }" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "got:hi:hello" "--timeout in a pipeline on a terminal: the terminal stays with the pipeline"
 fi
 
 # ---- signals reach the child ----
