@@ -202,17 +202,21 @@ expect $? 1 "status with one bad NAME among good ones"
 has "$T/err" "skipping 'bad.name': not a circuit name" "the warning names the skipped NAME and why"
 [ "$(grep -c '"name":' "$T/skip.json")" = 2 ] && ok || fail "the good NAMEs are reported: $(cat "$T/skip.json")"
 # Many names (the check for a name listed twice is O(n log n), not quadratic: 40,000 took 5 s): each shown
-# once, at its first place. 40,000 names of 40 bytes sharing a 36-byte prefix (1.6 MB of arguments).
-pre=kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
-seq 1 40000 | sed "s/^/$pre/" >"$T/many"
-echo "${pre}2" >>"$T/many"
-t0=$(date +%s%N)
-xargs -x -s 1900000 sh -c '"$0" --store memory: status --json "$@"' "$BW" <"$T/many" >"$T/many.json"
-expect $? 0 "status of 40,000 names"
-ms=$((($(date +%s%N) - t0) / 1000000))
-[ $ms -lt 3000 ] && ok || fail "status of 40,000 names took $ms ms (a quadratic duplicate check?)"
-[ "$(wc -l <"$T/many.json")" = 40000 ] && ok || fail "40,000 names and a repeat: $(wc -l <"$T/many.json") lines"
-[ "$(sed -n '2s/^{"name":"\([^"]*\)".*/\1/p' "$T/many.json")" = "${pre}2" ] && ok || fail "status keeps the names' order"
+# once, at its first place. 40,000 names of 40 bytes sharing a 36-byte prefix (1.6 MB of arguments: one
+# command line where the system takes 2 MB, as Linux with an 8 MB stack; otherwise not tried).
+if [ "$(getconf ARG_MAX 2>/dev/null || echo 0)" -ge 2097152 ]; then
+    pre=kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
+    seq 1 40000 | sed "s/^/$pre/" >"$T/many"
+    echo "${pre}2" >>"$T/many"
+    t0=$(date +%s%N)
+    xargs -x -s 1900000 sh -c '"$0" --store memory: status --json "$@"' "$BW" <"$T/many" >"$T/many.json"
+    expect $? 0 "status of 40,000 names"
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt 3000 ] && ok || fail "status of 40,000 names took $ms ms (a quadratic duplicate check?)"
+    [ "$(wc -l <"$T/many.json")" = 40000 ] && ok || fail "40,000 names and a repeat: $(wc -l <"$T/many.json") lines"
+    [ "$(sed -n '2s/^{"name":"\([^"]*\)".*/\1/p' "$T/many.json")" = "${pre}2" ] && ok ||
+        fail "status keeps the names' order"
+fi
 "$BW" status --table >"$T/table"
 has "$T/table" "^NAME  *STATE" "the table's header"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
