@@ -39,11 +39,9 @@ typedef struct names {
     size_t n, cap;
 } names;
 
+/* Append s (duplicates are dropped by names_dedup); 0, or -1 out of memory. */
 static int names_add(names *ns, const char *s)
 {
-    for (size_t i = 0; i < ns->n; i++)
-        if (strcmp(ns->v[i], s) == 0)
-            return 0; /* a scan may list a key twice */
     if (ns->n == ns->cap) {
         size_t cap = ns->cap ? ns->cap * 2 : 64;
         char **v = realloc(ns->v, cap * sizeof *v);
@@ -69,6 +67,56 @@ static void names_free(names *ns)
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* By name, then by place: the first of equal names sorts first. */
+static int cmp_name_at(const void *a, const void *b)
+{
+    char *const *x = *(char **const *)a, *const *y = *(char **const *)b;
+    int r = strcmp(*x, *y);
+    return r ? r : (x > y) - (x < y);
+}
+
+/*
+ * Drop the repeated names (a scan may list a key twice; a user may name one
+ * twice), keeping each name's first place: a sort of pointers into the list,
+ * O(n log n). Sorted: the list is left sorted too. 0, or -1 out of memory.
+ */
+static int names_dedup(names *ns, int sorted)
+{
+    if (ns->n < 2)
+        return 0;
+    if (sorted) {
+        qsort(ns->v, ns->n, sizeof *ns->v, cmp_name);
+        size_t k = 1;
+        for (size_t i = 1; i < ns->n; i++) {
+            if (strcmp(ns->v[i], ns->v[k - 1]) == 0)
+                free(ns->v[i]);
+            else
+                ns->v[k++] = ns->v[i];
+        }
+        ns->n = k;
+        return 0;
+    }
+    char ***at = malloc(ns->n * sizeof *at);
+    if (!at)
+        return -1;
+    for (size_t i = 0; i < ns->n; i++)
+        at[i] = &ns->v[i];
+    qsort(at, ns->n, sizeof *at, cmp_name_at);
+    for (size_t i = 1; i < ns->n; i++)
+        if (strcmp(*at[i], *at[i - 1]) == 0) { /* a later place of the same name: drop it */
+            free(*at[i]);
+            *at[i] = NULL;
+            at[i] = at[i - 1]; /* the next equal name compares with a live one */
+        }
+    free(at);
+    size_t k = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        if (ns->v[i])
+            ns->v[k++] = ns->v[i];
+    ns->n = k;
+    return 0;
 }
 
 /* Every key of the store, sorted; 0, or the exit status after printing the error. */
@@ -107,8 +155,10 @@ static int list_store(cli *c, names *out)
             }
     }
     free(keys);
-    if (out->n > 1)
-        qsort(out->v, out->n, sizeof *out->v, cmp_name);
+    if (names_dedup(out, 1) != 0 && status == 0) {
+        cli_err(c, "out of memory");
+        status = EX_SOFTWARE_;
+    }
     return status;
 }
 
@@ -258,7 +308,7 @@ int cmd_status(cli *c, int argc, char **argv)
     int json = !isatty(1), watch = 0;
     int64_t interval = BW_NS_PER_S;
     names ns = {0, 0, 0};
-    int listed = 1;
+    int listed = 1, skipped = 0;
     for (int i = 1; i < argc; i++) {
         int g = cli_global_opt(c, argc, argv, &i);
         if (g < 0)
@@ -284,8 +334,17 @@ int cmd_status(cli *c, int argc, char **argv)
             return EX_USAGE_;
         } else {
             listed = 0;
-            names_add(&ns, argv[i]);
+            if (names_add(&ns, argv[i]) != 0) {
+                cli_err(c, "out of memory");
+                names_free(&ns);
+                return EX_SOFTWARE_;
+            }
         }
+    }
+    if (names_dedup(&ns, 0) != 0) { /* a name listed twice is shown once, at its first place */
+        cli_err(c, "out of memory");
+        names_free(&ns);
+        return EX_SOFTWARE_;
     }
     int status = open_for(c);
     for (int round = 0; status == 0; round++) {
@@ -299,17 +358,23 @@ int cmd_status(cli *c, int argc, char **argv)
             status = EX_SOFTWARE_;
             break;
         }
+        size_t k = 0;
         for (size_t i = 0; i < ns.n; i++) {
             bw_error e;
-            int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[i], &e);
-            if (rc == BW_EINVAL) {
-                cli_err(c, "'%s' is not a circuit name: %s", ns.v[i], e.message);
-                status = EX_USAGE_;
-            } else if (rc != BW_OK) {
+            int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
+            if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
+                cli_err(c, "skipping '%s': not a circuit name: %s", ns.v[i], e.message);
+                skipped = 1;
+                free(ns.v[i]);
+                continue;
+            }
+            if (rc != BW_OK) {
                 cli_err(c, "cannot read %s from the store %s: %s", ns.v[i], c->store_url, e.message);
                 status = EX_UNAVAILABLE_;
             }
+            ns.v[k++] = ns.v[i];
         }
+        ns.n = k;
         if (status == 0) {
             if (json) {
                 for (size_t i = 0; i < ns.n; i++)
@@ -331,7 +396,7 @@ int cmd_status(cli *c, int argc, char **argv)
             break; /* interrupted: the end of watching, not an error */
     }
     names_free(&ns);
-    return status;
+    return status == 0 && skipped ? EX_SKIPPED_ : status;
 }
 
 /* ---- operator verbs, forget, sweep ---- */
@@ -580,6 +645,60 @@ static char *exposition(cli *c, int openmetrics, int *status)
     return buf;
 }
 
+/* How long a client may go without taking a byte of its answer, and how long an answer may take in all. */
+enum { SEND_STALL_MS = 5000, SEND_TOTAL_MS = 30000 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether a forwarded signal (one that ends serving) is pending. */
+static int stop_pending(const cli *c)
+{
+    sigset_t pend;
+    if (sigpending(&pend) != 0)
+        return 0;
+    for (int sig = 1; sig <= 64; sig++) /* sigismember is -1 past the last */
+        if (sigismember(&c->forward, sig) == 1 && sigismember(&pend, sig) == 1)
+            return 1;
+    return 0;
+}
+
+/*
+ * Send all of buf to a client, or give up: 0 sent, -1 not (the client took
+ * nothing for SEND_STALL_MS, the whole took past `deadline`, the connection
+ * failed, or a signal asks to stop). Never blocks in send: poll with a bound,
+ * then a non-blocking send, so a client that stops reading cannot hold the
+ * server.
+ */
+static int send_all(const cli *c, int fd, const char *buf, size_t len, int64_t deadline)
+{
+    int64_t stall = now_ms() + SEND_STALL_MS;
+    while (len > 0) {
+        int64_t now = now_ms(), until = stall < deadline ? stall : deadline;
+        if (now >= until || stop_pending(c))
+            return -1;
+        struct pollfd p = {fd, POLLOUT, 0};
+        int r = poll(&p, 1, (int)(until - now < 200 ? until - now : 200)); /* 200 ms: a signal is seen soon */
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r <= 0)
+            continue;
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+        stall = now_ms() + SEND_STALL_MS;
+    }
+    return 0;
+}
+
 /* Serve GET /metrics on addr until a forwarded signal; one request at a time. */
 static int serve(cli *c, const char *addr, int openmetrics)
 {
@@ -641,8 +760,11 @@ static int serve(cli *c, const char *addr, int openmetrics)
                      text ? strlen(text) : 0);
             head = h;
         }
-        if (send(cfd, head, strlen(head), MSG_NOSIGNAL) >= 0 && text)
-            send(cfd, text, strlen(text), MSG_NOSIGNAL);
+        int64_t deadline = now_ms() + SEND_TOTAL_MS;
+        if (send_all(c, cfd, head, strlen(head), deadline) != 0 ||
+            (text && send_all(c, cfd, text, strlen(text), deadline) != 0))
+            cli_info(c, "a client did not take its answer (%ds without progress, or %ds in all): dropped",
+                     SEND_STALL_MS / 1000, SEND_TOTAL_MS / 1000);
         free(text);
         close(cfd);
     }

@@ -26,9 +26,11 @@
 
 #include "breakwater/breakwater.h"
 
-/* Exit statuses (sysexits.h, and timeout(1)'s for a command that ran out of time). */
+/* Exit statuses (sysexits.h, 1 as ls(1) and cat(1) for an operand skipped, and timeout(1)'s for a command that ran out
+ * of time). */
 enum {
     EX_OK_ = 0,
+    EX_SKIPPED_ = 1,      /* status: a NAME was skipped (not a circuit name), the others reported (as ls, cat) */
     EX_USAGE_ = 64,       /* a bad option, argument or configuration */
     EX_UNAVAILABLE_ = 69, /* the store is unavailable and nothing can be done without it */
     EX_SOFTWARE_ = 70,    /* breakwater itself failed (out of memory) */

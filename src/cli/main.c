@@ -342,7 +342,9 @@ static const struct {
             "                       others count as successes. LIST: 1,2,10-20\n"
             "  --ignore-exit LIST   exit codes that say nothing about the dependency (not recorded)\n"
             "  --timeout DUR        send SIGTERM after DUR, SIGKILL --kill-after later; recorded as a\n"
-            "                       timeout (a slow failure); exit status 124\n"
+            "                       timeout (a slow failure); exit status 124. CMD runs in a process\n"
+            "                       group of its own, which gets the signals (its children end too)\n"
+            "                       and, on a terminal, the terminal\n"
             "  --kill-after DUR     the grace after SIGTERM (default 5s)\n"
             "  --fallback CMD       run CMD (with sh -c) when the circuit rejects; its status is ours.\n"
             "                       It sees BREAKWATER_NAME, BREAKWATER_STATE, BREAKWATER_RETRY_AFTER_MS\n"
@@ -377,7 +379,9 @@ static const struct {
                "The circuits in the store (all of them without NAME, when the store can list them):\n"
                "state, window (calls, failure and slow rates), consecutive counts, probes, retry_after,\n"
                "generation, expiry, operator hold. An aligned table on a terminal, JSON lines otherwise\n"
-               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"},
+               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"
+               "A NAME that is not a circuit name is skipped with a warning, the others reported;\n"
+               "the exit status is then 1.\n"},
     {"force-open", "usage: breakwater force-open NAME\n"
                    "\n"
                    "Hold the circuit FORCED_OPEN: every process rejects every call, until reset.\n"

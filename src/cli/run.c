@@ -4,7 +4,8 @@
  * outcome, a timeout, signals forwarded (cli layer; see cli.h).
  *
  * Design notes
- * - The child: fork, then execvp with the original signal mask. A pipe with
+ * - The child: fork, then execve with the original signal mask, over the
+ *   paths and with the environment made before fork (prepared). A pipe with
  *   O_CLOEXEC tells the parent whether exec failed (the command could not
  *   run: not the dependency's fault, so IGNORED, and 126/127 as a shell).
  * - The parent waits with sigtimedwait on SIGCHLD and the forwarded signals
@@ -14,7 +15,9 @@
  *   the child's process group, and is not sent twice.
  * - --timeout: SIGTERM at the deadline, SIGKILL --kill-after later; the call
  *   is settled with bw_settle_timeout (a failure, slow when slow-call
- *   detection is on) and breakwater exits 124, as timeout(1).
+ *   detection is on) and breakwater exits 124, as timeout(1). The child leads
+ *   a process group of its own, which the signals reach (its children end
+ *   too), and which is given the terminal when breakwater has it (run_child).
  * - A store that cannot be opened is not fatal: the run goes on with a local
  *   circuit (the library's degradation), saying so once on stderr.
  */
@@ -107,18 +110,174 @@ static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
 }
 
 /*
+ * What the child needs, made before fork: between fork and exec a child of a
+ * multithreaded process (the library may have started threads) may call only
+ * async-signal-safe functions, so no setenv/unsetenv, no malloc, no PATH
+ * search there (execvp is not on POSIX's list). The child runs execve over
+ * the paths made here, as execvp would, with the environment made here.
+ */
+typedef struct prepared {
+    char **envp;  /* environ without BW_CLOCK when main set it (cli.h) */
+    char **paths; /* where to look for the command, in PATH's order (NULL-terminated) */
+    char **argv;  /* the command's arguments */
+    char **sh;    /* "/bin/sh", PATH (set in the child), argv[1..]: a file without #! (ENOEXEC), as execvp */
+} prepared;
+
+static void prepared_free(prepared *x)
+{
+    if (x->paths)
+        for (char **p = x->paths; *p; p++)
+            free(*p);
+    free(x->paths);
+    free(x->envp);
+    free(x->sh);
+    memset(x, 0, sizeof *x);
+}
+
+/* Make x for running argv (with `sh -c` when shell); 0, or -1 out of memory. */
+static int prepare(const cli *c, char **argv, int shell, prepared *x)
+{
+    extern char **environ;
+    memset(x, 0, sizeof *x);
+    size_t n = 0, k = 0;
+    while (environ && environ[n])
+        n++;
+    if (!(x->envp = malloc((n + 1) * sizeof *x->envp)))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(c->clock_env && strncmp(environ[i], "BW_CLOCK=", 9) == 0))
+            x->envp[k++] = environ[i];
+    x->envp[k] = NULL;
+    static char sh_path[] = "/bin/sh", sh_c[] = "-c";
+    if (shell) { /* sh -c TEXT: argv is {TEXT, NULL} */
+        if (!(x->paths = calloc(2, sizeof *x->paths)) || !(x->paths[0] = strdup(sh_path)) ||
+            !(x->sh = calloc(4, sizeof *x->sh)))
+            return -1;
+        x->sh[0] = sh_path;
+        x->sh[1] = sh_c;
+        x->sh[2] = argv[0];
+        x->argv = x->sh; /* run as argv; no ENOEXEC retry for /bin/sh itself */
+        return 0;
+    }
+    x->argv = argv;
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    if (!(x->sh = calloc(argc + 2, sizeof *x->sh)))
+        return -1;
+    x->sh[0] = sh_path;
+    for (size_t i = 1; i < argc; i++)
+        x->sh[i + 1] = argv[i];
+    const char *file = argv[0];
+    if (!*file || strchr(file, '/')) { /* a path: itself only ("" is not found) */
+        if (!(x->paths = calloc(2, sizeof *x->paths)))
+            return -1;
+        return *file && !(x->paths[0] = strdup(file)) ? -1 : 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* as glibc's execvp without PATH */
+    size_t dirs = 1;
+    for (const char *p = path; *p; p++)
+        dirs += *p == ':';
+    if (!(x->paths = calloc(dirs + 1, sizeof *x->paths)))
+        return -1;
+    size_t d = 0;
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        size_t sz = len + strlen(file) + 3;
+        if (!(x->paths[d] = malloc(sz)))
+            return -1;
+        if (len == 0) /* an empty entry is the current directory */
+            snprintf(x->paths[d], sz, "./%s", file);
+        else
+            snprintf(x->paths[d], sz, "%.*s/%s", (int)len, p, file);
+        d++;
+        if (!end)
+            break;
+        p = end;
+    }
+    return 0;
+}
+
+/* In the child: execve each path as execvp does; returns only on failure, with the errno to report. */
+static int exec_prepared(const prepared *x)
+{
+    int eacces = 0, err = ENOENT;
+    for (char *const *p = x->paths; *p; p++) {
+        execve(*p, x->argv, x->envp);
+        err = errno;
+        if (err == ENOEXEC && x->argv != x->sh) { /* no #! line: a shell script, as execvp runs it */
+            x->sh[1] = *p;
+            execve("/bin/sh", x->sh, x->envp);
+            return errno;
+        }
+        if (err == EACCES)
+            eacces = 1;
+        else if (err != ENOENT && err != ENOTDIR && err != ESTALE && err != ENODEV && err != ETIMEDOUT)
+            return err; /* found, but it cannot run: no further search */
+    }
+    return eacces ? EACCES : err;
+}
+
+/*
+ * The controlling terminal, opened, when breakwater's process group is its
+ * foreground group (an interactive run): the group of the command is then
+ * given the terminal while it runs. -1 otherwise (cron, CI, a pipe, the
+ * background).
+ */
+static int foreground_tty(void)
+{
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (tcgetpgrp(fd) != getpgrp()) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
  * Run argv[0..] (with `sh -c` when shell) and wait for it, forwarding signals,
  * within timeout_ns (0: none). Fills *o.
+ *
+ * With a timeout the child leads a process group of its own, and the
+ * timeout's signals (and the forwarded ones) go to that group: the command's
+ * own children end with it, as with timeout(1). A child in a group of its own
+ * is not in the terminal's foreground, so on a terminal where breakwater is
+ * in the foreground, its stdin and stdout the terminal (tty >= 0: interactive
+ * use; not a pipeline's part), the child's group is given the terminal (it can
+ * read it; Ctrl-C and Ctrl-Z reach it, as a shell's job), breakwater stops
+ * when it stops and gives it back when continued, and takes the terminal back
+ * when it ends. SIGTTOU is blocked meanwhile, so that a process of a
+ * background group may set the terminal's foreground group.
  */
 static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, int64_t kill_after_ns, outcome *o)
 {
     memset(o, 0, sizeof *o);
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
-        cli_err(c, "pipe: %s", strerror(errno));
+    prepared x;
+    if (prepare(c, argv, shell, &x) != 0) {
+        prepared_free(&x);
+        cli_err(c, "out of memory");
         o->status = EX_SOFTWARE_;
         return;
     }
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        cli_err(c, "pipe: %s", strerror(errno));
+        prepared_free(&x);
+        o->status = EX_SOFTWARE_;
+        return;
+    }
+    /* The terminal only to a command run interactively (stdin and stdout the terminal): in `breakwater run ...
+       --timeout 5s -- cmd | less`, less keeps it. */
+    int group = timeout_ns > 0, tty = group && isatty(0) && isatty(1) ? foreground_tty() : -1;
+    sigset_t ttou, saved;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, &saved);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -126,25 +285,31 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         cli_err(c, "fork: %s", strerror(errno));
         close(pfd[0]);
         close(pfd[1]);
+        prepared_free(&x);
+        if (tty >= 0)
+            close(tty);
+        sigprocmask(SIG_SETMASK, &saved, NULL);
         o->status = EX_SOFTWARE_;
         return;
     }
-    if (pid == 0) {
+    if (pid == 0) { /* async-signal-safe calls only, until exec (see prepared) */
+        if (group)
+            setpgid(0, 0);
+        if (tty >= 0) /* also here: the command may read the terminal before the parent has given it */
+            tcsetpgrp(tty, getpid());
         sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
-        if (c->clock_env)
-            unsetenv("BW_CLOCK");
         close(pfd[0]);
-        if (shell) {
-            char *sh[] = {"/bin/sh", "-c", argv[0], NULL};
-            execv("/bin/sh", sh);
-        } else {
-            execvp(argv[0], argv);
-        }
-        int e = errno;
+        int e = exec_prepared(&x);
         ssize_t w = write(pfd[1], &e, sizeof e);
         (void)w;
         _exit(e == ENOENT ? EX_NOTFOUND_ : EX_NOEXEC_);
     }
+    if (group)
+        setpgid(pid, pid); /* both sides, so that neither signals a group not yet made */
+    if (tty >= 0)
+        tcsetpgrp(tty, pid);
+    pid_t target = group ? -pid : pid; /* whom the timeout's and the forwarded signals reach */
+    prepared_free(&x);
     close(pfd[1]);
     int e = 0;
     ssize_t got;
@@ -157,25 +322,31 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         cli_err(c, "cannot run %s: %s", argv[0], strerror(e));
 
     int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1;
-    int wstatus = 0;
+    int wstatus = 0, lost = 0;
     for (;;) {
-        pid_t w = waitpid(pid, &wstatus, WNOHANG);
+        pid_t w = waitpid(pid, &wstatus, WNOHANG | (tty >= 0 ? WUNTRACED : 0));
+        if (w == pid && WIFSTOPPED(wstatus)) { /* Ctrl-Z (or a read of the terminal): stop as a shell's job */
+            tcsetpgrp(tty, getpgrp());
+            kill(getpid(), SIGSTOP);
+            tcsetpgrp(tty, pid); /* continued (fg or bg): the command goes on, with the terminal */
+            kill(-pid, SIGCONT);
+            continue;
+        }
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) { /* the child is gone unseen (reaped elsewhere): its outcome is unknown */
-            cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(errno));
-            o->ran = 0;
-            o->status = 70; /* EX_SOFTWARE */
-            return;
+            lost = errno;
+            break;
         }
         int64_t now = mono_ns(), until = -1;
         if (kill_at >= 0 && now >= kill_at) {
-            kill(pid, SIGKILL);
+            kill(target, SIGKILL);
             kill_at = -1;
             deadline = -1;
         } else if (deadline >= 0 && now >= deadline && !o->timed_out) {
             cli_info(c, "%s ran past its timeout: SIGTERM", argv[0]);
-            kill(pid, SIGTERM);
+            kill(target, SIGTERM);
+            kill(target, SIGCONT); /* a stopped process takes SIGTERM only once continued (as timeout(1)) */
             o->timed_out = 1;
             kill_at = now + kill_after_ns;
         }
@@ -187,12 +358,27 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         int sig = wait_signal(c, until < 0 ? -1 : until, &si);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
             o->stop = sig; /* retry stops after this attempt */
-        if (sig > 0 && sig != SIGCHLD && si.si_code != SI_KERNEL)
-            kill(pid, sig); /* sent to breakwater by a process: the child's to handle */
+        /* One sent to breakwater by a process is the child's to handle; one a terminal sent (SI_KERNEL) already
+           reached the child's group, unless the child has a group of its own. */
+        if (sig > 0 && sig != SIGCHLD && (si.si_code != SI_KERNEL || group))
+            kill(target, sig);
+    }
+    if (tty >= 0) {
+        tcsetpgrp(tty, getpgrp());
+        close(tty);
+    }
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    if (lost) {
+        cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(lost));
+        o->ran = 0;
+        o->status = EX_SOFTWARE_;
+        return;
     }
     if (WIFSIGNALED(wstatus)) {
         o->signal = WTERMSIG(wstatus);
         o->status = 128 + o->signal;
+        if (tty >= 0 && !o->stop && (o->signal == SIGINT || o->signal == SIGQUIT))
+            o->stop = o->signal; /* the terminal's Ctrl-C or Ctrl-\ reached the command (its group had the terminal) */
     } else {
         o->code = WEXITSTATUS(wstatus);
         o->status = o->code;
@@ -465,11 +651,12 @@ int cmd_retry(cli *c, int argc, char **argv)
             return EX_USAGE_;
         int bad = 0;
         switch (which) {
-        case 0:
+        case 0: { /* a declaration after a label is C23: a block, for C11 compilers (clang rejects it) */
             long at = strtol(v, &end, 10);
             bad = *end || end == v || at < 1 || at > 1000;
             attempts = bad ? 1 : (int)at;
             break;
+        }
         case 1:
             bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;
             break;

@@ -38,6 +38,13 @@ field() {
 state_of() {
     "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
 }
+# preload.c watches the command from outside (LD_PRELOAD), when a C compiler is here. A sanitizer's runtime
+# wants to be first in the list of libraries: told not to check (the helper intercepts nothing of it).
+PRELOAD=
+if command -v cc >/dev/null 2>&1 && cc -shared -fPIC -o "$T/preload.so" "$(dirname "$0")/preload.c" -ldl 2>"$T/cc.err"; then
+    PRELOAD="$T/preload.so"
+fi
+PRELOAD_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 # The configuration of the probe tests: trips on 2 failures of 2 calls, waits 4 s (long enough for a slow
 # sanitizer build to check the rejections first), 3 probes at once.
 CFG='window=count:2 min_calls=2 wait=4s permitted_probes=3 max_concurrent_probes=3 max_wait_in_half_open=30s'
@@ -60,6 +67,19 @@ expect $? 143 "death by SIGTERM: 128 + 15"
 # SIGCHLD inherited as ignored (a parent's SIG_IGN): the command must still see its child end, not wait forever.
 timeout 20 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV' "$BW" run chld -- sh -c 'exit 5'
 expect $? 5 "SIGCHLD inherited as ignored: the child's status, no hang"
+# The child calls only async-signal-safe functions between fork and exec (preload.c ends it with 99 on setenv,
+# unsetenv, putenv, clearenv there); it does not see the BW_CLOCK breakwater set for itself.
+if [ -n "$PRELOAD" ]; then
+    env -u BW_CLOCK LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" run envsafe -- sh -c 'echo "clock:${BW_CLOCK-unset}"' >"$T/out" 2>"$T/err"
+    expect $? 0 "no environment call between fork and exec: $(cat "$T/err")"
+    has "$T/out" "clock:unset" "the child does not inherit breakwater's BW_CLOCK"
+fi
+BW_CLOCK=monotonic "$BW" run envsafe -- sh -c 'echo "clock:${BW_CLOCK-unset}"' >"$T/out"
+has "$T/out" "clock:monotonic" "the child keeps a BW_CLOCK of the caller's"
+# A script without #! runs with /bin/sh, found through PATH, as execvp does.
+mkdir "$T/bin" && printf 'echo "noshebang $1"\n' >"$T/bin/nsb" && chmod +x "$T/bin/nsb"
+PATH="$T/bin:$PATH" "$BW" run envsafe -- nsb x >"$T/out"
+has "$T/out" "noshebang x" "a script without #! found on PATH"
 "$BW" run map -- "$T/no-such-command" 2>"$T/err"
 expect $? 127 "a command not found"
 has "$T/err" "cannot run" "not found says so"
@@ -76,6 +96,30 @@ start=$(date +%s)
 "$BW" run slow --timeout 200ms --kill-after 300ms -- sh -c 'trap "" TERM; sleep 30 & wait; sleep 30'
 expect $? 124 "--kill-after: SIGKILL, still 124"
 [ $(($(date +%s) - start)) -lt 10 ] && ok || fail "--kill-after took too long"
+
+# The timeout ends the command's children too (its process group, as timeout(1)): here a sleep in the background.
+rm -f "$T/gc"
+"$BW" run pg --timeout 300ms --kill-after 2s -- sh -c "sleep 30 & echo \$! > '$T/gc'; wait"
+expect $? 124 "--timeout of a command with a child: 124"
+gc=$(cat "$T/gc")
+# alive PID: a process that has not ended (a zombie that no init reaps has ended)
+alive() { [ -e "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
+n=0
+while alive "$gc" && [ $n -lt 60 ]; do sleep 0.05; n=$((n + 1)); done
+if alive "$gc"; then
+    fail "--timeout left the command's child running"
+    kill "$gc"
+else
+    ok
+fi
+# On a terminal (script(1) gives one), with --timeout the command's group is given the terminal: it reads it.
+if command -v script >/dev/null 2>&1; then
+    printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttyread --timeout 8s --kill-after 1s -- sh -c 'read l; echo got:\$l'" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "got:hello" "--timeout on a terminal: the command reads the terminal"
+    # ... but not when its output goes down a pipe: the pipeline's reader of the terminal keeps it.
+    printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttypipe --timeout 8s --kill-after 1s -- sh -c 'echo hi; sleep 2' | { read a; read b </dev/tty; echo got:\$a:\$b; cat >/dev/null; }" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "got:hi:hello" "--timeout in a pipeline on a terminal: the terminal stays with the pipeline"
+fi
 
 # ---- signals reach the child ----
 rm -f "$T/ready"
@@ -152,6 +196,27 @@ if command -v script >/dev/null 2>&1; then
     NO_COLOR=1 TERM=xterm script -qec "'$BW' status slow" /dev/null >"$T/tty" 2>&1
     grep -q "$(printf '\033')" "$T/tty" && fail "colour with NO_COLOR" || ok
 fi
+# A NAME that is not a circuit name is skipped with a warning naming it; the others are reported; exit 1.
+"$BW" status --json map "$(printf 'bad\tname')" slow >"$T/skip.json" 2>"$T/err"
+expect $? 1 "status with one bad NAME among good ones"
+has "$T/err" "skipping 'bad.name': not a circuit name" "the warning names the skipped NAME and why"
+[ "$(grep -c '"name":' "$T/skip.json")" = 2 ] && ok || fail "the good NAMEs are reported: $(cat "$T/skip.json")"
+# Many names (the check for a name listed twice is O(n log n), not quadratic: 40,000 took 5 s): each shown
+# once, at its first place. 40,000 names of 40 bytes sharing a 36-byte prefix (1.6 MB of arguments: one
+# command line where the system takes 2 MB, as Linux with an 8 MB stack; otherwise not tried).
+if [ "$(getconf ARG_MAX 2>/dev/null || echo 0)" -ge 2097152 ]; then
+    pre=kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
+    seq 1 40000 | sed "s/^/$pre/" >"$T/many"
+    echo "${pre}2" >>"$T/many"
+    t0=$(date +%s%N)
+    xargs -x -s 1900000 sh -c '"$0" --store memory: status --json "$@"' "$BW" <"$T/many" >"$T/many.json"
+    expect $? 0 "status of 40,000 names"
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt 3000 ] && ok || fail "status of 40,000 names took $ms ms (a quadratic duplicate check?)"
+    [ "$(wc -l <"$T/many.json")" = 40000 ] && ok || fail "40,000 names and a repeat: $(wc -l <"$T/many.json") lines"
+    [ "$(sed -n '2s/^{"name":"\([^"]*\)".*/\1/p' "$T/many.json")" = "${pre}2" ] && ok ||
+        fail "status keeps the names' order"
+fi
 "$BW" status --table >"$T/table"
 has "$T/table" "^NAME  *STATE" "the table's header"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
@@ -164,6 +229,7 @@ if command -v promtool >/dev/null 2>&1; then
     expect $? 0 "promtool check metrics: $(cat "$T/lint")"
 fi
 if command -v curl >/dev/null 2>&1; then
+    : >"$T/serve"
     "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve" &
     spid=$!
     n=0
@@ -227,6 +293,50 @@ for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
 "$BW" metrics >"$T/metrics" 2>"$T/err"
 expect $? 0 "metrics of 8 circuits with 187-byte names"
 [ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
+# metrics --serve and a client that asks and never reads (its answer, of those long names, fills the socket
+# buffers, made small as a slow link's): the send gives up after 5 s without progress, the client is dropped,
+# and another client is answered. (Without a bound the server blocked in send forever.)
+if [ -n "$PRELOAD" ]; then
+    : >"$T/serve2"
+    # (env execs breakwater: $! is the server's pid, as a shell function's subshell's would not be)
+    env BWTEST_SNDBUF=4096 LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve2" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve2" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve2")
+    python3 - "$url" >"$T/stuck" 2>&1 <<'EOF'
+import socket, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+addr = (u.hostname, u.port)
+req = b"GET /metrics HTTP/1.0\r\n\r\n"
+stuck = socket.socket()
+stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+stuck.connect(addr)
+stuck.sendall(req)  # and never reads
+time.sleep(0.5)
+other = socket.create_connection(addr, timeout=20)
+other.sendall(req)
+data = b""
+try:
+    while True:
+        b = other.recv(65536)
+        if not b:
+            break
+        data += b
+except socket.timeout:
+    pass
+print("answered" if data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data else "no answer")
+stuck.close()
+EOF
+    has "$T/stuck" "^answered" "metrics --serve answers another client after one that never reads"
+    has "$T/serve2" "dropped" "metrics --serve drops the client that never reads"
+    kill -TERM $spid
+    n=0
+    while kill -0 $spid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+    kill -KILL $spid 2>/dev/null && fail "metrics --serve did not end on SIGTERM"
+    wait $spid
+fi
 for i in 1 2 3 4 5 6 7 8; do "$BW" forget "$long$i" >/dev/null; done
 "$BW" retry --attempts 4294967297 -- true 2>"$T/err"
 expect $? 64 "--attempts past an int is a usage error"

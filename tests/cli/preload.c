@@ -1,0 +1,87 @@
+/*
+ * preload.c — an LD_PRELOAD helper of test_cli.sh (built there with cc, when
+ * there is one): it watches the breakwater command from outside.
+ *
+ * - Between fork and exec a child of a multithreaded process may call only
+ *   async-signal-safe functions: setenv, unsetenv, putenv and clearenv (which
+ *   take a lock and allocate) end the child with status 99 and a message.
+ * - BWTEST_SNDBUF=N: every socket accept() returns gets SO_SNDBUF N (the
+ *   kernel's buffer then fills with a few kilobytes, as a slow link does, so
+ *   that a client that stops reading blocks a send at once).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static volatile int in_child;
+
+static void *next(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+pid_t fork(void)
+{
+    pid_t (*real)(void) = (pid_t(*)(void))next("fork");
+    pid_t pid = real();
+    if (pid == 0)
+        in_child = 1;
+    return pid;
+}
+
+static void unsafe(const char *what)
+{
+    static const char a[] = "preload: ", b[] = " called between fork and exec\n";
+    ssize_t w = write(2, a, sizeof a - 1);
+    w = write(2, what, strlen(what));
+    w = write(2, b, sizeof b - 1);
+    (void)w;
+    _exit(99);
+}
+
+int setenv(const char *name, const char *value, int overwrite)
+{
+    if (in_child)
+        unsafe("setenv");
+    int (*real)(const char *, const char *, int) = (int (*)(const char *, const char *, int))next("setenv");
+    return real(name, value, overwrite);
+}
+
+int unsetenv(const char *name)
+{
+    if (in_child)
+        unsafe("unsetenv");
+    int (*real)(const char *) = (int (*)(const char *))next("unsetenv");
+    return real(name);
+}
+
+int putenv(char *string)
+{
+    if (in_child)
+        unsafe("putenv");
+    int (*real)(char *) = (int (*)(char *))next("putenv");
+    return real(string);
+}
+
+int clearenv(void)
+{
+    if (in_child)
+        unsafe("clearenv");
+    int (*real)(void) = (int (*)(void))next("clearenv");
+    return real();
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    int (*real)(int, struct sockaddr *, socklen_t *) = (int (*)(int, struct sockaddr *, socklen_t *))next("accept");
+    int cfd = real(fd, addr, len);
+    const char *sz = getenv("BWTEST_SNDBUF");
+    if (cfd >= 0 && sz) {
+        int n = atoi(sz);
+        setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
+    }
+    return cfd;
+}
