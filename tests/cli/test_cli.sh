@@ -38,11 +38,14 @@ field() {
 state_of() {
     "$BW" status "$1" --json | python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
 }
-# preload.c watches the command from outside (LD_PRELOAD), when a C compiler is here. A sanitizer's runtime
-# wants to be first in the list of libraries: told not to check (the helper intercepts nothing of it).
+# preload.c watches the command from outside (LD_PRELOAD), compiled here with the machine's cc (plain: no
+# sanitizer runtime of its own). A sanitizer's runtime wants to be first in the list of libraries: told not to
+# check (the helper intercepts nothing of it). Without it the tests that need it fail: nothing is skipped.
 PRELOAD=
-if command -v cc >/dev/null 2>&1 && cc -shared -fPIC -o "$T/preload.so" "$(dirname "$0")/preload.c" -ldl 2>"$T/cc.err"; then
+if cc -shared -fPIC -o "$T/preload.so" "$(dirname "$0")/preload.c" -ldl 2>"$T/cc.err"; then
     PRELOAD="$T/preload.so"
+else
+    fail "preload.c does not compile ($(cat "$T/cc.err")): the tests that watch the command from outside cannot run"
 fi
 PRELOAD_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 # The configuration of the probe tests: trips on 2 failures of 2 calls, waits 4 s (long enough for a slow
