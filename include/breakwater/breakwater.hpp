@@ -679,7 +679,8 @@ class manual_clock
     }
     manual_clock &operator=(manual_clock &&o) noexcept
     {
-        std::swap(c_, o.c_);
+        manual_clock old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(c_, old.c_);
         return *this;
     }
     manual_clock(const manual_clock &) = delete;
@@ -748,7 +749,8 @@ class store
     }
     store &operator=(store &&o) noexcept
     {
-        std::swap(s_, o.s_);
+        store old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(s_, old.s_);
         return *this;
     }
     store(const store &) = delete;
@@ -1542,8 +1544,9 @@ class circuit : public breaker_ref
     }
     circuit &operator=(circuit &&o) noexcept
     {
-        std::swap(b_, o.b_);
-        std::swap(h_, o.h_);
+        circuit old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(b_, old.b_);
+        std::swap(h_, old.h_);
         return *this;
     }
     circuit(const circuit &) = delete;
@@ -1609,7 +1612,8 @@ class breaker : public breaker_ref
     }
     breaker &operator=(breaker &&o) noexcept
     {
-        std::swap(b_, o.b_);
+        breaker old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(b_, old.b_);
         return *this;
     }
     breaker(const breaker &) = delete;
@@ -1682,7 +1686,8 @@ class registry
     }
     registry &operator=(registry &&o) noexcept
     {
-        std::swap(r_, o.r_);
+        registry old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(r_, old.r_);
         return *this;
     }
     registry(const registry &) = delete;
@@ -1847,8 +1852,9 @@ class retry
     }
     retry &operator=(retry &&o) noexcept
     {
-        std::swap(r_, o.r_);
-        std::swap(first_, o.first_);
+        retry old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(r_, old.r_);
+        std::swap(first_, old.first_);
         return *this;
     }
     retry(const retry &) = delete;
@@ -1943,7 +1949,8 @@ class bulkhead
     }
     bulkhead &operator=(bulkhead &&o) noexcept
     {
-        std::swap(h_, o.h_);
+        bulkhead old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(h_, old.h_);
         return *this;
     }
     bulkhead(const bulkhead &) = delete;
@@ -1961,7 +1968,8 @@ class bulkhead
         }
         slot &operator=(slot &&o) noexcept
         {
-            std::swap(h_, o.h_);
+            slot old(std::move(o)); // o is left empty; the slot this held is released with old, now
+            std::swap(h_, old.h_);
             return *this;
         }
         slot(const slot &) = delete;
@@ -2105,8 +2113,9 @@ class pipeline
     }
     pipeline &operator=(pipeline &&o) noexcept
     {
-        std::swap(p_, o.p_);
-        std::swap(owned_, o.owned_);
+        pipeline old(std::move(o)); // o is left empty; what this held is freed with old, now
+        std::swap(p_, old.p_);
+        std::swap(owned_, old.owned_);
         return *this;
     }
     pipeline(const pipeline &) = delete;

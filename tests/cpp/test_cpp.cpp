@@ -132,8 +132,9 @@ void test_breaker_raii_and_errors()
     CHECK(!a);
     CHECK(moved.name() == "payments");
     bw::breaker other("other");
-    other = std::move(moved); /* the old "other" is freed by moved's destructor */
+    other = std::move(moved); /* the old "other" is freed at once; moved is left empty */
     CHECK(other.name() == "payments");
+    CHECK(!moved);
 
     bw::result<bw::breaker> r = bw::breaker::make("bad name");
     CHECK(!r);
@@ -607,6 +608,12 @@ void test_pipeline()
     {
         auto s1 = bh.try_acquire();
         CHECK(s1 && bh.in_flight() == 1);
+        /* A slot assigned over is released at once, not when the moved-from slot ends. */
+        auto s2 = bh.try_acquire();
+        CHECK(s2 && bh.in_flight() == 2);
+        s1 = std::move(s2);
+        CHECK(s1 && !s2);
+        CHECK_EQ(bh.in_flight(), 1);
     }
     CHECK_EQ(bh.in_flight(), 0);
     try {
