@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "scan_pages.h"
 #include "entries.h"
 #include "base/systime.h"
 #include "store/front.h"
@@ -569,6 +570,15 @@ static void *load_main(void *arg)
  * same port: every call stays bounded, the store reconnects by itself (its
  * statements prepared again) and the circuits written before are still there.
  */
+static void test_scan_pages_bounded(void)
+{
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=scanpages"));
+    if (!s)
+        return;
+    check_scan_pages_bounded(s);
+    bw_store_close(s);
+}
+
 static void test_restart(void)
 {
     const char *restart = getenv("BW_TEST_PG_RESTART");
@@ -633,6 +643,7 @@ int main(void)
     RUN(test_fork);
     RUN(test_locked_row);
     RUN(test_stopped_server);
+    RUN(test_scan_pages_bounded);
     RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "scan_pages.h"
 
 #define S BW_NS_PER_S
 
@@ -533,6 +534,16 @@ static void test_malformed_rows(void)
 }
 
 /* Remove every file the tests made, then the directory. */
+static void test_scan_pages_bounded(void)
+{
+    char path[128];
+    bw_store *s = open_url("sqlite:%s", db_path(path, sizeof path));
+    if (!s)
+        return;
+    check_scan_pages_bounded(s);
+    bw_store_close(s);
+}
+
 static void cleanup(void)
 {
     char p[300];
@@ -561,6 +572,7 @@ int main(void)
     RUN(test_refused_updates_leave_no_transaction);
     RUN(test_sweep_bounded);
     RUN(test_auto_sweep);
+    RUN(test_scan_pages_bounded);
     RUN(test_awkward_names);
     RUN(test_busy_and_errors);
     RUN(test_malformed_rows);

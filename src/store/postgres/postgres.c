@@ -127,6 +127,7 @@
 #define OID_INT8 20
 #define OID_BYTEA 17
 #define OID_TEXT 25
+#define OID_BOOL 16
 
 /* The server's clock, in ns (µs resolution). */
 #define NOW_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8 * 1000"
@@ -326,9 +327,8 @@ static char *make_setup(const pg *r)
         "PREPARE bw_sweep(int8, int4) AS WITH n AS (SELECT COALESCE($1, " NOW_SQL
         ") AS now), d AS (DELETE FROM %s WHERE ctid IN (SELECT ctid FROM %s, n WHERE expires_at <= n.now LIMIT "
         "$2) AND expires_at <= (SELECT now FROM n) RETURNING 1) SELECT count(*)::int8 FROM d;\n"
-        "PREPARE bw_scan(text, int4, int8) AS SELECT name FROM %s WHERE name > $1 AND octet_length(name) BETWEEN 1 AND "
-        "511 AND expires_at > "
-        "COALESCE($3, " NOW_SQL ") ORDER BY name LIMIT $2;\n",
+        "PREPARE bw_scan(text, int4, int8) AS SELECT name, COALESCE(expires_at > COALESCE($3, " NOW_SQL
+        "), false) FROM %s WHERE name > $1 AND octet_length(name) BETWEEN 1 AND 511 ORDER BY name LIMIT $2;\n",
         ms, t, t, tl, t, tl, t, tl, t, t, t);
     if (len < 0 || (size_t)len >= n) { /* cannot happen (n allows for the longest name): never run a cut script */
         free(s);
@@ -1086,9 +1086,11 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 }
 
 /*
- * scan: one indexed query a page (names after the cursor, in order, live
- * ones); the cursor is the last name of a full page, "" when a page came
- * back short (the scan is complete).
+ * scan: one indexed query a page (names after the cursor, in order, with
+ * whether each is live): at most max rows, expired ones included and skipped
+ * here, so that a page costs max rows however many expired rows lie between
+ * live ones; the cursor is the last row's name of a full page, "" when a page
+ * came back short (the scan is complete).
  */
 static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
 {
@@ -1113,7 +1115,8 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     bw_error e = {0, "", ""};
     PGresult *res = exec(s->conn, r->timeout_ns, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
     rc = res ? BW_OK : e.code;
-    if (res && (PQnfields(res) != 1 || PQntuples(res) > max || PQftype(res, 0) != OID_TEXT))
+    if (res &&
+        (PQnfields(res) != 2 || PQntuples(res) > max || PQftype(res, 0) != OID_TEXT || PQftype(res, 1) != OID_BOOL))
         rc = bw__fail(&e, BW_ESYS, "", "postgresql: the server's answer to a scan is malformed");
     int got = 0;
     for (int i = 0; rc == BW_OK && i < PQntuples(res); i++) {
@@ -1122,8 +1125,10 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
         int ok = len >= 1 && len <= BW__STORE_KEY_MAX;
         for (int j = 0; ok && j < len; j++)
             ok = v[j] >= 0x20 && v[j] < 0x7f;
+        /* live: a one-byte binary bool (anything else reads as expired) */
+        ok = ok && !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1 && PQgetvalue(res, i, 1)[0] == 1;
         if (!ok)
-            continue; /* not a name breakwater writes */
+            continue; /* expired, or not a name breakwater writes */
         memcpy(keys[got].name, v, (size_t)len);
         keys[got].name[len] = 0;
         got++;

@@ -82,7 +82,7 @@ static const char *const sql_text[ST_COUNT] = {
     "DELETE FROM bw_circuits WHERE name = ?1",
     "DELETE FROM bw_circuits WHERE name IN "
     "(SELECT name FROM bw_circuits WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
-    "SELECT name FROM bw_circuits WHERE name > ?1 AND length(CAST(name AS BLOB)) BETWEEN 1 AND 511 AND expires_at > ?2 "
+    "SELECT name, expires_at > ?2 FROM bw_circuits WHERE name > ?1 AND length(CAST(name AS BLOB)) BETWEEN 1 AND 511 "
     "ORDER BY name LIMIT ?3",
 };
 
@@ -309,13 +309,16 @@ static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
 /*
  * A page of keys in name order: one query on the primary key, after the
  * cursor (the page before's last name), in autocommit (a WAL snapshot, no
- * write lock). A page of max names that may not be the last ends with that
- * name as the next cursor; the page after it may then be empty.
+ * write lock). It reads at most max rows, expired ones included (they are
+ * skipped here, so that a page costs max rows however many expired rows lie
+ * between live ones); a page of max rows that may not be the last ends with
+ * its last row's name as the next cursor; the page after it may then be empty.
  */
 static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_key *keys, int *n, bw_error *err)
 {
     sq *c = ctx;
-    int got = 0, rc = BW_OK, src;
+    int got = 0, rows = 0, rc = BW_OK, src;
+    next[0] = 0;
     pthread_mutex_lock(&c->mu);
     sqlite3_stmt *st = c->st[ST_SCAN];
     sqlite3_bind_text(st, 1, cursor, -1, SQLITE_STATIC);
@@ -325,7 +328,11 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
         const unsigned char *nm = sqlite3_column_text(st, 0);
         int nl = sqlite3_column_bytes(st, 0);
         if (!nm || nl < 1 || nl > BW_STORE_KEY_MAX)
-            continue; /* not a key breakwater wrote */
+            continue;      /* not a key breakwater wrote (the query leaves none out: a page stays max rows) */
+        if (++rows == max) /* the last row of a full page, listed or not, is where the next page starts */
+            memcpy(next, nm, (size_t)nl + 1);
+        if (sqlite3_column_int(st, 1) != 1)
+            continue; /* expired */
         memcpy(keys[got].name, nm, (size_t)nl);
         keys[got++].name[nl] = 0;
     }
@@ -334,11 +341,10 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     pthread_mutex_unlock(&c->mu);
-    next[0] = 0;
-    if (rc != BW_OK)
+    if (rc != BW_OK) {
         got = 0;
-    else if (got == max)
-        memcpy(next, keys[got - 1].name, strlen(keys[got - 1].name) + 1);
+        next[0] = 0;
+    }
     *n = got;
     return rc;
 }
