@@ -170,7 +170,7 @@ ${entries}    NULL,
 };
 
 /* No component libraries: every component of this build is compiled in (BW__COMPONENTS). */
-const bw__component_ref bw__component_refs[] = {{NULL, 0, NULL, NULL, NULL}};
+const bw__component_ref bw__component_refs[] = {{NULL, 0, NULL, NULL, 0, NULL}};
 " @ONLY)
 set(BW_SPLIT_TABLE_DECLS "${split_decls}")
 set(BW_SPLIT_TABLE_ENTRIES "${split_entries}")
@@ -187,7 +187,6 @@ macro(bw_finish_components)
     string(REPLACE "-" "_" sym "bw__component_${c}")
     get_property(bit GLOBAL PROPERTY BW_COMP_BIT_${c})
     string(APPEND weak "extern const bw__component ${sym} __attribute__((weak));\n")
-    string(APPEND refs "    {\"${c}\", ${bit}, \"libbreakwater-${c}.so.${PROJECT_VERSION_MAJOR}\", \"${sym}\", LINKED(${sym})},\n")
     set(items "NULL")
     set(item_decls "")
     foreach(b ${BW_BACKENDS})
@@ -198,6 +197,12 @@ macro(bw_finish_components)
         set(items "backends")
       endif()
     endforeach()
+    set(is_store 0)
+    if(items STREQUAL "backends")
+      set(is_store 1)
+    endif()
+    string(APPEND refs
+      "    {\"${c}\", ${bit}, \"libbreakwater-${c}.so.${PROJECT_VERSION_MAJOR}\", \"${sym}\", ${is_store}, LINKED(${sym})},\n")
     set(item_array "")
     if(items STREQUAL "backends")
       set(item_array "static const void *const backends[] = {${item_list}NULL};\n")
@@ -235,7 +240,7 @@ ${weak}#define LINKED(sym) &sym
 #endif
 
 const bw__component_ref bw__component_refs[] = {
-${refs}    {NULL, 0, NULL, NULL, NULL},
+${refs}    {NULL, 0, NULL, NULL, 0, NULL},
 };
 " @ONLY)
 endmacro()

@@ -75,10 +75,12 @@ BW_API const char *bw_version_string(void);
 #define BW_COMPONENT_CURL 0x20u        /* the libcurl integration (curl.h) */
 /*
  * bw_components — which components this process can use, as a bit set of
- * BW_COMPONENT_* values: the core, and every component whose library is linked
- * into the program or, for a shared library, installed where the dynamic
- * loader finds it (the query loads it, as bw_store_open would). Thread safety:
- * safe from any thread.
+ * BW_COMPONENT_* values: the core; each integration (curl, the /metrics
+ * server) whose library the program links; each store component whose library
+ * is linked into the program or, with the shared core, can be loaded: the
+ * query loads it as bw_store_open would, with its dependencies (libpq for
+ * postgresql:), and it stays loaded. Opening a store of that scheme is the
+ * cheaper test when only one matters. Thread safety: safe from any thread.
  */
 BW_API unsigned bw_components(void);
 

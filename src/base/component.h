@@ -41,6 +41,7 @@ typedef struct bw__component_ref {
     unsigned bit;                /* its BW_COMPONENT_* bit */
     const char *soname;          /* "libbreakwater-redis.so.0" */
     const char *symbol;          /* "bw__component_redis" */
+    int store;                   /* 1: a store component (bw_components() loads it to tell); 0: an integration */
     const bw__component *linked; /* a static core: the weak reference (NULL: not linked); a shared core: NULL */
 } bw__component_ref;
 

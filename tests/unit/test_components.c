@@ -6,9 +6,10 @@
  * the program is found and one not linked says how to link it.
  *
  * Built three ways (tests/CMakeLists.txt):
- *   BW_T_SHARED        the shared core only; argv[1] and argv[2] are
- *                      directories holding a copy of the core alone, and a
- *                      copy beside a sqlite component of another release: the
+ *   BW_T_SHARED        the shared core only; argv[1..3] are directories
+ *                      holding a copy of the core alone, a copy beside a
+ *                      sqlite component of another release, and a copy beside
+ *                      a file of the component's name that does not load: the
  *                      test runs itself again on each (LD_LIBRARY_PATH).
  *   BW_T_STATIC_SQLITE the static core and the static sqlite component.
  *   BW_T_STATIC_CORE   the static core only.
@@ -98,7 +99,14 @@ static void test_not_linked(void)
     CHECK_RC(open_sqlite(&s, &e), BW_ESTATE);
     CHECK(s == NULL);
     CHECK(strstr(e.message, "not linked into this program") != NULL);
-    CHECK(strstr(e.message, "breakwater-sqlite") != NULL);
+    CHECK(strstr(e.message, "link libbreakwater-sqlite.a (pkg-config --static breakwater-sqlite)") != NULL);
+    /* Every store's message is whole (bw_error's message has 216 bytes; postgresql: has the longest names). */
+    const char *urls[] = {"redis://127.0.0.1:1/", "postgresql://127.0.0.1:1/x", "sqlite:/nonexistent/x.db"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(bw_store_open(urls[i], &s, &e), BW_ESTATE);
+        if (strlen(e.message) >= sizeof e.message - 1)
+            H_FAIL("%s: the message was cut: %s", urls[i], e.message);
+    }
     /* The core's own stores need nothing else. */
     CHECK_OK(bw_store_open("memory:", &s, &e));
     check_store_works(s);
@@ -118,6 +126,13 @@ static void core_dir(char *out, size_t n)
         if (slash)
             *slash = 0;
     }
+}
+
+/* An integration counts only when the program links it (this one links the core alone): nothing is loaded to tell. */
+static void test_integrations_only_linked(void)
+{
+    CHECK(!(bw_components() & BW_COMPONENT_CURL));
+    CHECK(!(bw_components() & BW_COMPONENT_METRICS_HTTP));
 }
 
 /* This test again, as a child whose dynamic loader looks in `libdir` first, with BW_T_CHILD=mode. */
@@ -141,7 +156,7 @@ static int run_child(const char *libdir, const char *mode)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static const char *alone_dir, *foreign_dir;
+static const char *alone_dir, *foreign_dir, *broken_dir;
 
 static void test_missing_component(void)
 {
@@ -153,14 +168,17 @@ static void test_foreign_component(void)
     CHECK_INT(run_child(foreign_dir, "foreign"), 0);
 }
 
+static void test_broken_component(void)
+{
+    CHECK_INT(run_child(broken_dir, "broken"), 0);
+}
+
 /* In the child: the core is the copy (else the test proves nothing), and sqlite: fails as `mode` says. */
 static int child(const char *mode)
 {
     h_current = mode;
     char where[4096];
     core_dir(where, sizeof where);
-    const char *want = strcmp(mode, "missing") == 0 ? alone_dir : foreign_dir;
-    (void)want;
     const char *ld = getenv("LD_LIBRARY_PATH");
     if (!ld || strcmp(where, ld) != 0) {
         H_FAIL("the core was loaded from %s, not from %s", where, ld ? ld : "(unset)");
@@ -172,8 +190,12 @@ static int child(const char *mode)
     CHECK_RC(open_sqlite(&s, &e), BW_ESTATE);
     CHECK(s == NULL);
     if (strcmp(mode, "missing") == 0) {
-        CHECK(strstr(e.message, "libbreakwater-sqlite.so.0") != NULL);
-        CHECK(strstr(e.message, "install it (on Debian: libbreakwater-sqlite0)") != NULL);
+        CHECK(strstr(e.message, "sqlite: store: install libbreakwater-sqlite0 (Debian), or put "
+                                "libbreakwater-sqlite.so.0 where the dynamic loader finds it") == e.message);
+    } else if (strcmp(mode, "broken") == 0) {
+        /* The library is beside the core but does not load: its own error, not "not found". */
+        CHECK(strstr(e.message, "the library beside the core did not load") != NULL);
+        CHECK(strstr(e.message, "cannot open shared object file") == NULL);
     } else {
         CHECK(strstr(e.message, "another release of breakwater") != NULL);
     }
@@ -196,20 +218,22 @@ int main(int argc, char **argv)
     }
     int rc;
 #ifdef BW_T_SHARED
-    if (argc < 3 && !getenv("BW_T_CHILD")) {
-        fprintf(stderr, "usage: test_components ALONE_DIR FOREIGN_DIR\n");
+    if (argc < 4 && !getenv("BW_T_CHILD")) {
+        fprintf(stderr, "usage: test_components ALONE_DIR FOREIGN_DIR BROKEN_DIR\n");
         return 2;
     }
     const char *mode = getenv("BW_T_CHILD");
     if (mode) {
-        alone_dir = foreign_dir = getenv("LD_LIBRARY_PATH");
         rc = child(mode);
     } else {
         alone_dir = argv[1];
         foreign_dir = argv[2];
+        broken_dir = argv[3];
         RUN(test_store_component_used);
+        RUN(test_integrations_only_linked);
         RUN(test_missing_component);
         RUN(test_foreign_component);
+        RUN(test_broken_component);
         rc = TEST_SUMMARY();
     }
 #elif defined(BW_T_STATIC_SQLITE)
