@@ -49,8 +49,9 @@ tsan:
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" $(CTEST)
 
-# The core with no optional component: SQLite, hiredis, libpq, libmicrohttpd and libcurl absent (bw_metrics_serve
-# and bw_curl_new say BW_ENOTSUP), every test that needs them left out by ctest.
+# The core with no optional component: SQLite, hiredis, libpq, libmicrohttpd and libcurl absent (the shipped
+# libraries are the core alone; the tests' library answers BW_ENOTSUP from bw_metrics_serve and bw_curl_new), every
+# test that needs them left out by ctest.
 nosqlite:
 	cmake -S . -B build-nosqlite -DCMAKE_BUILD_TYPE=Debug -DBW_WERROR=ON -DBW_WITH_SQLITE=OFF -DBW_WITH_MHD=OFF -DBW_WITH_REDIS=OFF -DBW_WITH_POSTGRES=OFF -DBW_WITH_CURL=OFF -DBW_BUILD_BENCH=OFF
 	cmake --build build-nosqlite -j$(JOBS)

@@ -7,9 +7,16 @@
 
 install(DIRECTORY include/breakwater DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(bw_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/breakwater)
-# The .pc files locate the prefix relative to themselves, so that an installation moved anywhere (a temporary
-# root, cmake --install --prefix) still works.
-file(RELATIVE_PATH BW_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+# The .pc files locate the prefix relative to themselves (BW_PC_RELOCATABLE), so that an installation moved
+# anywhere (cmake --install --prefix, a copied tree) still works; a distribution's packages name it (OFF: the
+# system's directories then read as such, and pkg-config leaves them out of the flags).
+option(BW_PC_RELOCATABLE "pkg-config files find their prefix relative to themselves" ON)
+if(BW_PC_RELOCATABLE)
+  file(RELATIVE_PATH BW_PC_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+  set(BW_PC_PREFIX "\${pcfiledir}/${BW_PC_PREFIX}")
+else()
+  set(BW_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+endif()
 
 set(bw_core_targets "")
 foreach(t breakwater breakwater_static)

@@ -41,6 +41,8 @@ fi
 # The Debian packages (scripts/package_check.sh): debhelper, dpkg-dev and lintian; git lists the files to package.
 if [ "${1:-}" = "--all" ] || [ "${1:-}" = "--package" ]; then
     { command -v dh >/dev/null 2>&1 && command -v dpkg-buildpackage >/dev/null 2>&1; } || need="$need debhelper dpkg-dev"
+    # dpkg-buildpackage checks the build dependencies, build-essential among them.
+    dpkg -s build-essential >/dev/null 2>&1 || need="$need build-essential"
     command -v lintian >/dev/null 2>&1 || need="$need lintian"
     command -v git >/dev/null 2>&1 || need="$need git"
 fi

@@ -12,7 +12,7 @@ ver=$(sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$top/debian/changelog")
 src="$work/breakwater-$ver"
 mkdir -p "$src"
 # The tracked files only (a build tree or a stray file in the checkout must not reach the package).
-(cd "$top" && git ls-files -z | xargs -0 tar cf -) | tar xf - -C "$src"
+(cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar xf - -C "$src"
 
 echo "package: dpkg-buildpackage -us -uc (breakwater $ver)"
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -35,23 +35,41 @@ done
 libdir="$root/usr/lib/$multiarch"
 # Each library in its package, nothing else: the core depends on libc only, a component on the core of its
 # release and its dependency.
-for p in libbreakwater0 libbreakwater-redis0; do
+for p in libbreakwater0 libbreakwater-sqlite0 libbreakwater-redis0 libbreakwater-postgres0 libbreakwater-curl0 \
+    libbreakwater-metrics-http0; do
     dpkg-deb -c "$work/${p}_${ver}_$arch.deb" >"$work/contents"
     grep -q '\.so\.0\.' "$work/contents" || { echo "package: $p has no library" >&2; exit 1; }
+    [ $p = libbreakwater0 ] && continue
+    dpkg-deb -f "$work/${p}_${ver}_$arch.deb" Depends | grep -q "libbreakwater0 (= $ver)" ||
+        { echo "package: $p does not depend on its release of the core" >&2; exit 1; }
 done
-core_needs=$(readelf -d "$libdir/libbreakwater.so.0" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
-case $core_needs in
-"libc.so.6 " | "libc.so.6 ld-linux-x86-64.so.2 ") ;;
-*) echo "package: libbreakwater.so.0 needs more than libc: $core_needs" >&2; exit 1 ;;
+for lib in $(readelf -d "$libdir/libbreakwater.so.0" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+    case $lib in
+    libc.so.* | ld-linux*.so.*) ;;
+    *) echo "package: libbreakwater.so.0 needs more than libc: $lib" >&2; exit 1 ;;
+    esac
+done
+# The command links the packaged core (its stores load from their packages), with no SQLite of its own.
+cmd_needs=$(readelf -d "$root/usr/bin/breakwater" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+case $cmd_needs in
+*libbreakwater.so.0*) ;;
+*) echo "package: the breakwater command does not link libbreakwater.so.0: $cmd_needs" >&2; exit 1 ;;
 esac
-dpkg-deb -f "$work/libbreakwater-redis0_${ver}_$arch.deb" Depends | grep -q "libbreakwater0 (= $ver)" ||
-    { echo "package: libbreakwater-redis0 does not depend on its release of the core" >&2; exit 1; }
+if grep -q "SQLite format 3" "$root/usr/bin/breakwater"; then
+    echo "package: the breakwater command has SQLite linked in" >&2
+    exit 1
+fi
 
-# The consumer, against the temporary root only.
+# The consumer, against the temporary root only: its .pc files name /usr (as installed), which pkg-config reads
+# under the root (PKG_CONFIG_SYSROOT_DIR; the system directories are kept in the flags: under the root they are
+# not the system's).
 cons="$work/consumer"
 mkdir -p "$cons/data"
+grep -q "^prefix=/usr$" "$libdir/pkgconfig/breakwater.pc" ||
+    { echo "package: breakwater.pc does not name /usr: $(grep ^prefix= "$libdir/pkgconfig/breakwater.pc")" >&2; exit 1; }
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" # not the machine's own .pc files
+export PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
 core_flags=$(pkg-config --cflags --libs breakwater)
 case $core_flags in
 *hiredis* | *sqlite* | *pq* | *curl* | *microhttpd*) echo "package: breakwater.pc pulls a component's flags: $core_flags" >&2; exit 1 ;;
@@ -76,7 +94,10 @@ run consumer_cmake shared
 run consumer_cmake_static static
 
 # The command, from its package.
-"$root/usr/bin/breakwater" --version | sed 's/^/package: breakwater --version: /'
+LD_LIBRARY_PATH="$libdir" "$root/usr/bin/breakwater" --version >"$work/version"
+sed 's/^/package: breakwater --version: /' "$work/version"
+grep -q "stores: memory shm sqlite redis postgresql" "$work/version" ||
+    { echo "package: the packaged command does not have every store" >&2; exit 1; }
 [ -s "$root/usr/share/man/man1/breakwater.1.gz" ] || { echo "package: no manual page" >&2; exit 1; }
 [ -s "$root/usr/share/bash-completion/completions/breakwater" ] || { echo "package: no bash completion" >&2; exit 1; }
 

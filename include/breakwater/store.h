@@ -238,7 +238,7 @@ typedef struct bw_store_ops {
  * core, else the one the dynamic loader finds by its soname,
  * libbreakwater-NAME.so.MAJOR) and it stays loaded; a program linked with the
  * static core must link the component (pkg-config --static breakwater-NAME,
- * or the CMake target breakwater::NAME_static). Returns BW_OK with Returns BW_OK with
+ * or the CMake target breakwater::NAME_static). Returns BW_OK with
  * *out (close with bw_store_close); BW_EINVAL for NULL arguments or a malformed
  * URL or option (*err names the part: "url", "scheme", "name", "path", "host",
  * "port", "db", or the option), BW_ESTATE for a scheme this process cannot

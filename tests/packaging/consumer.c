@@ -1,6 +1,6 @@
 /*
  * consumer.c — a program built against breakwater as installed (make
- * package-check, scripts/package_check.sh): a breaker on the core, a sqlite:
+ * package, scripts/package_check.sh): a breaker on the core, a sqlite:
  * store (its component loaded by the core, or linked statically), and, when
  * built with CONSUMER_CURL, the libcurl component. It prints where the core
  * was loaded from (the script checks it is the installed one) and exits 0
