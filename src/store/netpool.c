@@ -74,7 +74,7 @@ static void note_down(bw__netpool *p, const bw_error *e)
     p->backoff = p->backoff ? (p->backoff * 2 < BACKOFF_MAX ? p->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
     p->down_until = bw__mono_now() + p->backoff;
     p->down_code = e->code;
-    snprintf(p->down_why, sizeof p->down_why, "%.190s", e->message);
+    snprintf(p->down_why, sizeof p->down_why, "%.185s", e->message);
     pthread_cond_broadcast(&p->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
 }
 
@@ -94,7 +94,7 @@ int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_erro
             memcpy(why, p->down_why, sizeof why);
             int64_t left = (p->down_until - now) / 1000000 + 1;
             pthread_mutex_unlock(&p->mu);
-            return bw__fail(err, code, "", "%.190s (not retried for %" PRId64 " ms)", why, left);
+            return bw__fail(err, code, "", "%.185s (not retried for %" PRId64 " ms)", why, left);
         }
         bw__netslot *idle = NULL;
         for (int i = 0; i < p->size && !pick; i++) {
@@ -171,7 +171,7 @@ int bw__netpool_bound(const bw__netpool *p, bw__netslot *s, int *broken, bw_erro
         return bw__fail(err, BW_ETIMEDOUT, "", "%s: the call's deadline (timeout %" PRId64 " ms) passed", p->name,
                         p->timeout_ns / 1000000);
     int64_t want = left >= p->timeout_ns - 1000000 ? p->timeout_ns : left;
-    if (want != s->set_ns) {
+    if (want != s->set_ns && p->ops->set_timeout) { /* no per-command timeout: nothing to set */
         int rc = p->ops->set_timeout(p->backend, s->conn, want, err);
         if (rc != BW_OK) {
             *broken = 1;

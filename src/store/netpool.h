@@ -26,7 +26,11 @@
  *
  * Errors: messages start with the pool's name ("redis: ..."); BW_ETIMEDOUT
  * when the deadline passed (every slot stayed busy, or before a command),
- * BW_ESTATE after fork(), else what ops->connect or the failure said.
+ * BW_ESTATE after fork(), else what ops->connect or the failure said. During a
+ * backoff, acquire returns the failure's own code (BW_ESYS, BW_ETIMEDOUT or
+ * BW_ENOMEM from connect) with its message (cut to 185 bytes) and how long the
+ * backoff lasts; acquire with now_only and no idle connection returns
+ * BW_ESTATE with *err untouched (outside a backoff).
  *
  * Locking: the pool's mutex guards which slot is busy, the connection of an
  * idle slot, the backoff and the last failure; its condition variable signals
@@ -35,7 +39,8 @@
  * its deadline without the mutex. The mutex is held only inside the functions
  * below, never across a network wait: ops->connect and ops->set_timeout run
  * without it; ops->close runs under it (so it must not wait, nor take a
- * lock). The backend's own locks are never taken under it.
+ * lock), except from destroy, which runs alone. The backend's own locks are
+ * never taken under it.
  */
 #ifndef BW_STORE_NETPOOL_H
 #define BW_STORE_NETPOOL_H
@@ -104,7 +109,12 @@ typedef struct bw__netpool {
 int bw__netpool_init(bw__netpool *p, const char *name, int size, int64_t timeout_ns, const bw__netpool_ops *ops,
                      void *backend, bw_error *err);
 
-/* Close every connection (ops->close, `forked` in a forked child) and free what init made. No slot may be busy. */
+/*
+ * Close every connection (ops->close, `forked` in a forked child) and free
+ * what init made. No slot may be busy, but in a forked child, where the slots
+ * the parent's threads held are copied busy: those are closed too (one busy
+ * connecting has no connection yet; its socket, the child's copy, stays open).
+ */
 void bw__netpool_destroy(bw__netpool *p);
 
 /*
