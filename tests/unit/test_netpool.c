@@ -1,0 +1,195 @@
+/*
+ * test_netpool.c — the network stores' connection pool (src/store/netpool.h)
+ * on fake connections, without a server: reuse, a failed connect and the
+ * backoff it starts (its doubling, read off the pool's own deadline rather
+ * than slept through), a broken connection closing the idle ones, now_only,
+ * the bounded wait for a busy pool, a forked child, bound() without a
+ * per-command timeout.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "base/systime.h"
+#include "store/netpool.h"
+
+typedef struct fake {
+    int connects, closes, closes_forked, fail_next; /* fail_next: the next connect fails */
+    int conns[8];                                   /* what a connection points at */
+} fake;
+
+static int fake_connect(void *backend, void **conn, bw_error *err)
+{
+    fake *f = backend;
+    if (f->fail_next) {
+        f->fail_next = 0;
+        return bw__fail(err, BW_ESYS, "", "fake: connection refused");
+    }
+    *conn = &f->conns[f->connects++ % 8];
+    return BW_OK;
+}
+
+static void fake_close(void *backend, void *conn, int forked)
+{
+    fake *f = backend;
+    (void)conn;
+    f->closes++;
+    f->closes_forked += forked;
+}
+
+static const bw__netpool_ops fake_ops = {fake_connect, fake_close, NULL};
+
+static void pool_make(bw__netpool *p, fake *f, int size, int64_t timeout_ns)
+{
+    memset(p, 0, sizeof *p);
+    memset(f, 0, sizeof *f);
+    CHECK_OK(bw__netpool_init(p, "fake", size, timeout_ns, &fake_ops, f, NULL));
+}
+
+static void test_reuse(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 2, 100 * BW_NS_PER_MS);
+    bw__netslot *a, *b;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
+    CHECK_INT(f.connects, 1);
+    bw__netpool_release(&p, a, 0, NULL);
+    CHECK_OK(bw__netpool_acquire(&p, 0, &b, NULL));
+    CHECK(b == a);
+    CHECK_INT(f.connects, 1); /* the idle connection, not a new one */
+    /* now_only: the connected slot is busy, the other has no connection: BW_ESTATE, *err untouched. */
+    bw_error e = {12345, "", "untouched"};
+    bw__netslot *c;
+    CHECK_RC(bw__netpool_acquire(&p, 1, &c, &e), BW_ESTATE);
+    CHECK_INT(e.code, 12345);
+    CHECK_STR(e.message, "untouched");
+    /* bound() with no per-command timeout to set: OK. */
+    int broken = 0;
+    CHECK_OK(bw__netpool_bound(&p, b, &broken, NULL));
+    CHECK_INT(broken, 0);
+    bw__netpool_release(&p, b, 0, NULL);
+    bw__netpool_destroy(&p);
+    CHECK_INT(f.closes, 1);
+}
+
+/* ms left of the backoff an acquire's message reports, or -1. */
+static long backoff_ms(const bw_error *e)
+{
+    const char *m = strstr(e->message, "(not retried for ");
+    return m ? strtol(m + strlen("(not retried for "), NULL, 10) : -1;
+}
+
+static void test_backoff(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 2, 100 * BW_NS_PER_MS);
+    bw__netslot *s;
+    bw_error e;
+    f.fail_next = 1;
+    CHECK_RC(bw__netpool_acquire(&p, 0, &s, &e), BW_ESYS);
+    CHECK_STR(e.message, "fake: connection refused");
+    /* During the backoff (10 ms) an acquire fails at once with the failure, connecting nothing. */
+    CHECK_RC(bw__netpool_acquire(&p, 0, &s, &e), BW_ESYS);
+    CHECK(strstr(e.message, "fake: connection refused (not retried for ") == e.message);
+    long ms = backoff_ms(&e);
+    CHECK(ms >= 1 && ms <= 11);
+    CHECK_INT(f.connects, 0);
+    /* Past it (the pool's deadline moved, not slept through), a connect is tried again; failing, the backoff
+       doubles, up to 1 s. */
+    int64_t want[] = {20, 40, 80, 160, 320, 640, 1000, 1000};
+    for (int i = 0; i < 8; i++) {
+        p.down_until = bw__mono_now() - 1;
+        f.fail_next = 1;
+        CHECK_RC(bw__netpool_acquire(&p, 0, &s, &e), BW_ESYS);
+        CHECK_INT(p.backoff, want[i] * BW_NS_PER_MS);
+    }
+    /* A connect that works ends the backoff once the connection answers (a clean release). */
+    p.down_until = bw__mono_now() - 1;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &s, &e));
+    CHECK(p.backoff != 0);
+    bw__netpool_release(&p, s, 0, NULL);
+    CHECK_INT(p.backoff, 0);
+    bw__netpool_destroy(&p);
+}
+
+static void test_broken_closes_idle(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 3, 100 * BW_NS_PER_MS);
+    bw__netslot *a, *b, *c;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
+    CHECK_OK(bw__netpool_acquire(&p, 0, &b, NULL));
+    CHECK_OK(bw__netpool_acquire(&p, 0, &c, NULL));
+    bw__netpool_release(&p, a, 0, NULL);
+    bw__netpool_release(&p, b, 0, NULL);
+    CHECK_INT(f.closes, 0);
+    bw_error e = {BW_ESYS, "", "fake: connection reset"};
+    bw__netpool_release(&p, c, 1, &e); /* its own connection and both idle ones */
+    CHECK_INT(f.closes, 3);
+    CHECK(p.backoff == 10 * BW_NS_PER_MS);
+    bw_error got;
+    CHECK_RC(bw__netpool_acquire(&p, 0, &a, &got), BW_ESYS);
+    CHECK(strstr(got.message, "fake: connection reset (not retried for ") == got.message);
+    bw__netpool_destroy(&p);
+    CHECK_INT(f.closes, 3);
+}
+
+static void test_busy_waits_its_deadline(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 1, 30 * BW_NS_PER_MS);
+    bw__netslot *a, *b;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
+    bw_error e;
+    int64_t t0 = bw__mono_now();
+    CHECK_RC(bw__netpool_acquire(&p, 0, &b, &e), BW_ETIMEDOUT);
+    int64_t waited = bw__mono_now() - t0;
+    CHECK(waited >= 29 * BW_NS_PER_MS); /* it waited for the slot, until its deadline (the upper bound is the
+                                           fault tests', under load) */
+    CHECK(strstr(e.message, "fake: all 1 connections of the pool stayed busy") == e.message);
+    bw__netpool_release(&p, a, 0, NULL);
+    bw__netpool_destroy(&p);
+}
+
+static void test_forked_child(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 2, 100 * BW_NS_PER_MS);
+    bw__netslot *a, *b;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
+    CHECK_OK(bw__netpool_acquire(&p, 0, &b, NULL));
+    bw__netpool_release(&p, b, 0, NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* a is busy (the parent's thread held it), b idle: both closed as the child's copies */
+        bw_error e;
+        bw__netslot *s;
+        int bad = bw__netpool_acquire(&p, 0, &s, &e) != BW_ESTATE || !strstr(e.message, "another process");
+        bw__netpool_destroy(&p);
+        bad |= f.closes != 2 || f.closes_forked != 2;
+        _exit(bad);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    bw__netpool_release(&p, a, 0, NULL);
+    bw__netpool_destroy(&p);
+    CHECK_INT(f.closes_forked, 0);
+}
+
+int main(void)
+{
+    RUN(test_reuse);
+    RUN(test_backoff);
+    RUN(test_broken_closes_idle);
+    RUN(test_busy_waits_its_deadline);
+    RUN(test_forked_child);
+    return TEST_SUMMARY();
+}
