@@ -363,7 +363,14 @@ int cmd_status(cli *c, int argc, char **argv)
             bw_error e;
             int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
             if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
-                cli_err(c, "skipping '%s': not a circuit name: %s", ns.v[i], e.message);
+                char shown[4 * 64 + 4];
+                size_t o = 0;
+                for (const unsigned char *q = (const unsigned char *)ns.v[i]; *q && o < sizeof shown - 8; q++)
+                    o += (size_t)snprintf(shown + o, sizeof shown - o, *q >= 0x20 && *q < 0x7f ? "%c" : "\\x%02x",
+                                          *q); /* no terminal escape passes */
+                if (ns.v[i][0] && o >= sizeof shown - 8)
+                    snprintf(shown + o, sizeof shown - o, "...");
+                cli_err(c, "skipping '%s': not a circuit name: %s", shown, e.message);
                 skipped = 1;
                 free(ns.v[i]);
                 continue;

@@ -15,9 +15,9 @@
  *   the child's process group, and is not sent twice.
  * - --timeout: SIGTERM at the deadline, SIGKILL --kill-after later; the call
  *   is settled with bw_settle_timeout (a failure, slow when slow-call
- *   detection is on) and breakwater exits 124, as timeout(1). The child leads
- *   a process group of its own, which the signals reach (its children end
- *   too), and which is given the terminal when breakwater has it (run_child).
+ *   detection is on) and breakwater exits 124, as timeout(1). Unless
+ *   breakwater is in a terminal's foreground, the child leads a process group
+ *   of its own, which the signals reach (its children end too) (run_child).
  * - A store that cannot be opened is not fatal: the run goes on with a local
  *   circuit (the library's degradation), saying so once on stderr.
  */
@@ -189,8 +189,8 @@ static int prepare(const cli *c, char **argv, int shell, prepared *x)
         size_t sz = len + strlen(file) + 3;
         if (!(x->paths[d] = malloc(sz)))
             return -1;
-        if (len == 0) /* an empty entry is the current directory */
-            snprintf(x->paths[d], sz, "./%s", file);
+        if (len == 0) /* an empty entry is the current directory (the name alone, as execvp) */
+            snprintf(x->paths[d], sz, "%s", file);
         else
             snprintf(x->paths[d], sz, "%.*s/%s", (int)len, p, file);
         d++;
@@ -221,38 +221,31 @@ static int exec_prepared(const prepared *x)
     return eacces ? EACCES : err;
 }
 
-/*
- * The controlling terminal, opened, when breakwater's process group is its
- * foreground group (an interactive run): the group of the command is then
- * given the terminal while it runs. -1 otherwise (cron, CI, a pipe, the
- * background).
- */
-static int foreground_tty(void)
+/* Whether breakwater's process group is the foreground group of its controlling terminal (an interactive run). */
+static int in_foreground(void)
 {
     int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
-    if (tcgetpgrp(fd) != getpgrp()) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+        return 0;
+    int fg = tcgetpgrp(fd) == getpgrp();
+    close(fd);
+    return fg;
 }
 
 /*
  * Run argv[0..] (with `sh -c` when shell) and wait for it, forwarding signals,
  * within timeout_ns (0: none). Fills *o.
  *
- * With a timeout the child leads a process group of its own, and the
- * timeout's signals (and the forwarded ones) go to that group: the command's
- * own children end with it, as with timeout(1). A child in a group of its own
- * is not in the terminal's foreground, so on a terminal where breakwater is
- * in the foreground, its stdin and stdout the terminal (tty >= 0: interactive
- * use; not a pipeline's part), the child's group is given the terminal (it can
- * read it; Ctrl-C and Ctrl-Z reach it, as a shell's job), breakwater stops
- * when it stops and gives it back when continued, and takes the terminal back
- * when it ends. SIGTTOU is blocked meanwhile, so that a process of a
- * background group may set the terminal's foreground group.
+ * With a timeout, unless breakwater is in the foreground of a terminal (cron,
+ * CI, a script's or a background job), the child leads a process group of its
+ * own, and the timeout's signals and the forwarded TERM, INT, HUP and QUIT go
+ * to that group: the command's own children end with it, as with timeout(1).
+ * In a terminal's foreground the child stays in breakwater's group, the job's:
+ * job control is the shell's (Ctrl-C and Ctrl-Z reach both, fg and bg
+ * continue both, the command reads the terminal), and the signals go to the
+ * command alone, as with timeout --foreground. (Giving a group of its own the
+ * terminal, as a shell does, broke bg, and a Ctrl-Z in an orphaned group hung.)
+ * USR1 and USR2 go to the command alone (their default ends a process).
  */
 static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, int64_t kill_after_ns, outcome *o)
 {
@@ -271,13 +264,8 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         o->status = EX_SOFTWARE_;
         return;
     }
-    /* The terminal only to a command run interactively (stdin and stdout the terminal): in `breakwater run ...
-       --timeout 5s -- cmd | less`, less keeps it. */
-    int group = timeout_ns > 0, tty = group && isatty(0) && isatty(1) ? foreground_tty() : -1;
-    sigset_t ttou, saved;
-    sigemptyset(&ttou);
-    sigaddset(&ttou, SIGTTOU);
-    sigprocmask(SIG_BLOCK, &ttou, &saved);
+    int group = timeout_ns > 0 && !in_foreground();
+    int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1; /* counted from the fork */
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -286,17 +274,12 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         close(pfd[0]);
         close(pfd[1]);
         prepared_free(&x);
-        if (tty >= 0)
-            close(tty);
-        sigprocmask(SIG_SETMASK, &saved, NULL);
         o->status = EX_SOFTWARE_;
         return;
     }
     if (pid == 0) { /* async-signal-safe calls only, until exec (see prepared) */
         if (group)
             setpgid(0, 0);
-        if (tty >= 0) /* also here: the command may read the terminal before the parent has given it */
-            tcsetpgrp(tty, getpid());
         sigprocmask(SIG_SETMASK, &c->orig_mask, NULL);
         close(pfd[0]);
         int e = exec_prepared(&x);
@@ -305,9 +288,7 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         _exit(e == ENOENT ? EX_NOTFOUND_ : EX_NOEXEC_);
     }
     if (group)
-        setpgid(pid, pid); /* both sides, so that neither signals a group not yet made */
-    if (tty >= 0)
-        tcsetpgrp(tty, pid);
+        setpgid(pid, pid);             /* both sides, so that neither signals a group not yet made */
     pid_t target = group ? -pid : pid; /* whom the timeout's and the forwarded signals reach */
     prepared_free(&x);
     close(pfd[1]);
@@ -321,17 +302,9 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
     if (!o->ran)
         cli_err(c, "cannot run %s: %s", argv[0], strerror(e));
 
-    int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1;
     int wstatus = 0, lost = 0;
     for (;;) {
-        pid_t w = waitpid(pid, &wstatus, WNOHANG | (tty >= 0 ? WUNTRACED : 0));
-        if (w == pid && WIFSTOPPED(wstatus)) { /* Ctrl-Z (or a read of the terminal): stop as a shell's job */
-            tcsetpgrp(tty, getpgrp());
-            kill(getpid(), SIGSTOP);
-            tcsetpgrp(tty, pid); /* continued (fg or bg): the command goes on, with the terminal */
-            kill(-pid, SIGCONT);
-            continue;
-        }
+        pid_t w = waitpid(pid, &wstatus, WNOHANG);
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) { /* the child is gone unseen (reaped elsewhere): its outcome is unknown */
@@ -361,13 +334,8 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         /* One sent to breakwater by a process is the child's to handle; one a terminal sent (SI_KERNEL) already
            reached the child's group, unless the child has a group of its own. */
         if (sig > 0 && sig != SIGCHLD && (si.si_code != SI_KERNEL || group))
-            kill(target, sig);
+            kill(sig == SIGUSR1 || sig == SIGUSR2 ? pid : target, sig);
     }
-    if (tty >= 0) {
-        tcsetpgrp(tty, getpgrp());
-        close(tty);
-    }
-    sigprocmask(SIG_SETMASK, &saved, NULL);
     if (lost) {
         cli_err(c, "lost track of %s (%s): nothing recorded", argv[0], strerror(lost));
         o->ran = 0;
@@ -377,8 +345,6 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
     if (WIFSIGNALED(wstatus)) {
         o->signal = WTERMSIG(wstatus);
         o->status = 128 + o->signal;
-        if (tty >= 0 && !o->stop && (o->signal == SIGINT || o->signal == SIGQUIT))
-            o->stop = o->signal; /* the terminal's Ctrl-C or Ctrl-\ reached the command (its group had the terminal) */
     } else {
         o->code = WEXITSTATUS(wstatus);
         o->status = o->code;

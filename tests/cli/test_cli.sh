@@ -106,22 +106,42 @@ rm -f "$T/gc"
 expect $? 124 "--timeout of a command with a child: 124"
 gc=$(cat "$T/gc")
 # alive PID: a process that has not ended (a zombie that no init reaps has ended)
-alive() { [ -e "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
+alive() { [ -n "$1" ] && [ -e "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
 n=0
 while alive "$gc" && [ $n -lt 60 ]; do sleep 0.05; n=$((n + 1)); done
-if alive "$gc"; then
+if [ -z "$gc" ]; then
+    fail "--timeout test: the command's child never started (no pid written)"
+elif alive "$gc"; then
     fail "--timeout left the command's child running"
     kill "$gc"
 else
     ok
 fi
-# On a terminal (script(1) gives one), with --timeout the command's group is given the terminal: it reads it.
+# USR1 and USR2 go to the command alone, never to its group (their default action would end its children).
+rm -f "$T/gc"
+"$BW" run usr --timeout 20s -- sh -c "trap 'echo usr1 >> \"$T/usr\"' USR1; sleep 30 & echo \$! > '$T/gc'; wait; wait" &
+bwpid=$!
+n=0
+while [ ! -s "$T/gc" ] && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+sleep 0.2
+kill -USR1 $bwpid
+n=0
+while [ ! -s "$T/usr" ] && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+gc=$(cat "$T/gc" 2>/dev/null)
+has "$T/usr" "usr1" "USR1 reaches the command"
+alive "$gc" && ok || fail "USR1 reached the command's child (sent to its group)"
+kill "$gc" 2>/dev/null
+kill $bwpid 2>/dev/null
+wait $bwpid 2>/dev/null
+# In a terminal's foreground (script(1) gives one) the command stays in the shell's job: it reads the terminal,
+# and the timeout still ends it.
 if command -v script >/dev/null 2>&1; then
     printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttyread --timeout 8s --kill-after 1s -- sh -c 'read l; echo got:\$l'" /dev/null >"$T/tty" 2>&1
     has "$T/tty" "got:hello" "--timeout on a terminal: the command reads the terminal"
-    # ... but not when its output goes down a pipe: the pipeline's reader of the terminal keeps it.
     printf 'hello\n' | TERM=xterm timeout 30 script -qec "'$BW' run ttypipe --timeout 8s --kill-after 1s -- sh -c 'echo hi; sleep 2' | { read a; read b </dev/tty; echo got:\$a:\$b; cat >/dev/null; }" /dev/null >"$T/tty" 2>&1
-    has "$T/tty" "got:hi:hello" "--timeout in a pipeline on a terminal: the terminal stays with the pipeline"
+    has "$T/tty" "got:hi:hello" "--timeout in a pipeline on a terminal: the pipeline reads the terminal"
+    TERM=xterm timeout 30 script -qec "'$BW' run ttyslow --timeout 300ms --kill-after 1s -- sleep 20; echo status:\$?" /dev/null >"$T/tty" 2>&1
+    has "$T/tty" "status:124" "--timeout on a terminal: the timeout ends the command (124)"
 fi
 
 # ---- signals reach the child ----
@@ -202,7 +222,7 @@ fi
 # A NAME that is not a circuit name is skipped with a warning naming it; the others are reported; exit 1.
 "$BW" status --json map "$(printf 'bad\tname')" slow >"$T/skip.json" 2>"$T/err"
 expect $? 1 "status with one bad NAME among good ones"
-has "$T/err" "skipping 'bad.name': not a circuit name" "the warning names the skipped NAME and why"
+has "$T/err" "skipping 'bad.x09name': not a circuit name" "the warning names the skipped NAME (escaped) and why"
 [ "$(grep -c '"name":' "$T/skip.json")" = 2 ] && ok || fail "the good NAMEs are reported: $(cat "$T/skip.json")"
 # Many names (the check for a name listed twice is O(n log n), not quadratic: 40,000 took 5 s): each shown
 # once, at its first place. 40,000 names of 40 bytes sharing a 36-byte prefix (1.6 MB of arguments: one
