@@ -4,7 +4,9 @@
  *
  * - Between fork and exec a child of a multithreaded process may call only
  *   async-signal-safe functions: setenv, unsetenv, putenv and clearenv (which
- *   take a lock and allocate) end the child with status 99 and a message.
+ *   take a lock and allocate), and execvp and execvpe (not async-signal-safe:
+ *   the child runs execve over paths made before fork) end the child with
+ *   status 99 and a message.
  * - BWTEST_SNDBUF=N: every socket accept() returns gets SO_SNDBUF N (the
  *   kernel's buffer then fills with a few kilobytes, as a slow link does, so
  *   that a client that stops reading blocks a send at once).
@@ -72,6 +74,23 @@ int clearenv(void)
         unsafe("clearenv");
     int (*real)(void) = (int (*)(void))next("clearenv");
     return real();
+}
+
+int execvp(const char *file, char *const argv[])
+{
+    if (in_child)
+        unsafe("execvp");
+    int (*real)(const char *, char *const[]) = (int (*)(const char *, char *const[]))next("execvp");
+    return real(file, argv);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    if (in_child)
+        unsafe("execvpe");
+    int (*real)(const char *, char *const[], char *const[]) =
+        (int (*)(const char *, char *const[], char *const[]))next("execvpe");
+    return real(file, argv, envp);
 }
 
 int accept(int fd, struct sockaddr *addr, socklen_t *len)
