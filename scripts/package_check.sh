@@ -103,7 +103,7 @@ grep -q "stores: memory shm sqlite redis postgresql" "$work/version" ||
 
 echo "package: lintian"
 rc=0
-lintian --fail-on error --info "$work/breakwater_${ver}_$arch.changes" >"$work/lintian.log" 2>&1 || rc=$?
+lintian --fail-on error --display-info "$work/breakwater_${ver}_$arch.changes" >"$work/lintian.log" 2>&1 || rc=$?
 sed 's/^/package: lintian: /' "$work/lintian.log"
 if [ $rc != 0 ]; then
     echo "package: lintian found errors (exit $rc)" >&2
