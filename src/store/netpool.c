@@ -164,6 +164,14 @@ void bw__netpool_release(bw__netpool *p, bw__netslot *s, int broken, const bw_er
     pthread_mutex_unlock(&p->mu);
 }
 
+int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const bw_error *e, bw_error *err)
+{
+    bw__netpool_release(p, s, broken, e);
+    if (rc != BW_OK && err)
+        *err = *e;
+    return rc;
+}
+
 int bw__netpool_bound(const bw__netpool *p, bw__netslot *s, int *broken, bw_error *err)
 {
     int64_t left = s->deadline - bw__mono_now();

@@ -141,6 +141,12 @@ int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_erro
 void bw__netpool_release(bw__netpool *p, bw__netslot *s, int broken, const bw_error *e);
 
 /*
+ * The end of a call: release s (as bw__netpool_release) and return rc, with
+ * *err = *e when rc is an error (err may be NULL).
+ */
+int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const bw_error *e, bw_error *err);
+
+/*
  * Bound the next command on s by its call's deadline: its per-command timeout
  * (ops->set_timeout) is the time left, at most `timeout` (within a
  * millisecond of it, `timeout` itself, so that the common case sets nothing);

@@ -4,7 +4,7 @@
  * backoff it starts (its doubling, read off the pool's own deadline rather
  * than slept through), a broken connection closing the idle ones, now_only,
  * the bounded wait for a busy pool, a forked child, bound() without a
- * per-command timeout.
+ * per-command timeout, done() handing an error on.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,7 +72,14 @@ static void test_reuse(void)
     int broken = 0;
     CHECK_OK(bw__netpool_bound(&p, b, &broken, NULL));
     CHECK_INT(broken, 0);
-    bw__netpool_release(&p, b, 0, NULL);
+    /* done: releases, and hands the call's error on only when it failed. */
+    bw_error call = {BW_ESYS, "", "fake: reply malformed"}, out = {0, "", "before"};
+    CHECK_RC(bw__netpool_done(&p, b, 0, BW_ESYS, &call, &out), BW_ESYS);
+    CHECK_STR(out.message, "fake: reply malformed");
+    CHECK_OK(bw__netpool_acquire(&p, 1, &b, NULL)); /* it was released: idle again */
+    bw_error ok = {0, "", ""}, kept = {0, "", "kept"};
+    CHECK_OK(bw__netpool_done(&p, b, 0, BW_OK, &ok, &kept));
+    CHECK_STR(kept.message, "kept");
     bw__netpool_destroy(&p);
     CHECK_INT(f.closes, 1);
 }

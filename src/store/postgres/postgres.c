@@ -1147,10 +1147,7 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     }
     if (res)
         PQclear(res);
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
@@ -1163,10 +1160,7 @@ static int pg_sweep(void *ctx, int max, int *deleted, bw_error *err)
     int broken = 0;
     bw_error e = {0, "", ""};
     rc = sweep_pass(r, s, max, deleted, &broken, &e);
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static void pg_close(void *ctx)

@@ -719,10 +719,7 @@ static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t
     free(block);
     if (rep)
         freeReplyObject(rep);
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static int rd_read(void *ctx, const char *name, int64_t *now, bw_store_entry *out, int *found, bw_error *err)
@@ -923,10 +920,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static int rd_sweep(void *ctx, int max, int *deleted, bw_error *err)
@@ -1030,10 +1024,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     free(names);
     if (rep)
         freeReplyObject(rep);
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static void rd_close(void *ctx)
@@ -1072,10 +1063,7 @@ static int load_scripts(rd *r, bw_error *err)
                      : bw__fail(&e, BW_ESYS, "", "redis: SCRIPT LOAD answered something else than a SHA1");
         freeReplyObject(rep);
     }
-    bw__netpool_release(&r->conns, s, broken, &e);
-    if (rc != BW_OK && err)
-        *err = e;
-    return rc;
+    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
 static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
