@@ -49,10 +49,12 @@
  *   store_retry_jitter    [0, 1]                                 0.2
  *   store_close_timeout   (0, 365d]  (coordinated)               5s
  *
- * The keyed_* knobs bound a breaker's keyed circuits (keyed.h says how). The
+ * The keyed_* knobs bound a breaker's keyed circuits (keyed.h says how; with a
+ * store, keyed_idle is also the lifetime of a quiet keyed circuit's entry). The
  * store_* knobs apply to a breaker with a store (bw_config_set_store): the
  * lifetime of its stored entry after the last write (an OPEN entry never expires
- * before its wait ends), the coordinated poll interval and write queue, the
+ * before its wait ends; a keyed circuit's entry holding nothing but successes
+ * lives min(keyed_idle, store_ttl)), the coordinated poll interval and write queue, the
  * delay before a failing store is tried again (store_retry, times the
  * multiplier per consecutive failure, capped by store_retry_max, plus up to
  * store_retry_jitter of itself at random), and how long bw_breaker_free waits

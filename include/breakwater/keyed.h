@@ -29,6 +29,19 @@
  * In coordinated mode each circuit is polled by the store's lane like a breaker
  * (in one batch per poll tick); evicting a circuit forgets only its local
  * counters, and never waits for its store.
+ * What a key leaves in the store is bounded as its memory is: in stored mode a
+ * quiet circuit's entry (defined below: nothing but successes) expires
+ * keyed_idle after its last write (and no later than a time window's length),
+ * as a quiet circuit is forgotten after keyed_idle unused; keyed_idle 0 keeps
+ * no quiet entry at all. An entry with history (a failure, a slow call, OPEN,
+ * HALF_OPEN), an operator hold or a reset's fence keeps store_ttl as the
+ * breaker's own circuit does (config.h). So a flood of new keys that only
+ * succeed leaves at most the keys written within the last keyed_idle live in
+ * the store (its rate x keyed_idle), and none keyed_idle after it stops (each
+ * store then removes them: docs/many-breakers.md). A call in flight when its
+ * key's quiet entry expires settles as stale (not counted).
+ * Coordinated mode writes nothing for a CLOSED key (only trips, votes and
+ * probe rounds).
  *
  * BOUNDED MEMORY. The breaker keeps at most keyed_maxsize circuits resident
  * (config.h; default 1024, 0 = unbounded) and never more than keyed_limit

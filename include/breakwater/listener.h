@@ -96,7 +96,8 @@ typedef enum bw_reason {
                                            count is the failures in a row) */
     BW_REASON_PROBES_INCONCLUSIVE = 8,  /* HALF_OPEN -> OPEN: as many probes came back UNREACHABLE as the round
                                            admits (permitted_probes; success_threshold for the consecutive
-                                           policy), so it learned nothing (count: those probes) */
+                                           policy), so it learned nothing (count: those probes); or a
+                                           consecutive round completed 1,000,000 probes without a verdict */
     BW_REASON_HALF_OPEN_TIMEOUT = 9,    /* HALF_OPEN -> OPEN: the round outlived max_wait_in_half_open */
     BW_REASON_SHARED = 10,              /* adopted from the store's shared circuit (another process tripped,
                                            probed or recovered it), or the local state again when this

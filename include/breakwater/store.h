@@ -30,7 +30,9 @@
  *                      with SQLite's mmap mode); nothing but breakwater should
  *                      write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
- *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
+ *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off:
+ *                      100 expired rows a pass, and a pass at each following
+ *                      update while a pass deletes a full 100)
  *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
  *                      BW_COMPONENT_REDIS), shared by processes on any host;
  *                      or redis://[user:password@][/db]?socket=/path.sock
@@ -68,7 +70,8 @@
  *                      the call fails with BW_ETIMEDOUT and a breaker
  *                      degrades to its local circuit; ?pool=4 connections,
  *                      in [1, 64]; ?sweep=1h (off, or up to 366d): an
- *                      update deletes at most 100 expired rows that often;
+ *                      update deletes at most 100 expired rows that often,
+ *                      and the next does too while a pass deletes a full 100;
  *                      any other option must be a libpq
  *                      connection keyword (sslmode, sslrootcert,
  *                      application_name, ...) and goes to libpq as written

@@ -96,6 +96,19 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     lc.mode = cfg->store_mode;
     lc.scfg = b->m.cfg;
     lc.ttl = cfg->store_ttl;
+    if (b->key) {
+        /*
+         * A keyed circuit's quiet entry (nothing but successes) lives as long as
+         * a quiet circuit stays resident unused (keyed_idle; keyed.h), and no
+         * longer than a time window keeps its calls: a flood of keys that only
+         * succeed does not fill the store. keyed_idle 0: no entry is kept.
+         */
+        int64_t q = cfg->keyed_idle;
+        if (lc.scfg.policy == BW_POLICY_RATE && lc.scfg.window_kind == BW_WINDOW_TIME &&
+            (int64_t)lc.scfg.window_size * BW_NS_PER_S < q)
+            q = (int64_t)lc.scfg.window_size * BW_NS_PER_S;
+        lc.quiet_ttl = q > 0 ? q : -1;
+    }
     lc.retry = cfg->store_retry;
     lc.retry_max = cfg->store_retry_max;
     lc.retry_mult = cfg->store_retry_multiplier;

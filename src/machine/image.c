@@ -250,9 +250,10 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     if (state > BW_STATE_METRICS_ONLY || gen > BW__GEN_MAX || !instant_ok(opened_at) || !instant_ok(ho_since) ||
         open_wait < 0 || open_wait > BW__WAIT_CEILING)
         return -1;
-    /* admitted <= the most a round may admit (so it never wraps), >= in_flight, completed; completed >= probe
-     * failures, probe slows. */
-    if (u[1] > BW__PROBES_MAX || u[2] > u[1] || u[3] > u[1] || u[4] > u[3] || u[5] > u[3])
+    /* admitted <= the most a round may admit (so it never wraps), and every probe admitted is in flight or
+     * completed (machine.c: so no outcome counted makes completed pass admitted); completed >= probe failures,
+     * probe slows. */
+    if (u[1] > BW__PROBES_MAX || (uint64_t)u[2] + u[3] > u[1] || u[4] > u[3] || u[5] > u[3])
         return -1;
     m->state = (uint8_t)state;
     m->gen = gen;

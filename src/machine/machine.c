@@ -231,24 +231,32 @@ static void record_closed(bw__machine *m, uint32_t stripe, int outcome, int slow
         evaluate(m, now);
 }
 
-/* HALF_OPEN: tally one probe and decide the round when it is complete. */
-static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
+/*
+ * HALF_OPEN: tally one probe and decide the round when it is complete. Every
+ * probe admitted is in flight until it settles (admitted == in_flight +
+ * completed, which a stored image must show: machine/image.c), so an outcome
+ * that finds none in flight belongs to no probe of this round (a stored permit
+ * the local machine learns while its store is out, or a stored entry's counts
+ * that no machine wrote): it is dropped as stale (-1), counting nothing.
+ * Returns 1 otherwise.
+ */
+static int record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
 {
-    if (m->in_flight)
-        m->in_flight--;
+    if (!m->in_flight)
+        return -1;
+    m->in_flight--;
     if (outcome == BW_IGNORED || outcome == BW_UNREACHABLE) {
         /* No verdict: the slot and the budget unit come back. */
-        if (m->admitted)
-            m->admitted--;
+        m->admitted--;
         if (outcome == BW_IGNORED)
-            return;
+            return 1;
         m->inconclusive++;
         uint32_t limit = m->cfg.policy == BW_POLICY_RATE ? m->cfg.permitted : m->cfg.success_threshold;
         if (m->inconclusive >= limit) {
             because(m, BW_REASON_PROBES_INCONCLUSIVE, 0, m->inconclusive, m->inconclusive);
             reopen(m, bw__now_get(now), 0); /* nothing was learned: wait again */
         }
-        return;
+        return 1;
     }
     int failed = outcome == BW_FAILURE;
     m->completed++;
@@ -270,10 +278,15 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
                 close_(m);
             }
         }
-        return;
+        if (m->state == BW_STATE_HALF_OPEN && m->completed >= BW__PROBES_MAX) {
+            /* Failures and successes alternating for BW__PROBES_MAX probes: the round ends undecided. */
+            because(m, BW_REASON_PROBES_INCONCLUSIVE, 0, m->completed, m->completed);
+            reopen(m, bw__now_get(now), 0);
+        }
+        return 1;
     }
     if (m->completed < m->cfg.permitted)
-        return;
+        return 1;
     double done = (double)m->completed;
     if (bw__rate_reached(m->probe_failures, m->completed, m->cfg.failure_rate)) {
         because(m, BW_REASON_PROBES_FAILED, m->probe_failures / done, m->completed, 0);
@@ -285,6 +298,7 @@ static void record_probe(bw__machine *m, int outcome, int slow, bw__now *now)
         because(m, BW_REASON_PROBES_PASSED, m->probe_failures / done, m->completed, 0);
         close_(m);
     }
+    return 1;
 }
 
 int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__now *now)
@@ -307,10 +321,8 @@ int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int out
         record_closed(m, stripe, outcome, slow, now, st == BW_STATE_CLOSED);
         return 1;
     }
-    if (st == BW_STATE_HALF_OPEN) {
-        record_probe(m, outcome, slow, now);
-        return 1;
-    }
+    if (st == BW_STATE_HALF_OPEN)
+        return record_probe(m, outcome, slow, now);
     return 0; /* OPEN, FORCED_OPEN, DISABLED record nothing */
 }
 

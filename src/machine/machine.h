@@ -224,7 +224,8 @@ static inline int bw__machine_round_expired(const bw__machine *m, int64_t now)
 static inline int bw__machine_probe_admit(bw__machine *m)
 {
     uint32_t cap = m->cfg.policy == BW_POLICY_RATE ? m->cfg.max_concurrent : m->cfg.half_open_capacity;
-    if (m->in_flight >= cap || (m->cfg.policy == BW_POLICY_RATE && m->admitted >= m->cfg.permitted))
+    uint32_t most = m->cfg.policy == BW_POLICY_RATE ? m->cfg.permitted : BW__PROBES_MAX;
+    if (m->in_flight >= cap || m->admitted >= most)
         return 0;
     m->admitted++;
     m->in_flight++;
@@ -233,14 +234,17 @@ static inline int bw__machine_probe_admit(bw__machine *m)
 
 static inline int bw__machine_probe_tally(bw__machine *m, unsigned failed, unsigned slow)
 {
+    if (!m->in_flight)
+        return 0; /* no probe of this round to tally: the general path drops it */
     if (m->cfg.policy == BW_POLICY_RATE) {
         if (m->completed + 1 >= m->cfg.permitted)
             return 0;
     } else if (failed ? m->cerr + 1 >= m->cfg.error_threshold : m->csucc + 1 >= m->cfg.success_threshold) {
         return 0;
+    } else if (m->completed + 1 >= BW__PROBES_MAX) {
+        return 0;
     }
-    if (m->in_flight)
-        m->in_flight--;
+    m->in_flight--;
     m->completed++;
     m->probe_failures += failed;
     m->probe_slows += slow;

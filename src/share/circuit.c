@@ -29,7 +29,18 @@
  * as a fence, CLOSED at its new generation (an entry of a fresh circuit moves
  * from born to born + 1), until the generation moves again or the entry
  * expires. The one imprecision left: a call admitted in CLOSED that outlasts the
- * deletion of its entry (its time window emptied) is dropped, not counted.
+ * deletion or expiry of its entry (its time window emptied, or a quiet keyed
+ * entry's short lifetime ended) is dropped, not counted.
+ *
+ * Lifetimes. An entry lives `ttl` after its last write (an OPEN one `ttl`
+ * after its wait ends; an operator hold for ever), except a quiet one (CLOSED
+ * with nothing but successes: no failure or slow call in its window, no
+ * consecutive failure, no failed round, no fence, no vote) when the operation
+ * gives quiet entries a lifetime of their own, `quiet_ttl` (a keyed circuit's
+ * keyed_idle, at most its time window: attach_store.c): min(quiet_ttl, ttl),
+ * or no entry at all when quiet_ttl < 0 (keyed_idle 0). So a flood of keys
+ * that only succeed leaves entries for quiet_ttl, not for a day; what holds a
+ * failure keeps `ttl`.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "share/circuit.h"
@@ -71,15 +82,24 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
-/* Nothing worth keeping: CLOSED, an empty window, no counters, no backoff. */
-static int forgettable(bw__machine *m, bw__now *now)
+/*
+ * Quiet: nothing but successes (keyed.h's word): CLOSED, no failure or slow
+ * call in the window, no consecutive failure, no failed round behind it.
+ */
+static int quiet(bw__machine *m, bw__now *now)
 {
-    if (m->state != BW_STATE_CLOSED || m->cerr || m->csucc || m->failed_rounds)
+    if (m->state != BW_STATE_CLOSED || m->cerr || m->failed_rounds)
         return 0;
     if (m->cfg.policy != BW_POLICY_RATE)
         return 1;
     bw__window_expire(&m->win, bw__now_get(now));
-    return m->win.total == 0;
+    return m->win.failed == 0 && m->win.slow == 0;
+}
+
+/* Nothing worth keeping: quiet, with an empty window and no consecutive successes either. */
+static int forgettable(bw__machine *m, bw__now *now)
+{
+    return quiet(m, now) && !m->csucc && (m->cfg.policy != BW_POLICY_RATE || m->win.total == 0);
 }
 
 /* The bytes of cur's machine image (after the header, before the votes), or -1 when the header is malformed. */
@@ -374,7 +394,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
 
     /* A reset keeps its entry (a fence): the generation it moved to makes every outcome in flight stale. */
     int fence = (op->op == BW__OP_VERB && op->state == BW_STATE_CLOSED) || ((flags & FLAG_FENCE) && m.gen == gen0);
-    if (!fence && !op->must_write && v.n == 0 && forgettable(&m, &t)) {
+    /* A quiet circuit with a lifetime of its own (a keyed circuit's: see the top) that is none keeps no entry. */
+    int short_lived = op->quiet_ttl != 0 && !fence && v.n == 0 && quiet(&m, &t);
+    if (!fence && !op->must_write && v.n == 0 && ((short_lived && op->quiet_ttl < 0) || forgettable(&m, &t))) {
         if (op->op == BW__OP_ACQUIRE && op->ok)
             op->out_gen = BW__GEN_NO_ENTRY; /* its circuit has no entry after this: see the design notes */
         if (op->found || op->corrupt)
@@ -401,10 +423,11 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     }
     next->data[2] = (unsigned char)nv;
     next->len = (uint32_t)len;
+    int64_t ttl = short_lived && op->quiet_ttl < op->ttl ? (op->quiet_ttl > 0 ? op->quiet_ttl : 1) : op->ttl;
     next->expires_at =
         m.state == BW_STATE_FORCED_OPEN || m.state == BW_STATE_DISABLED || m.state == BW_STATE_METRICS_ONLY
             ? BW_STORE_NEVER /* an operator hold never expires */
-            : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, op->ttl);
+            : bw__sat_add(m.state == BW_STATE_OPEN && op->open_until > now ? op->open_until : now, ttl);
     if (op->found && !op->must_write && !(op->op == BW__OP_RECORD && op->ok == 1) && cur->len == len &&
         memcmp(cur->data, next->data, len) == 0)
         return BW_STORE_KEEP; /* unchanged: no write */

@@ -19,7 +19,8 @@
  * Lifetimes: a CLOSED circuit with nothing to remember is deleted, except that a
  * reset keeps its entry (a fence, below); an operator state never expires;
  * anything else expires `ttl` after its last write, and an OPEN circuit `ttl`
- * after its open wait ends. Only an operation that records an outcome or moves
+ * after its open wait ends, except a quiet one (nothing but successes) given a
+ * shorter `quiet_ttl` (a keyed circuit's). Only an operation that records an outcome or moves
  * the circuit writes; a no-op (an admission in CLOSED, a stale or ignored
  * outcome, a read) writes nothing and so renews nothing.
  * Untrusted entries: an entry that does not decode as exactly what the encoder
@@ -49,6 +50,7 @@ typedef struct bw__shared_op {
     int op;
     const bw__mcfg *cfg; /* the circuit's configuration */
     int64_t ttl;         /* lifetime after the last write, ns (> 0) */
+    int64_t quiet_ttl;   /* a quiet entry's lifetime (circuit.c: Lifetimes), ns: 0 = ttl, < 0 = none (not kept) */
     uint64_t gen;        /* RECORD: the permit's generation */
     int outcome, slow;   /* RECORD */
     int state;           /* VERB */

@@ -64,6 +64,7 @@ static void prepare(bw__link *l, bw__shared_op *op)
 {
     op->cfg = &l->c.scfg;
     op->ttl = l->c.ttl;
+    op->quiet_ttl = l->c.quiet_ttl;
     op->quorum = l->c.quorum;
     op->instance = op->op == BW__OP_TRIP && op->quorum > 1 ? bw__instance_id() : 0; /* getpid: only a vote needs it */
 }

@@ -38,6 +38,7 @@ typedef struct bw__link_cfg {
     int mode;                 /* BW_STORE_COORDINATED or BW_STORE_STORED */
     bw__mcfg scfg;            /* the configuration of the machine kept in the store */
     int64_t ttl;              /* the entry's lifetime after its last write, ns */
+    int64_t quiet_ttl;        /* a quiet entry's (bw__shared_op): 0 = ttl, < 0 = not kept */
     int64_t retry, retry_max; /* ns; retry_max 0 = uncapped */
     double retry_mult, retry_jitter;
     bw_clock *clock; /* the owner's clock: retry times are on it */

@@ -1043,6 +1043,114 @@ static void test_keyed_stored(void)
     bw_store_close(s);
 }
 
+/* A stored keyed breaker for the flood: make()'s rules, `window`, keyed_idle `idle`, 16 circuits resident. */
+static bw_breaker *make_flooded(const char *name, bw_store *s, const char *window, int64_t idle)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    char text[200];
+    snprintf(text, sizeof text, "window=%s min_calls=2 failure_rate=0.6 wait=10s keyed_maxsize=16 keyed_limit=32",
+             window);
+    CHECK_OK(bw_config_parse(c, text, &e));
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_keyed_idle(c, idle, &e));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
+    bw_breaker *b = NULL;
+    int rc = bw_breaker_new(name, c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_breaker_new: %s: %s", bw_strerror(rc), e.message);
+    bw_config_free(c);
+    return b;
+}
+
+/* The live entries among the flood's keys "NAME key-0" .. "NAME key-(n-1)". */
+static int live_keys(bw_store *s, const char *name, int n)
+{
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "%s key-%d", name, i);
+        live += peek_at(s, k).found;
+    }
+    return live;
+}
+
+/*
+ * A flood of new keys that only succeed (stored mode) does not fill the store:
+ * a quiet keyed entry lives keyed_idle after its last write (at most its time
+ * window), so at any time only the keys written within the last keyed_idle are
+ * live. Before, each lived store_ttl (a day): 1,500 keys 100 ms apart left
+ * 1,500 entries (and filled shm:'s 1,024 slots). A key that failed keeps its
+ * entry for store_ttl, as does the breaker's own circuit; keyed_idle 0 keeps
+ * no quiet entry at all.
+ */
+static void test_keyed_stored_flood(void)
+{
+    const int n = 1500;
+    const int64_t idle = 5 * S, step = 100 * MS, ttl = 86400 * S;
+    bw_store *s = open_store();
+    bw_breaker *b = make_flooded("svc-flood", s, "count:4", idle);
+    bw_permit p;
+    CHECK_OK(bw_keyed_acquire(b, "bad", &p, NULL));
+    int64_t t_bad = clock_now();
+    CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+    CHECK_OK(call(b, BW_SUCCESS)); /* the breaker's own circuit */
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key-%d", i);
+        if (i)
+            pump(step);
+        int rc = bw_keyed_acquire(b, k, &p, NULL);
+        CHECK_OK(rc);
+        if (rc == BW_OK)
+            CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+        if (i == 0)
+            CHECK_INT(peek_at(s, "svc-flood key-0").expires_at, clock_now() + idle);
+        if (i % 250 == 249) {
+            int live = live_keys(s, "svc-flood", i + 1);
+            most = live > most ? live : most;
+        }
+    }
+    /* Written at most idle ago: idle / step keys (the one written exactly idle ago has expired). */
+    CHECK_INT(most, (int)(idle / step));
+    CHECK_INT(live_keys(s, "svc-flood", n), (int)(idle / step));
+    pump(idle);
+    CHECK_INT(live_keys(s, "svc-flood", n), 0);
+    CHECK_INT(peek_at(s, "svc-flood bad").expires_at, t_bad + ttl); /* a failure: history, kept */
+    CHECK(peek_at(s, "svc-flood").found);                           /* the breaker's own circuit */
+    /* A failure makes a quiet key's entry long-lived; the successes that push it out make it short again. */
+    CHECK_OK(bw_keyed_acquire(b, "key-1", &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_FAILURE));
+    CHECK_INT(peek_at(s, "svc-flood key-1").expires_at, clock_now() + ttl);
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(bw_keyed_acquire(b, "key-1", &p, NULL));
+        CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    }
+    CHECK_INT(peek_at(s, "svc-flood key-1").expires_at, clock_now() + idle);
+    bw_breaker_free(b);
+
+    /* A time window of 2 s: its successes matter 2 s, and so does their entry. */
+    b = make_flooded("svc-flood-t", s, "time:2s", idle);
+    CHECK_OK(bw_keyed_acquire(b, "key-0", &p, NULL));
+    CHECK_OK(bw_settle(b, &p, BW_SUCCESS));
+    CHECK_INT(peek_at(s, "svc-flood-t key-0").expires_at, clock_now() + 2 * S);
+    bw_breaker_free(b);
+
+    /* keyed_idle 0: a quiet circuit is forgotten at once, and keeps no entry; a failure still does. */
+    b = make_flooded("svc-flood-0", s, "count:4", 0);
+    for (int i = 0; i < 3; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key-%d", i);
+        CHECK_OK(bw_keyed_acquire(b, k, &p, NULL));
+        CHECK_OK(bw_settle(b, &p, i == 2 ? BW_FAILURE : BW_SUCCESS));
+    }
+    CHECK_INT(live_keys(s, "svc-flood-0", 3), 1);
+    CHECK(peek_at(s, "svc-flood-0 key-2").found);
+    bw_breaker_free(b);
+    bw_store_close(s);
+}
+
 /* Keyed circuits of coordinated breakers: a key's trip reaches the other process's circuit of that key only. */
 static void test_keyed_coordinated(void)
 {
@@ -1601,6 +1709,7 @@ int main(int argc, char **argv)
     RUN(test_coordinated_quorum);
     RUN(test_coordinated_lane_batches);
     RUN(test_keyed_stored);
+    RUN(test_keyed_stored_flood);
     RUN(test_keyed_coordinated);
     RUN(test_coordinated_late_probe_and_expired_lease);
     RUN(test_coordinated_degrade_and_recover);

@@ -1773,6 +1773,75 @@ static void test_consecutive_inconclusive(void)
     CHECK_INT(m.state, BW_STATE_HALF_OPEN);
 }
 
+/*
+ * Every probe admitted is in flight until it settles, so an outcome that finds
+ * none in flight is no probe of the round: dropped as stale, on the general
+ * path and the engine's fast one (a stored entry counting it would claim more
+ * probes completed than admitted, which the image decoder refuses).
+ */
+static void test_outcome_with_no_probe_in_flight(void)
+{
+    for (int pol = 0; pol < 2; pol++) {
+        bw__mcfg c = pol ? consecutive() : defaults();
+        c.permitted = 3;
+        bw__machine m;
+        mk(&m, &c);
+        trip_at(&m, T0);
+        uint64_t g = probe1(&m);
+        int64_t t = m.ho_since;
+        CHECK_INT(rec(&m, g, BW_SUCCESS, 0, t), 1);
+        CHECK_INT(m.in_flight, 0);
+        CHECK_INT(bw__machine_probe_tally(&m, 0, 0), 0); /* the fast path leaves it to the general one */
+        static const int outcomes[] = {BW_SUCCESS, BW_FAILURE, BW_IGNORED, BW_UNREACHABLE};
+        for (int i = 0; i < 4; i++)
+            CHECK_INT(rec(&m, g, outcomes[i], 1, t), -1);
+        CHECK_INT(m.state, BW_STATE_HALF_OPEN);
+        CHECK_INT(m.gen, g);
+        CHECK_INT(m.admitted, 1);
+        CHECK_INT(m.completed, 1);
+        CHECK_INT(m.probe_failures, 0);
+        CHECK_INT(m.probe_slows, 0);
+        CHECK_INT(m.inconclusive, 0);
+        CHECK_INT(m.csucc, pol ? 1 : 0);
+        CHECK_INT(m.cerr, 0);
+    }
+}
+
+/*
+ * A consecutive round has no probe budget, but it admits at most
+ * BW__PROBES_MAX probes (what a stored image may claim), and failures and
+ * successes alternating that long end it as inconclusive: OPEN again, the
+ * backoff unchanged.
+ */
+static void test_consecutive_round_bounded(void)
+{
+    bw__mcfg c = consecutive(); /* error_threshold 5, success_threshold 2 */
+    c.half_open_capacity = 2 * BW__PROBES_MAX;
+    c.max_wait_ho = 0;
+    bw__machine m;
+    mk(&m, &c);
+    trip_at(&m, T0);
+    uint64_t g = probe1(&m);
+    int64_t t = m.ho_since;
+    /* As if BW__PROBES_MAX - 2 probes had alternated (csucc 1), and two are in flight. */
+    m.admitted = BW__PROBES_MAX;
+    m.in_flight = 2;
+    m.completed = BW__PROBES_MAX - 2;
+    m.csucc = 1;
+    CHECK_INT(acq(&m, t, NULL), 0); /* N + 1 refused, though in_flight < half_open_capacity */
+    CHECK_INT(m.admitted, BW__PROBES_MAX);
+    CHECK_INT(bw__machine_probe_tally(&m, 1, 0), 1); /* completed N - 1: the fast path may tally it */
+    CHECK_INT(m.completed, BW__PROBES_MAX - 1);
+    CHECK_INT(bw__machine_probe_tally(&m, 0, 0), 0); /* completed N would end the round: the general path */
+    CHECK_INT(rec(&m, g, BW_SUCCESS, 0, t + 1), 1);
+    CHECK_INT(m.state, BW_STATE_OPEN);
+    CHECK_INT(m.why, BW_REASON_PROBES_INCONCLUSIVE);
+    CHECK_INT(m.failed_rounds, 0);
+    CHECK_INT(m.open_wait, c.wait);
+    CHECK_INT(m.opened_at, t + 1);
+    CHECK_INT(m.gen, g + 1);
+}
+
 /* ---------------------------------------------------------------- misc */
 
 /* A time window inside the machine: expiry feeds the min gate and the snapshot. */
@@ -1874,6 +1943,8 @@ int main(void)
     RUN(test_consecutive_success_threshold_close);
     RUN(test_consecutive_error_threshold_reopen);
     RUN(test_consecutive_inconclusive);
+    RUN(test_outcome_with_no_probe_in_flight);
+    RUN(test_consecutive_round_bounded);
     RUN(test_time_window_machine);
     RUN(test_lazy_clock);
     return TEST_SUMMARY();

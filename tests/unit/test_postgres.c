@@ -296,6 +296,25 @@ static void test_auto_sweep(void)
     CHECK_STR(sql(c, "SELECT count(*) FROM autosw"), "1");
     CHECK_STR(sql(c, "SELECT count(*) FROM autosw2"), "4");
     refused("postgresql://127.0.0.1?sweep=367d", BW_EINVAL, "sweep", "duration");
+    bw_store_close(on);
+    /*
+     * A pass deletes at most 100 rows; one that deleted a full 100 leaves the
+     * sweep due, so the next update runs another at once (a flood of
+     * short-lived keys is swept as fast as it is written) rather than a
+     * period (here at least 500 ms) later.
+     */
+    on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw3&sweep=1s"));
+    if (!on)
+        return;
+    CHECK_OK(entry_put(on, "live", 1, 64, BW_STORE_NEVER, NULL)); /* makes the table */
+    sql(c, "INSERT INTO autosw3 (name, data, expires_at) SELECT 'old' || i, '\\x00', 0 FROM generate_series(1, 250) i");
+    struct timespec due = {1, 100 * MS};
+    nanosleep(&due, NULL);
+    static const char *const left[] = {"151", "51", "1"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(entry_put(on, "live", 2 + i, 64, BW_STORE_NEVER, NULL));
+        CHECK_STR(sql(c, "SELECT count(*) FROM autosw3"), left[i]);
+    }
     PQfinish(c);
     bw_store_close(on);
     bw_store_close(off);

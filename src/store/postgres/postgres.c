@@ -62,7 +62,9 @@
  *   renewed meanwhile stays). The automatic sweep (?sweep=1h; off disables)
  *   needs no thread: an update that finds it due (every period, the first
  *   pass at a random point of the first period) runs one pass of at most
- *   SWEEP_BATCH rows on its connection, one more round trip.
+ *   SWEEP_BATCH rows on its connection, one more round trip; a pass that
+ *   deleted a full batch leaves it due for the next update, so the sweep keeps
+ *   up with any write rate (an update writes at most one row).
  * - Deadlines: every wait is a poll() on the connection's socket with a
  *   deadline (connecting: connect_timeout; each statement: timeout), never a
  *   blocking libpq call, so a stopped server cannot hold a caller; the server
@@ -1001,9 +1003,13 @@ static void sweep_maybe(pg *r, slot *s, int *broken)
     if (due)
         r->next_sweep = next_sweep(r, mono);
     pthread_mutex_unlock(&r->cmu);
-    int n;
-    if (due)
-        (void)sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL); /* the next pass retries */
+    int n = 0;
+    if (due && sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL) == BW_OK && n == SWEEP_BATCH) {
+        /* A full batch: more may have expired. The next update sweeps again, one bounded pass each. */
+        pthread_mutex_lock(&r->cmu);
+        r->next_sweep = mono;
+        pthread_mutex_unlock(&r->cmu);
+    } /* else the next pass retries */
 }
 
 static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)

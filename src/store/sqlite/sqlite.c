@@ -35,7 +35,9 @@
  * rows in one BEGIN IMMEDIATE transaction, through the expires_at index. The automatic sweep (?sweep=1h; off, none or 0
  * disables) needs no thread: an update that finds the sweep due runs one pass of at most 100 rows in its own short
  *   transaction right after its commit (an error there is ignored: the update
- *   already succeeded, and the next pass retries). As grelmicro does, the first
+ *   already succeeded, and the next pass retries). A pass that deleted a full
+ *   100 leaves the sweep due, so the next update runs another: the sweep keeps
+ *   up with any write rate, one bounded pass per update. As grelmicro does, the first
  *   pass is due min(30s, interval) after the store's first update and then
  *   every interval, each delay jittered by +-20% from a per-store seed, so that
  *   processes started together do not sweep together. If the clock steps back,
@@ -178,10 +180,12 @@ static void sweep_maybe(sq *c, int64_t now)
     }
     if (now < c->next_sweep)
         return;
-    int n;
+    int n = 0;
     (void)sweep_pass(c, now, SWEEP_BATCH, &n, NULL); /* best effort; the next pass retries */
     c->sweep_base = now;
-    c->next_sweep = bw__sat_add(now, jitter(c, c->sweep_every));
+    /* A full batch: more may have expired (a flood of short-lived keys). The next update sweeps again, one
+     * bounded pass each, until a pass comes back short: each update writes at most one row, a pass deletes 100. */
+    c->next_sweep = n == SWEEP_BATCH ? now : bw__sat_add(now, jitter(c, c->sweep_every));
 }
 
 /* ---- the operations ---- */
