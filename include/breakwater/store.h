@@ -24,11 +24,22 @@
  *                      ?lock_timeout=5s, in [1ns, 1h]: the longest an
  *                      operation waits for the segment's lock (a holder that
  *                      is stopped), after which it fails with BW_ETIMEDOUT and
- *                      a breaker degrades to its local circuit. Limit: a
- *                      process that truncates the segment file makes every
- *                      process using it die of SIGBUS (it is memory-mapped, as
- *                      with SQLite's mmap mode); nothing but breakwater should
- *                      write /dev/shm/NAME
+ *                      a breaker degrades to its local circuit. The
+ *                      segment belongs to its user: made with mode 0600; an
+ *                      existing one is used only when it belongs to the
+ *                      calling (effective) user and its group and others have
+ *                      no access, else bw_store_open fails with BW_ESTATE
+ *                      naming its owner and the file to remove (another
+ *                      user's segment would let them change or truncate the
+ *                      circuits); a symbolic link at /dev/shm/NAME is refused.
+ *                      ?group=1 shares it with a group: made 0660, and an
+ *                      existing one used when it belongs to the calling user
+ *                      or to its effective group, others having no access.
+ *                      Limit: a process that truncates the segment file
+ *                      makes every process using it die of SIGBUS (it is
+ *                      memory-mapped, as with SQLite's mmap mode); only the
+ *                      same user (its group with ?group=1) or root can, and
+ *                      nothing but breakwater should write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
  *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
  *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
@@ -246,7 +257,8 @@ typedef struct bw_store_ops {
  * says which library to install or link),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment, sqlite: database or
- * postgresql: table of another layout or schema version.
+ * postgresql: table of another layout or schema version, and for a shm:
+ * segment or sqlite: file of another user, or a symbolic link in its place.
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);

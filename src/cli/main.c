@@ -263,7 +263,7 @@ static const char *default_store(cli *c, char *dir, size_t n)
 {
     dir[0] = 0;
     if (!(bw_components() & BW_COMPONENT_SQLITE)) {
-        snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)getuid());
+        snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)geteuid());
         return c->store_buf;
     }
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
