@@ -41,7 +41,20 @@
  *                      same user (its group with ?group=1) or root can, and
  *                      nothing but breakwater should write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
- *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off)
+ *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off).
+ *                      busy_timeout, in [0, 1h], bounds all the waits of one
+ *                      call (an open, an update, a sweep...) for other
+ *                      connections' locks, after which it fails with BW_ESYS
+ *                      ("busy") and a breaker degrades to its local circuit.
+ *                      The files belong to their user: PATH, PATH-wal and
+ *                      PATH-shm are created with mode 0600 whatever the
+ *                      umask, and an existing store's are made 0600; a
+ *                      symbolic link at PATH (or PATH-wal, PATH-shm,
+ *                      PATH-journal) is refused, as is a file there of
+ *                      another user or that is not a regular file
+ *                      (BW_ESTATE); links among PATH's directories are
+ *                      followed. The WAL is emptied every 128 frames (about
+ *                      512 KB), also when every call is a process of its own
  *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
  *                      BW_COMPONENT_REDIS), shared by processes on any host;
  *                      or redis://[user:password@][/db]?socket=/path.sock
