@@ -243,19 +243,19 @@ bad:
 
 /* ---- the store ---- */
 
-/* mkdir -p with mode 0700 for each directory made. */
+/* mkdir -p with mode 0700 for each directory made (chmod: whatever the umask). */
 static int mkdirs(char *path)
 {
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = 0;
-        int rc = mkdir(path, 0700);
+        int rc = mkdir(path, 0700) == 0 ? chmod(path, 0700) : -1;
         *p = '/';
         if (rc != 0 && errno != EEXIST)
             return -1;
     }
-    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+    return (mkdir(path, 0700) == 0 ? chmod(path, 0700) : -1) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* The default store URL; *dir is the directory it needs (made by cli_open_store), or "". */
