@@ -53,8 +53,10 @@
  *                      PATH-journal) is refused, as is a file there of
  *                      another user or that is not a regular file
  *                      (BW_ESTATE); links among PATH's directories are
- *                      followed. The WAL is emptied every 128 frames (about
- *                      512 KB), also when every call is a process of its own
+ *                      followed. Closing a store whose last commit left 128
+ *                      frames (about 512 KB) or more in the WAL empties it,
+ *                      without waiting for other connections: the WAL stays
+ *                      bounded also when every call is a process of its own
  *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
  *                      BW_COMPONENT_REDIS), shared by processes on any host;
  *                      or redis://[user:password@][/db]?socket=/path.sock

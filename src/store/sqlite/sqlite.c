@@ -28,15 +28,19 @@
  *   are taken off (files an older breakwater made 0644: PATH's only once it
  *   reads as a breakwater store, so that a wrong path changes nothing), so
  *   that no other user can read the circuits or lock the -shm file.
- * - The WAL stays bounded: after a commit leaves WAL_CKPT_FRAMES frames or
- *   more in the WAL, a TRUNCATE checkpoint copies them into the database and
- *   empties the WAL (sqlite3_wal_hook; it replaces SQLite's automatic
- *   checkpoint). It does not wait: when a reader or a writer is in the way it
- *   gives up, and the next commit tries again. A WAL that is checkpointed but
- *   not emptied does not help processes that open the store for one call:
- *   each one is the first connection, rebuilds the WAL index by reading the
- *   whole WAL, forgets what was checkpointed and appends; the WAL grew ~8 KB a
- *   run and a run's cost with it.
+ * - The WAL stays bounded: closing a connection whose last commit left
+ *   WAL_CKPT_FRAMES frames or more in the WAL runs a TRUNCATE checkpoint,
+ *   which copies them into the database and empties the WAL. It does not
+ *   wait: when a reader or a writer is in the way it gives up, and the next
+ *   close tries again. While a connection lives, SQLite's automatic checkpoint
+ *   runs as before (PASSIVE at 1000 frames, from our WAL hook, which also
+ *   counts the frames): a TRUNCATE after every WAL_CKPT_FRAMES frames would
+ *   cost a long-lived writer two fsyncs every ~60 updates (a third of its
+ *   throughput). A WAL that is checkpointed but not emptied does not help
+ *   processes that open the store for one call: each one is the first
+ *   connection, rebuilds the WAL index by reading the whole WAL, forgets what
+ *   was checkpointed and appends; the WAL grew ~8 KB a run and a run's cost
+ *   with it.
  * - Atomicity: every update is one BEGIN IMMEDIATE transaction. BEGIN IMMEDIATE
  *   takes the database's write lock up front, so the read (SELECT), the update
  *   function and the write (an upsert or a DELETE) run while no other
@@ -49,7 +53,7 @@
  * - The WAL file persists (SQLITE_FCNTL_PERSIST_WAL) and closing a store does
  *   not checkpoint (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): a process that opens
  *   the store for one call (the breakwater command) then neither recreates nor
- *   syncs the WAL; the bounded checkpoint above empties it every
+ *   syncs the WAL; the checkpoint at close above empties it once it holds
  *   WAL_CKPT_FRAMES frames.
  * - Schema (version 1), created on first use inside BEGIN IMMEDIATE:
  *     bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID, row ('schema_version', 1)
@@ -102,7 +106,8 @@
 #define SCHEMA_VERSION 1
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
 #define SWEEP_FIRST (30 * (int64_t)BW_NS_PER_S) /* the first pass at most this long after the first update */
-#define WAL_CKPT_FRAMES 128 /* a commit leaving this many WAL frames (512 KB of 4 KB pages) empties the WAL */
+#define WAL_CKPT_FRAMES 128  /* a close after a commit that left this many WAL frames (512 KB) empties the WAL */
+#define WAL_AUTO_FRAMES 1000 /* SQLite's automatic checkpoint (SQLITE_DEFAULT_WAL_AUTOCHECKPOINT) */
 
 enum { ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
 
@@ -128,7 +133,8 @@ typedef struct sq {
     sqlite3_stmt *st[ST_COUNT];
     int64_t busy;        /* ns: busy_timeout, the longest one call waits for locks */
     int64_t deadline;    /* the running call's end of waiting (bw__mono_now) */
-    int no_wait;         /* 1 while the WAL checkpoint runs: it never waits */
+    int no_wait;         /* 1 while the WAL checkpoint at close runs: it never waits */
+    int wal_frames;      /* the WAL's frames after this connection's last commit */
     int64_t sweep_every; /* ns; 0 = no automatic sweep */
     int sweep_armed;     /* next_sweep is set (at the first update) */
     int64_t sweep_base;  /* the time next_sweep was computed at */
@@ -222,18 +228,13 @@ static int on_busy(void *arg, int n)
     return 1;
 }
 
-/*
- * After a commit: once the WAL holds WAL_CKPT_FRAMES frames, copy them into the
- * database and empty it (TRUNCATE), without waiting for anyone (see the top).
- */
+/* After each commit: count the WAL's frames, and run SQLite's automatic checkpoint (as its default hook). */
 static int on_wal(void *arg, sqlite3 *db, const char *name, int frames)
 {
     sq *c = arg;
-    if (frames >= WAL_CKPT_FRAMES) {
-        c->no_wait = 1;
-        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        c->no_wait = 0;
-    }
+    c->wal_frames = frames;
+    if (frames >= WAL_AUTO_FRAMES)
+        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
 }
 
@@ -491,6 +492,13 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
 static void sq_close(void *ctx)
 {
     sq *c = ctx;
+    if (c->db && c->wal_frames >= WAL_CKPT_FRAMES) {
+        /* Empty the WAL (see the top of the file), waiting for nobody. */
+        call_begin(c, bw__mono_now());
+        c->no_wait = 1;
+        (void)sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        call_end();
+    }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(c->st[i]);
     sqlite3_close_v2(c->db);
@@ -744,7 +752,7 @@ static int open_db(sq *c, const char *path, bw_error *err)
         return rc;
     }
     sqlite3_busy_handler(c->db, on_busy, c);
-    /* Replaces SQLite's automatic checkpoint: the WAL is emptied every WAL_CKPT_FRAMES frames. */
+    /* Counts the WAL's frames, for the checkpoint at close, and runs SQLite's automatic checkpoint. */
     sqlite3_wal_hook(c->db, on_wal, c);
     /* A process that lives for one call (the breakwater command) must not make, sync and delete the WAL each
        time: the WAL stays (PERSIST_WAL), and closing does not checkpoint. */
