@@ -24,15 +24,41 @@
  *                      ?lock_timeout=5s, in [1ns, 1h]: the longest an
  *                      operation waits for the segment's lock (a holder that
  *                      is stopped), after which it fails with BW_ETIMEDOUT and
- *                      a breaker degrades to its local circuit. Limit: a
- *                      process that truncates the segment file makes every
- *                      process using it die of SIGBUS (it is memory-mapped, as
- *                      with SQLite's mmap mode); nothing but breakwater should
- *                      write /dev/shm/NAME
+ *                      a breaker degrades to its local circuit. The
+ *                      segment belongs to its user: made with mode 0600; an
+ *                      existing one is used only when it belongs to the
+ *                      calling (effective) user and its group and others have
+ *                      no access, else bw_store_open fails with BW_ESTATE
+ *                      naming its owner and the file to remove (another
+ *                      user's segment would let them change or truncate the
+ *                      circuits); a symbolic link at /dev/shm/NAME is refused.
+ *                      ?group=1 shares it with a group: made 0660, and an
+ *                      existing one used when it belongs to the calling user
+ *                      or to its effective group, others having no access.
+ *                      Limit: a process that truncates the segment file
+ *                      makes every process using it die of SIGBUS (it is
+ *                      memory-mapped, as with SQLite's mmap mode); only the
+ *                      same user (its group with ?group=1) or root can, and
+ *                      nothing but breakwater should write /dev/shm/NAME
  *   sqlite:PATH        a SQLite database file (WAL, busy timeout
  *                      ?busy_timeout=5s, hourly sweep ?sweep=1h or ?sweep=off:
  *                      100 expired rows a pass, and a pass at each following
- *                      update while a pass deletes a full 100)
+ *                      update while a pass deletes a full 100).
+ *                      busy_timeout, in [0, 1h], bounds all the waits of one
+ *                      call (an open, an update, a sweep...) for other
+ *                      connections' locks, after which it fails with BW_ESYS
+ *                      ("busy") and a breaker degrades to its local circuit.
+ *                      The files belong to their user: PATH, PATH-wal and
+ *                      PATH-shm are created with mode 0600 whatever the
+ *                      umask, and an existing store's are made 0600; a
+ *                      symbolic link at PATH (or PATH-wal, PATH-shm,
+ *                      PATH-journal) is refused, as is a file there of
+ *                      another user or that is not a regular file
+ *                      (BW_ESTATE); links among PATH's directories are
+ *                      followed. Closing a store whose last commit left 128
+ *                      frames (about 512 KB) or more in the WAL empties it,
+ *                      without waiting for other connections: the WAL stays
+ *                      bounded also when every call is a process of its own
  *   redis://[user:password@]host[:port][/db]   a Redis server (hiredis;
  *                      BW_COMPONENT_REDIS), shared by processes on any host;
  *                      or redis://[user:password@][/db]?socket=/path.sock
@@ -249,7 +275,8 @@ typedef struct bw_store_ops {
  * says which library to install or link),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment, sqlite: database or
- * postgresql: table of another layout or schema version.
+ * postgresql: table of another layout or schema version, and for a shm:
+ * segment or sqlite: file of another user, or a symbolic link in its place.
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);

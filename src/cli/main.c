@@ -243,19 +243,19 @@ bad:
 
 /* ---- the store ---- */
 
-/* mkdir -p with mode 0700 for each directory made. */
+/* mkdir -p with mode 0700 for each directory made (chmod: whatever the umask). */
 static int mkdirs(char *path)
 {
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = 0;
-        int rc = mkdir(path, 0700);
+        int rc = mkdir(path, 0700) == 0 ? chmod(path, 0700) : -1;
         *p = '/';
         if (rc != 0 && errno != EEXIST)
             return -1;
     }
-    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+    return (mkdir(path, 0700) == 0 ? chmod(path, 0700) : -1) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* The default store URL; *dir is the directory it needs (made by cli_open_store), or "". */
@@ -263,7 +263,7 @@ static const char *default_store(cli *c, char *dir, size_t n)
 {
     dir[0] = 0;
     if (!(bw_components() & BW_COMPONENT_SQLITE)) {
-        snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)getuid());
+        snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)geteuid());
         return c->store_buf;
     }
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");

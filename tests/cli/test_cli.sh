@@ -416,5 +416,26 @@ if "$BW" --version | grep -q sqlite; then
         fail "the default store under XDG_STATE_HOME"
 fi
 
+# ---- local stores belong to their user ----
+# The default store's directory 0700 and its files 0600, whatever the umask (they were 0644; 0500 and 0400 here).
+if "$BW" --version | grep -q sqlite; then
+    (umask 0277 && env -u BREAKWATER_STORE XDG_STATE_HOME="$T/state2" "$BW" run modes -- true)
+    expect $? 0 "the default store with umask 0277"
+    m="$(stat -c %a "$T/state2/breakwater") $(stat -c %a "$T/state2/breakwater/circuits.db" \
+        "$T/state2/breakwater/circuits.db-wal" "$T/state2/breakwater/circuits.db-shm" | tr '\n' ' ')"
+    [ "$m" = "700 600 600 600 " ] && ok || fail "the default store's directory and files: modes $m, want 700 600 600 600"
+fi
+# A shm: segment others may open (as another user's, made first with mode 0666) is refused: run goes on locally,
+# status exits 69, both naming the file to remove.
+SHM2="bwcli-$$-open"
+"$BW" --store "shm:$SHM2" run shmown -- true && chmod 666 "/dev/shm/$SHM2"
+"$BW" --store "shm:$SHM2" run shmown -- sh -c "echo ran > '$T/shmown'" 2>"$T/err"
+expect $? 0 "a shm: segment others may open: still runs"
+has "$T/shmown" ran "the command ran on a local circuit"
+has "$T/err" "mode 0666: any user may open it, refused; remove it (rm /dev/shm/$SHM2)" "says why and what to remove"
+"$BW" --store "shm:$SHM2" status shmown 2>"$T/err"
+expect $? 69 "status on a shm: segment others may open: 69"
+rm -f "/dev/shm/$SHM2"
+
 echo "test_cli: $pass passed, $fails failed"
 [ $fails -eq 0 ]

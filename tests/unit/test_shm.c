@@ -4,14 +4,21 @@
  * tests/contract/, processes dying inside a commit tests/integration/):
  * open, close and reopen; URL errors; a swept entry frees its slot; a full
  * table and its recovery; colliding names; a layout or capacity mismatch on
- * reopen.
+ * reopen; a segment of another user, or that others may open, refused.
+ *
+ * The segments of another user are made with fchown and opened by a child that
+ * became another user, so that part needs root (as the tests run in CI); run as
+ * another user, the test says so on stderr and checks the rest.
  *
  * Segments are named bwtest-<pid>-<test> and unlinked by the test that made
  * them.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* setgroups */
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -96,6 +103,8 @@ static void test_url_errors(void)
         {"capacity=99999999999999999999", "capacity"},
         {"lock_timeout=0", "lock_timeout"},
         {"lock_timeout=2h", "lock_timeout"},
+        {"group=2", "group"},
+        {"group=yes", "group"},
     };
     for (size_t i = 0; i < sizeof bad_opts / sizeof bad_opts[0]; i++) {
         snprintf(url, sizeof url, "shm:%s?%s", n, bad_opts[i].opts);
@@ -324,6 +333,193 @@ static void test_mismatch(void)
     unlink_seg(n);
 }
 
+/* ---- ownership ---- */
+
+#define NOBODY 65534
+
+/* The mode bits of /dev/shm/n, or -1. */
+static int seg_mode(const char *n)
+{
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm/%s", n);
+    return stat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+}
+
+static void seg_chmod(const char *n, mode_t mode)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", n);
+    CHECK_INT(chmod(path, mode), 0);
+}
+
+/* Open shm:n + opts: its status, and its message in msg. */
+static int try_open(const char *n, const char *opts, char *msg, size_t len)
+{
+    char url[320];
+    bw_store *s = NULL;
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    snprintf(url, sizeof url, "shm:%s%s", n, opts);
+    int rc = bw_store_open(url, &s, &e);
+    snprintf(msg, len, "%s", e.message);
+    if (rc == BW_OK)
+        bw_store_close(s);
+    else if (strcmp(e.field, "name") != 0)
+        H_FAIL("%s: field '%s', want 'name' (%s)", url, e.field, e.message);
+    return rc;
+}
+
+#define CHECK_HAS(msg, part)                                                                                           \
+    do {                                                                                                               \
+        if (!strstr((msg), (part)))                                                                                    \
+            H_FAIL("message '%s' lacks '%s'", (msg), (part));                                                          \
+    } while (0)
+
+/* Modes: made 0600, or 0660 with ?group=1, whatever the umask; an existing one that others may open refused. */
+static void test_modes(void)
+{
+    const char *n = seg("modes"), *g = seg("modes-group");
+    char msg[256], want[300];
+    unlink_seg(n);
+    unlink_seg(g);
+    bw_store *s = NULL;
+    bw_error e;
+    mode_t old = umask(0);
+    CHECK_OK(open_shm(n, 4, &s, &e));
+    bw_store_close(s);
+    CHECK_INT(seg_mode(n), 0600);
+    umask(077); /* would take the group's bits off */
+    CHECK_INT(try_open(g, "?capacity=4&group=1", msg, sizeof msg), BW_OK);
+    umask(old);
+    CHECK_INT(seg_mode(g), 0660);
+    /* Its own maker, with ?group=1 again, uses it; without, it is refused: its group may open it. */
+    CHECK_INT(try_open(g, "?capacity=4&group=1", msg, sizeof msg), BW_OK);
+    CHECK_INT(try_open(g, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "shm segment '%s' has mode 0660: its group may open it, refused; remove it (rm "
+             "/dev/shm/%s), or share it with its group: ?group=1",
+             g, g);
+    CHECK_STR(msg, want);
+    /* A segment any user may open (another user's 0666, made first: here the same user's) is refused, group or not. */
+    seg_chmod(n, 0666);
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "shm segment '%s' has mode 0666: any user may open it, refused; remove it (rm "
+             "/dev/shm/%s)",
+             n, n);
+    CHECK_STR(msg, want);
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "mode 0666");
+    seg_chmod(n, 0604);
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_ESTATE);
+    seg_chmod(n, 0640); /* group read only: still the group's to open */
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    /* Back to 0600: used, with or without ?group=1. */
+    seg_chmod(n, 0600);
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_OK);
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_OK);
+    CHECK_INT(seg_mode(n), 0600);
+
+    /* A symbolic link at /dev/shm/NAME is refused, not followed. */
+    const char *l = seg("modes-link");
+    char target[300], link[300];
+    snprintf(target, sizeof target, "/dev/shm/%s", n);
+    snprintf(link, sizeof link, "/dev/shm/%s", l);
+    unlink(link);
+    CHECK_INT(symlink(target, link), 0);
+    CHECK_INT(try_open(l, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want, "shm segment '%s' is a symbolic link: refused; remove it (rm /dev/shm/%s)", l, l);
+    CHECK_STR(msg, want);
+    unlink(link);
+    unlink_seg(n);
+    unlink_seg(g);
+}
+
+/* Run open of shm:n + opts in a child that became uid (and gid): its status (or 100 + a setup failure). */
+static int open_as(uid_t uid, gid_t gid, const char *n, const char *opts)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+            _exit(101);
+        char msg[256];
+        int rc = try_open(n, opts, msg, sizeof msg);
+        _exit(rc == BW_OK ? 0 : rc == BW_ESTATE && strstr(msg, "refused") ? 7 : 102);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return 103;
+    return WEXITSTATUS(st);
+}
+
+/* Another user's segment: refused (needs root, to make one and to become another user). */
+static void test_foreign_owner(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_foreign_owner: not run as root: the segments of another user (fchown, setuid) were "
+                        "not tried; run the tests as root for them\n");
+        return;
+    }
+    const char *n = seg("foreign");
+    char msg[256], want[300], path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", n);
+    unlink_seg(n);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(open_shm(n, 4, &s, &e));
+    bw_store_close(s);
+    /* Another user made it first, mode 0600: root may open it, and refuses it. */
+    CHECK_INT(chown(path, NOBODY, NOBODY), 0);
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "shm segment '%s' belongs to uid %d, not this user (uid 0): refused; remove it (rm /dev/shm/%s, as its "
+             "owner or root) or use another name",
+             n, NOBODY, n);
+    CHECK_STR(msg, want);
+    /* ... also with ?group=1, its group not being this process's. */
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "shm segment '%s' belongs to uid %d, gid %d, neither this user (uid 0) nor its group (gid %lu): "
+             "refused; remove it (rm /dev/shm/%s) or use another name",
+             n, NOBODY, NOBODY, (unsigned long)getegid(), n);
+    CHECK_STR(msg, want);
+    /* Mode 0666, as the attacker made it: refused too (and before, shared). */
+    CHECK_INT(chmod(path, 0666), 0);
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "belongs to uid 65534");
+    /* Its group is this process's, mode 0660: shared with ?group=1 only. */
+    CHECK_INT(chown(path, NOBODY, getegid()), 0);
+    CHECK_INT(chmod(path, 0660), 0);
+    CHECK_INT(try_open(n, "?capacity=4", msg, sizeof msg), BW_ESTATE);
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_OK);
+    CHECK_INT(chmod(path, 0666), 0);
+    CHECK_INT(try_open(n, "?capacity=4&group=1", msg, sizeof msg), BW_ESTATE);
+
+    /* The other way round: root's segment seen by another user. 0600: not theirs to open; 0666: not theirs to use. */
+    CHECK_INT(chown(path, 0, 0), 0);
+    CHECK_INT(chmod(path, 0600), 0);
+    CHECK_INT(open_as(NOBODY, NOBODY, n, "?capacity=4"), 7);
+    CHECK_INT(chmod(path, 0666), 0);
+    CHECK_INT(open_as(NOBODY, NOBODY, n, "?capacity=4"), 7);
+    /* Shared with a group: root's 0660 segment of group nogroup, used by nobody with ?group=1. */
+    CHECK_INT(chown(path, 0, NOBODY), 0);
+    CHECK_INT(chmod(path, 0660), 0);
+    CHECK_INT(open_as(NOBODY, NOBODY, n, "?capacity=4&group=1"), 0);
+    CHECK_INT(open_as(NOBODY, NOBODY, n, "?capacity=4"), 7);
+    unlink_seg(n);
+    /* A segment another user makes with ?group=1 is 0660 whatever its umask, and its own. */
+    mode_t old = umask(077);
+    CHECK_INT(open_as(NOBODY, NOBODY, n, "?capacity=4&group=1"), 0);
+    umask(old);
+    struct stat st;
+    CHECK_INT(stat(path, &st), 0);
+    CHECK_INT(st.st_uid, NOBODY);
+    CHECK_INT(st.st_mode & 0777, 0660);
+    unlink_seg(n);
+}
+
 int main(void)
 {
     RUN(test_open_reopen);
@@ -332,5 +528,7 @@ int main(void)
     RUN(test_full);
     RUN(test_collisions);
     RUN(test_mismatch);
+    RUN(test_modes);
+    RUN(test_foreign_owner);
     return TEST_SUMMARY();
 }

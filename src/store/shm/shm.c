@@ -40,8 +40,20 @@
  *
  * The segment persists until shm_unlink("/NAME") (or a reboot): closing a
  * store only unmaps it. It is created with mode 0600 (the processes of one
- * user) and reserves its memory up front (posix_fallocate), so that a full
- * /dev/shm fails the open instead of killing a process with SIGBUS later.
+ * user; 0660 with ?group=1, the processes of one group), set with fchmod
+ * whatever the umask, and reserves its memory up front (posix_fallocate), so
+ * that a full /dev/shm fails the open instead of killing a process with SIGBUS
+ * later.
+ *
+ * Ownership: a segment that exists already is used only when it belongs to
+ * the calling user (its effective uid) and grants nothing to its group or to
+ * others (with ?group=1: when it belongs to the calling user or to its
+ * effective group, and grants nothing to others); anything else fails with
+ * BW_ESTATE, naming the owner and the file to remove. Otherwise another local
+ * user who made /dev/shm/NAME first (mode 0666) would share this user's
+ * circuits (force-open them) and could truncate the segment under it. Both
+ * opens pass O_NOFOLLOW (glibc's shm_open adds it too): a symbolic link at
+ * /dev/shm/NAME is refused, never followed.
  *
  * Every wait for the mutex is bounded by ?lock_timeout= (5 s, as sqlite:'s
  * busy_timeout): past it an update fails with BW_ETIMEDOUT, which a breaker
@@ -52,9 +64,12 @@
  * Limit: the segment is mapped, not read through system calls. A process that
  * truncates it (ftruncate on /dev/shm/NAME, or removing and re-creating it
  * smaller) makes every process that touches a page past the new end die of
- * SIGBUS. Detecting that would cost a system call per operation; like SQLite's
- * memory-mapped I/O, this store leaves the segment to breakwater and documents
- * the limit (store.h). Opening a segment of the wrong size fails cleanly.
+ * SIGBUS. Only a process that may write the segment can: one of the same user
+ * (or of its group with ?group=1), or root, since a segment of anyone else is
+ * refused at open. Detecting it would cost a system call per operation; like
+ * SQLite's memory-mapped I/O, this store leaves the segment to breakwater and
+ * documents the limit (store.h). Opening a segment of the wrong size fails
+ * cleanly.
  *
  * Locking: the robust mutex in the header protects the whole segment after
  * initialisation (meta, bodies, used, journal); it is held across lookup, the
@@ -135,6 +150,7 @@ typedef struct shm {
     size_t size;
     uint32_t cap;
     int64_t lock_timeout;        /* ns */
+    int group;                   /* ?group=1: shared with the effective group */
     char name[SHM_NAME_MAX + 2]; /* "/" NAME */
 } shm;
 
@@ -576,6 +592,37 @@ static int sys_fail(bw_error *err, const shm *m, const char *what, int e)
     return bw__fail(err, BW_ESYS, "name", "shm store '%s': %s failed: %s", m->name + 1, what, strerror(e));
 }
 
+/*
+ * An existing segment is used only when it is this user's (or, with ?group=1,
+ * its effective group's) and nobody else may open it (see the top of the file).
+ */
+static int check_owner(const shm *m, int fd, bw_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return sys_fail(err, m, "fstat", errno);
+    unsigned long uid = (unsigned long)geteuid(), gid = (unsigned long)getegid();
+    int mine = (unsigned long)st.st_uid == uid || (m->group && (unsigned long)st.st_gid == gid);
+    unsigned mode = (unsigned)st.st_mode & 0777, extra = mode & (m->group ? 007u : 077u);
+    const char *n = m->name + 1;
+    if (!mine && m->group)
+        return bw__fail(err, BW_ESTATE, "name",
+                        "shm segment '%.60s' belongs to uid %lu, gid %lu, neither this user (uid %lu) nor its group "
+                        "(gid %lu): refused; remove it (rm /dev/shm/%.60s) or use another name",
+                        n, (unsigned long)st.st_uid, (unsigned long)st.st_gid, uid, gid, n);
+    if (!mine)
+        return bw__fail(err, BW_ESTATE, "name",
+                        "shm segment '%.60s' belongs to uid %lu, not this user (uid %lu): refused; remove it (rm "
+                        "/dev/shm/%.60s, as its owner or root) or use another name",
+                        n, (unsigned long)st.st_uid, uid, n);
+    if (extra)
+        return bw__fail(err, BW_ESTATE, "name",
+                        "shm segment '%.60s' has mode %04o: %s may open it, refused; remove it (rm /dev/shm/%.60s)%s",
+                        n, mode, mode & 007 ? "any user" : "its group", n,
+                        mode & 007 ? "" : ", or share it with its group: ?group=1");
+    return BW_OK;
+}
+
 /* The creator: size, reserve and initialise a new segment, then set ready. */
 static int create(shm *m, int fd, bw_error *err)
 {
@@ -685,11 +732,13 @@ static int check_shm_name(const char *name, bw_error *err)
 static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
 {
     int rc = check_shm_name(u->path, err);
-    int64_t cap = 0, lock_timeout = 0;
+    int64_t cap = 0, lock_timeout = 0, group = 0;
     if (rc == BW_OK)
         rc = bw__url_int(u, "capacity", 1, SHM_CAP_MAX, SHM_CAP_DEFAULT, 0, &cap, err);
     if (rc == BW_OK)
         rc = bw__url_int(u, "lock_timeout", 1, SHM_LOCK_TIMEOUT_MAX, SHM_LOCK_TIMEOUT_DEFAULT, 1, &lock_timeout, err);
+    if (rc == BW_OK)
+        rc = bw__url_int(u, "group", 0, 1, 0, 0, &group, err);
     if (rc != BW_OK)
         return rc;
     shm *m = calloc(1, sizeof *m);
@@ -698,15 +747,19 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
     m->clock = clock;
     m->cap = (uint32_t)cap;
     m->lock_timeout = lock_timeout;
+    m->group = (int)group;
     m->size = seg_size(m->cap);
     m->name[0] = '/';
     memcpy(m->name + 1, u->path, strlen(u->path) + 1);
 
-    /* Create it, or open the one that exists; retry if it vanishes between the two. */
+    /* Create it, or open the one that exists; retry if it vanishes between the two. O_NOFOLLOW: a symbolic
+       link at /dev/shm/NAME is refused (glibc's shm_open adds it, and O_CLOEXEC; they are said here for any libc). */
+    const mode_t mode = m->group ? 0660 : 0600;
     for (int tries = 0;; tries++) {
-        int fd = shm_open(m->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        int fd = shm_open(m->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd >= 0) {
-            rc = create(m, fd, err);
+            /* Exactly `mode`, whatever the umask took off it. */
+            rc = fchmod(fd, mode) != 0 ? sys_fail(err, m, "fchmod", errno) : create(m, fd, err);
             close(fd);
             if (rc != BW_OK) {
                 if (m->base)
@@ -719,14 +772,27 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
             rc = sys_fail(err, m, "shm_open", errno);
             break;
         }
-        fd = shm_open(m->name, O_RDWR, 0);
+        fd = shm_open(m->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
         if (fd < 0) {
-            if (errno == ENOENT && tries < 10)
+            int e = errno;
+            if (e == ENOENT && tries < 10)
                 continue;
-            rc = sys_fail(err, m, "shm_open", errno);
+            if (e == ELOOP)
+                rc = bw__fail(err, BW_ESTATE, "name",
+                              "shm segment '%.60s' is a symbolic link: refused; remove it (rm /dev/shm/%.60s)",
+                              m->name + 1, m->name + 1);
+            else if (e == EACCES)
+                rc = bw__fail(err, BW_ESTATE, "name",
+                              "shm segment '%.60s' exists and is not this user's (uid %lu) to open: refused; its "
+                              "owner or root may remove it (rm /dev/shm/%.60s), or use another name",
+                              m->name + 1, (unsigned long)geteuid(), m->name + 1);
+            else
+                rc = sys_fail(err, m, "shm_open", e);
             break;
         }
-        rc = attach(m, fd, err);
+        rc = check_owner(m, fd, err);
+        if (rc == BW_OK)
+            rc = attach(m, fd, err);
         close(fd);
         break;
     }
@@ -745,4 +811,4 @@ static int shm_open_store(const bw__url *u, const bw__store_clock *clock, bw_sto
 }
 
 const bw__backend bw__backend_shm = {
-    "shm", {"capacity", "lock_timeout", NULL}, BW__STORE_MONOTONIC, shm_open_store, NULL, NULL};
+    "shm", {"capacity", "lock_timeout", "group", NULL}, BW__STORE_MONOTONIC, shm_open_store, NULL, NULL};

@@ -6,8 +6,41 @@
  * - One connection per store, opened in WAL mode (readers never block the
  *   writer) with synchronous=NORMAL (a commit costs no fsync; a power loss can
  *   only lose the last commits, never corrupt the file) and a busy timeout
- *   (?busy_timeout=5s, at most 1h): a writer waits that long for another
- *   process's write lock, then the update fails with BW_ESYS saying "busy".
+ *   (?busy_timeout=5s, at most 1h): one call of the store (an open, an update,
+ *   a read, a sweep, a page of a scan) waits at most that long in all for
+ *   other connections' locks, then fails with BW_ESYS saying "busy". Two
+ *   waits make that bound: the busy handler (on_busy) gives up at the call's
+ *   deadline, not busy_timeout after each of its starts; and SQLite's WAL
+ *   reader, which retries a read it cannot start (a lock on the WAL index
+ *   held by another process, e.g. during the recovery that each first
+ *   connection runs) about 100 times over ~10 s without asking the busy
+ *   handler, sleeps through the store's VFS (the default VFS but for xSleep,
+ *   "breakwater"), whose sleeps end at the call's deadline.
+ * - The files belong to their user (the house rule of local stores): PATH is
+ *   opened here before SQLite opens it, O_NOFOLLOW (a symbolic link at PATH is
+ *   refused; the directories above it may be links: they are resolved first
+ *   and SQLite opens the resolved path with SQLITE_OPEN_NOFOLLOW), created
+ *   with mode 0600 whatever the umask; for a new database its -wal and -shm
+ *   are made 0600 here too, and SQLite gives every file it creates beside it
+ *   the database's mode (robust_open's fchmod). A file of another user, or one
+ *   that is not a regular file, at PATH, PATH-wal, PATH-shm or PATH-journal is
+ *   refused (BW_ESTATE). The group's and others' bits of the user's own files
+ *   are taken off (files an older breakwater made 0644: PATH's only once it
+ *   reads as a breakwater store, so that a wrong path changes nothing), so
+ *   that no other user can read the circuits or lock the -shm file.
+ * - The WAL stays bounded: closing a connection whose last commit left
+ *   WAL_CKPT_FRAMES frames or more in the WAL runs a TRUNCATE checkpoint,
+ *   which copies them into the database and empties the WAL. It does not
+ *   wait: when a reader or a writer is in the way it gives up, and the next
+ *   close tries again. While a connection lives, SQLite's automatic checkpoint
+ *   runs as before (PASSIVE at 1000 frames, from our WAL hook, which also
+ *   counts the frames): a TRUNCATE after every WAL_CKPT_FRAMES frames would
+ *   cost a long-lived writer two fsyncs every ~60 updates (a third of its
+ *   throughput). A WAL that is checkpointed but not emptied does not help
+ *   processes that open the store for one call: each one is the first
+ *   connection, rebuilds the WAL index by reading the whole WAL, forgets what
+ *   was checkpointed and appends; the WAL grew ~8 KB a run and a run's cost
+ *   with it.
  * - Atomicity: every update is one BEGIN IMMEDIATE transaction. BEGIN IMMEDIATE
  *   takes the database's write lock up front, so the read (SELECT), the update
  *   function and the write (an upsert or a DELETE) run while no other
@@ -20,7 +53,8 @@
  * - The WAL file persists (SQLITE_FCNTL_PERSIST_WAL) and closing a store does
  *   not checkpoint (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): a process that opens
  *   the store for one call (the breakwater command) then neither recreates nor
- *   syncs the WAL; SQLite's automatic checkpoint (1000 pages) still runs.
+ *   syncs the WAL; the checkpoint at close above empties it once it holds
+ *   WAL_CKPT_FRAMES frames.
  * - Schema (version 1), created on first use inside BEGIN IMMEDIATE:
  *     bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID, row ('schema_version', 1)
  *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
@@ -53,12 +87,16 @@
  * - Across processes the database's write lock (BEGIN IMMEDIATE) serializes.
  * - A connection must not cross fork(): a child opens its own store.
  */
-#define READ_BATCH 64 /* rows a read_many reads in one transaction, under the mutex */
-#define _POSIX_C_SOURCE 200809L
+#define READ_BATCH 64     /* rows a read_many reads in one transaction, under the mutex */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +108,8 @@
 #define SCHEMA_VERSION 1
 #define SWEEP_BATCH 100                         /* rows an automatic pass deletes at most */
 #define SWEEP_FIRST (30 * (int64_t)BW_NS_PER_S) /* the first pass at most this long after the first update */
+#define WAL_CKPT_FRAMES 128  /* a close after a commit that left this many WAL frames (512 KB) empties the WAL */
+#define WAL_AUTO_FRAMES 1000 /* SQLite's automatic checkpoint (SQLITE_DEFAULT_WAL_AUTOCHECKPOINT) */
 
 enum { ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_GET, ST_PUT, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
 
@@ -93,6 +133,10 @@ typedef struct sq {
     pthread_mutex_t mu;
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
+    int64_t busy;        /* ns: busy_timeout, the longest one call waits for locks */
+    int64_t deadline;    /* the running call's end of waiting (bw__mono_now) */
+    int no_wait;         /* 1 while the WAL checkpoint at close runs: it never waits */
+    int wal_frames;      /* the WAL's frames after this connection's last commit */
     int64_t sweep_every; /* ns; 0 = no automatic sweep */
     int sweep_armed;     /* next_sweep is set (at the first update) */
     int64_t sweep_base;  /* the time next_sweep was computed at */
@@ -107,12 +151,93 @@ typedef struct sq {
 static int db_fail(sq *c, int rc, const char *what, bw_error *err)
 {
     const char *msg = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
-    if ((rc & 0xff) == SQLITE_BUSY)
+    /* SQLITE_PROTOCOL: the WAL reader's retries ran out (a lock on the WAL index held elsewhere). */
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_PROTOCOL)
         return bw__fail(err, BW_ESYS, "",
                         "sqlite: %s: the database stayed busy (locked by another connection) "
                         "beyond busy_timeout: %s",
                         what, msg);
     return bw__fail(err, BW_ESYS, "", "sqlite: %s: %s", what, msg);
+}
+
+/* ---- the bound of a call's waits ---- */
+
+/* The running call's deadline in this thread (bw__mono_now), read by the VFS's xSleep; 0 = none. */
+static _Thread_local int64_t call_deadline;
+
+static sqlite3_vfs vfs;       /* the default VFS but for xSleep: "breakwater" */
+static sqlite3_vfs *vfs_base; /* the default VFS */
+static const char *vfs_name;  /* "breakwater", or NULL when it could not be registered */
+static pthread_once_t vfs_once = PTHREAD_ONCE_INIT;
+
+static void nap(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / BW_NS_PER_S), (long)(ns % BW_NS_PER_S)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* SQLite's sleeps (the WAL reader's retries among them) end at the running call's deadline. */
+static int vfs_sleep(sqlite3_vfs *v, int us)
+{
+    (void)v;
+    int64_t dl = call_deadline;
+    if (dl == 0)
+        return vfs_base->xSleep(vfs_base, us);
+    int64_t left = dl - bw__mono_now();
+    if (left <= 0)
+        return 0;
+    if ((int64_t)us * 1000 > left)
+        us = (int)((left + 999) / 1000);
+    return vfs_base->xSleep(vfs_base, us);
+}
+
+static void vfs_register(void)
+{
+    vfs_base = sqlite3_vfs_find(NULL);
+    if (!vfs_base || !vfs_base->xSleep)
+        return;
+    vfs = *vfs_base; /* its methods read what they need (pAppData, szOsFile, mxPathname) from the copy */
+    vfs.pNext = NULL;
+    vfs.zName = "breakwater";
+    vfs.xSleep = vfs_sleep;
+    if (sqlite3_vfs_register(&vfs, 0) == SQLITE_OK)
+        vfs_name = vfs.zName;
+}
+
+/* Start a call: its waits end busy_timeout after `start` (taken before the call waited for the mutex). Mutex held. */
+static void call_begin(sq *c, int64_t start)
+{
+    c->deadline = start + c->busy;
+    call_deadline = c->deadline;
+}
+
+static void call_end(void)
+{
+    call_deadline = 0;
+}
+
+/* The busy handler: SQLite's own pauses (1 ms growing to 100 ms), until the call's deadline. */
+static int on_busy(void *arg, int n)
+{
+    static const int ms[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
+    sq *c = arg;
+    int64_t left = c->deadline - bw__mono_now();
+    if (c->no_wait || left <= 0)
+        return 0;
+    int64_t pause = (int64_t)ms[n < 12 ? n : 11] * BW_NS_PER_MS;
+    nap(pause < left ? pause : left);
+    return 1;
+}
+
+/* After each commit: count the WAL's frames, and run SQLite's automatic checkpoint (as its default hook). */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    sq *c = arg;
+    c->wal_frames = frames;
+    if (frames >= WAL_AUTO_FRAMES)
+        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK;
 }
 
 /* Step a prepared statement that returns no row, then reset it. */
@@ -225,8 +350,10 @@ static int sq_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
     sq *c = ctx;
     if (pthread_mutex_trylock(&c->mu) != 0)
         return BW_ESTATE; /* another thread is in an update: the read must not wait for it */
+    call_begin(c, bw__mono_now());
     *now = bw__store_clock_now(c->clock);
     int rc = get_row(c, name, *now, out, found, err);
+    call_end();
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -241,11 +368,13 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
 {
     sq *c = ctx;
     int rc = BW_OK;
+    int64_t start = bw__mono_now();
     *now = bw__store_clock_now(c->clock);
     /* In transactions of READ_BATCH rows: the mutex is not held for a whole poll of many circuits. */
     for (size_t at = 0; rc == BW_OK && at < n; at += READ_BATCH) {
         size_t end = n - at < READ_BATCH ? n : at + READ_BATCH;
         pthread_mutex_lock(&c->mu);
+        call_begin(c, start);
         rc = run(c, ST_BEGIN_READ, "begin a read", err);
         for (size_t i = at; rc == BW_OK && i < end; i++)
             rc = get_row(c, names[i], *now, &out[i], &found[i], err);
@@ -253,6 +382,7 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
             rc = run(c, ST_COMMIT, "end a read", err);
         if (rc != BW_OK)
             rollback(c);
+        call_end();
         pthread_mutex_unlock(&c->mu);
     }
     return rc;
@@ -261,9 +391,12 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
 static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     sq *c = ctx;
+    int64_t start = bw__mono_now();
     pthread_mutex_lock(&c->mu);
+    call_begin(c, start);
     int rc = run(c, ST_BEGIN, "begin the update", err);
     if (rc != BW_OK) {
+        call_end();
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
@@ -297,6 +430,7 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         rollback(c);
     else
         sweep_maybe(c, now);
+    call_end();
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -304,8 +438,11 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     sq *c = ctx;
+    int64_t start = bw__mono_now();
     pthread_mutex_lock(&c->mu);
+    call_begin(c, start);
     int rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
+    call_end();
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -323,7 +460,9 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     sq *c = ctx;
     int got = 0, rows = 0, rc = BW_OK, src;
     next[0] = 0;
+    int64_t start = bw__mono_now();
     pthread_mutex_lock(&c->mu);
+    call_begin(c, start);
     sqlite3_stmt *st = c->st[ST_SCAN];
     sqlite3_bind_text(st, 1, cursor, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, bw__store_clock_now(c->clock));
@@ -344,6 +483,7 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
         rc = db_fail(c, src, "list the circuits", err);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
+    call_end();
     pthread_mutex_unlock(&c->mu);
     if (rc != BW_OK) {
         got = 0;
@@ -356,6 +496,13 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
 static void sq_close(void *ctx)
 {
     sq *c = ctx;
+    if (c->db && c->wal_frames >= WAL_CKPT_FRAMES) {
+        /* Empty the WAL (see the top of the file), waiting for nobody. */
+        call_begin(c, bw__mono_now());
+        c->no_wait = 1;
+        (void)sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        call_end();
+    }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(c->st[i]);
     sqlite3_close_v2(c->db);
@@ -430,11 +577,12 @@ static int ensure_schema(sq *c, const char *path, bw_error *err)
 /*
  * Switch to WAL. Changing the journal mode of a new file needs an exclusive
  * lock, and SQLite reports a conflict there without calling the busy handler
- * when several processes open a new file at once; so retry until busy_timeout.
+ * when several processes open a new file at once; so retry until the call's
+ * deadline.
  */
-static int set_wal(sq *c, const char *path, int64_t busy_ns, bw_error *err)
+static int set_wal(sq *c, const char *path, bw_error *err)
 {
-    int64_t deadline = bw__mono_now() + busy_ns, pause = 1000000; /* 1 ms, doubling to 64 ms */
+    int64_t pause = 1000000; /* 1 ms, doubling to 64 ms */
     for (;;) {
         sqlite3_stmt *st;
         int rc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
@@ -453,52 +601,189 @@ static int set_wal(sq *c, const char *path, int64_t busy_ns, bw_error *err)
         }
         if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
             return db_fail(c, rc, "set journal_mode=WAL", err);
-        if (bw__mono_now() >= deadline)
+        int64_t left = c->deadline - bw__mono_now();
+        if (left <= 0)
             return db_fail(c, SQLITE_BUSY, "set journal_mode=WAL", err);
-        struct timespec ts = {0, (long)pause};
-        nanosleep(&ts, NULL);
+        nap(pause < left ? pause : left);
         if (pause < 64000000)
             pause *= 2;
     }
 }
 
-/* Open the connection: WAL, synchronous=NORMAL, the busy timeout, the schema, the statements. */
-static int open_db(sq *c, const char *path, int64_t busy_ns, bw_error *err)
+/* ---- the files ---- */
+
+enum { OWN_CREATE = 1, OWN_NARROW = 2 };
+
+/*
+ * Check that `path` (`shown` in messages) is this user's regular file, never
+ * following a symbolic link: with OWN_CREATE make it (mode 0600, whatever the
+ * umask) when absent, and say so in *made; with OWN_NARROW take its group's
+ * and others' bits off. An absent file is fine without OWN_CREATE. *mode gets
+ * its mode (0 when absent). BW_ESTATE for a link, another user's file or not
+ * a regular file.
+ */
+static int own_file(const char *path, const char *shown, int how, int *made, unsigned *mode, bw_error *err)
 {
-    int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        int ret = bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", path,
-                           c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    /* Read-only: enough to make it, fstat and fchmod it (SQLite opens a file it cannot write read-only). */
+    const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    int fd = (how & OWN_CREATE) ? open(path, flags | O_CREAT | O_EXCL, 0600) : -1;
+    *made = fd >= 0;
+    *mode = 0;
+    if (fd < 0 && (!(how & OWN_CREATE) || errno == EEXIST))
+        fd = open(path, flags);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT && !(how & OWN_CREATE))
+            return BW_OK;
+        if (e == ELOOP)
+            return bw__fail(err, BW_ESTATE, "path",
+                            "sqlite: %.100s is a symbolic link: refused (name the file itself, or remove the link)",
+                            shown);
+        return bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", shown, strerror(e));
+    }
+    struct stat st;
+    int rc = BW_OK;
+    if (fstat(fd, &st) != 0)
+        rc = bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", shown, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", shown, strerror(EISDIR));
+    else if (!S_ISREG(st.st_mode))
+        rc = bw__fail(err, BW_ESTATE, "path", "sqlite: %.100s is not a regular file: refused", shown);
+    else if (st.st_uid != geteuid())
+        rc = bw__fail(err, BW_ESTATE, "path",
+                      "sqlite: %.100s belongs to uid %lu, not this user (uid %lu): refused; its owner or root may "
+                      "remove it, or use another path",
+                      shown, (unsigned long)st.st_uid, (unsigned long)geteuid());
+    else {
+        /* Made: 0600. Narrowed: the owner's bits alone (a file its owner made read-only stays so). */
+        unsigned now = (unsigned)st.st_mode & 07777;
+        unsigned want = *made ? 0600 : (how & OWN_NARROW) ? now & 0700 : now;
+        if (want != now && fchmod(fd, (mode_t)want) != 0)
+            rc = bw__fail(err, BW_ESYS, "path", "sqlite: could not make %.100s mode %04o: %s", shown, want,
+                          strerror(errno));
+        *mode = want;
+    }
+    close(fd);
+    return rc;
+}
+
+/* The files SQLite keeps beside the database; -journal only while it changes the journal mode. */
+static const char *const side[] = {"-wal", "-shm", "-journal"};
+enum { SIDE_COUNT = 3 };
+
+/* PATH with its directory resolved (realpath): *out, malloc'd. */
+static int resolve(const char *path, char **out, bw_error *err)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    *out = NULL;
+    if (!*base)
+        return bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: it names a directory", path);
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
+    char *real = realpath(dir, NULL);
+    int e = errno;
+    free(dir);
+    if (!real)
+        return e == ENOMEM ? bw__fail(err, BW_ENOMEM, "", "out of memory")
+                           : bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", path, strerror(e));
+    size_t n = strlen(real) + strlen(base) + 2;
+    *out = malloc(n);
+    if (*out)
+        snprintf(*out, n, "%s/%s", strcmp(real, "/") == 0 ? "" : real, base);
+    free(real);
+    return *out ? BW_OK : bw__fail(err, BW_ENOMEM, "", "out of memory");
+}
+
+/*
+ * The files of the store (see the top of the file). Before SQLite opens them
+ * (after = 0): the database made or checked; the files beside it checked and
+ * narrowed (made too, 0600, for a new database, so that nobody else's can be
+ * slipped in); *narrow then says whether the database's group or others have
+ * access or SQLite may make a file beside it (with the database's mode). After
+ * the open (after = 1), the database being a breakwater store: every one of
+ * them checked again and narrowed.
+ */
+static int own_files(const char *real, const char *path, int after, int *narrow, bw_error *err)
+{
+    size_t rn = strlen(real), pn = strlen(path);
+    char *f = malloc(rn + 16), *shown = malloc(pn + 16);
+    int made = 0, made_side, rc;
+    unsigned mode = 0;
+    if (!f || !shown)
+        rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
+    else
+        rc = own_file(real, path, after ? OWN_NARROW : OWN_CREATE, &made, &mode, err);
+    *narrow = (mode & 077) != 0;
+    for (int i = 0; rc == BW_OK && i < SIDE_COUNT; i++) {
+        memcpy(f, real, rn);
+        memcpy(f + rn, side[i], strlen(side[i]) + 1);
+        memcpy(shown, path, pn);
+        memcpy(shown + pn, side[i], strlen(side[i]) + 1);
+        rc = own_file(f, shown, (made && i < 2 ? OWN_CREATE : 0) | OWN_NARROW, &made_side, &mode, err);
+        if (i < 2 && mode == 0)
+            *narrow = 1; /* absent: SQLite makes it */
+    }
+    free(f);
+    free(shown);
+    return rc;
+}
+
+/* Open the connection: the files, WAL, synchronous=NORMAL, the bounded waits, the schema, the statements. */
+static int open_db(sq *c, const char *path, bw_error *err)
+{
+    pthread_once(&vfs_once, vfs_register);
+    char *real;
+    int narrow = 0;
+    int rc = resolve(path, &real, err);
+    if (rc != BW_OK)
+        return rc;
+    rc = own_files(real, path, 0, &narrow, err);
+    if (rc != BW_OK) {
+        free(real);
+        return rc;
+    }
+    /* NOFOLLOW: no link in the resolved path, even one made since (SQLite makes -wal and -shm O_NOFOLLOW too). */
+    int src = sqlite3_open_v2(real, &c->db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                              vfs_name);
+    if (src != SQLITE_OK) {
+        rc = bw__fail(err, BW_ESYS, "path", "sqlite: could not open %.100s: %s", path,
+                      c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(src));
         sqlite3_close_v2(c->db);
         c->db = NULL;
-        return ret;
+        free(real);
+        return rc;
     }
-    int64_t ms = (busy_ns + 999999) / 1000000;
-    sqlite3_busy_timeout(c->db, (int)ms);
+    sqlite3_busy_handler(c->db, on_busy, c);
+    /* Counts the WAL's frames, for the checkpoint at close, and runs SQLite's automatic checkpoint. */
+    sqlite3_wal_hook(c->db, on_wal, c);
     /* A process that lives for one call (the breakwater command) must not make, sync and delete the WAL each
-       time: the WAL stays (PERSIST_WAL), and closing does not checkpoint (SQLite's automatic checkpoint at
-       1000 pages still runs, in whichever process commits past it). */
+       time: the WAL stays (PERSIST_WAL), and closing does not checkpoint. */
     int one = 1;
     sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
-    rc = set_wal(c, path, busy_ns, err);
-    if (rc != BW_OK)
-        return rc;
-    rc = exec(c, "PRAGMA synchronous=NORMAL", "set synchronous=NORMAL", err);
+    rc = set_wal(c, path, err);
+    if (rc == BW_OK)
+        rc = exec(c, "PRAGMA synchronous=NORMAL", "set synchronous=NORMAL", err);
     if (rc == BW_OK)
         rc = ensure_schema(c, path, err);
     for (int i = 0; rc == BW_OK && i < ST_COUNT; i++) {
-        int src = sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
+        src = sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
         if (src != SQLITE_OK)
             rc = db_fail(c, src, "prepare a statement", err);
     }
+    /* A breakwater store now (its schema read or made): its files may be narrowed. */
+    if (rc == BW_OK && narrow)
+        rc = own_files(real, path, 1, &narrow, err);
+    free(real);
     return rc;
 }
 
 static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
 {
-    int64_t busy, every;
+    int64_t start = bw__mono_now(), busy, every;
     int rc = bw__url_int(u, "busy_timeout", 0, 3600 * (int64_t)BW_NS_PER_S, 5 * (int64_t)BW_NS_PER_S, 1, &busy, err);
     if (rc == BW_OK)
         rc =
@@ -516,8 +801,11 @@ static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     }
     c->clock = clock;
     c->sweep_every = every;
+    c->busy = busy;
     c->rng = bw__hash_seed(c) ^ ((uint64_t)getpid() << 32);
-    rc = open_db(c, u->path, busy, err);
+    call_begin(c, start); /* the whole open waits at most busy_timeout */
+    rc = open_db(c, u->path, err);
+    call_end();
     if (rc != BW_OK) {
         sq_close(c);
         if (err && !err->field[0])
