@@ -176,7 +176,11 @@ static void add(spans *sp, size_t at, size_t len, int whole)
     sp->v[sp->n++] = (bw__url_span){at, len, whole};
 }
 
-/* The password of "//" userinfo "@": after the userinfo's first ':', up to the last '@' of the URL. */
+/*
+ * The password of a userinfo "@" (after "//", or right after the scheme's ':'
+ * when the "//" is missing): after the userinfo's first ':', up to the last
+ * '@' of the URL. Returns where the host starts.
+ */
 static size_t userinfo(const char *url, size_t a, size_t n, spans *sp)
 {
     size_t at = n;
@@ -221,6 +225,35 @@ static void ports(const char *url, size_t h, size_t n, spans *sp)
                 add(sp, p + 1, ee - p - 1, 0);
         }
         e = ee + 1;
+    }
+}
+
+/*
+ * The words without '=' of a query (after the first '?', '&' between) and of
+ * a libpq keyword string (the path's words, when its first holds a '='):
+ * malformed, and maybe the piece of a secret that held a '&' or a space.
+ */
+static void bare_words(const char *url, size_t r, size_t n, int keywords, spans *sp)
+{
+    const char *q = memchr(url + r, '?', n - r);
+    size_t qa = q ? (size_t)(q - url) + 1 : n;
+    for (size_t i = keywords ? r : qa; i < n;) {
+        int query = i >= qa;
+        size_t e = i;
+        int eq = 0;
+        while (e < n && url[e] != '&' && (query || (!space(url[e]) && url[e] != '?')))
+            eq |= url[e++] == '=';
+        if (!query) { /* libpq takes "key = value": a word beside a '=' is a key or a value */
+            size_t a = e, b = i;
+            while (a < n && space(url[a]))
+                a++;
+            while (b > r && space(url[b - 1]))
+                b--;
+            eq |= (a < n && url[a] == '=') || (b > r && url[b - 1] == '=');
+        }
+        if (!eq)
+            add(sp, i, e - i, 0);
+        i = e < n && !query && url[e] == '?' ? qa : e + 1;
     }
 }
 
@@ -306,8 +339,13 @@ int bw__url_secrets(const char *url, bw__url_span *out, int max)
         return 1;
     }
     size_t r = (size_t)(colon - url) + 1;
-    if (strncmp(url + r, "//", 2) == 0)
+    int uri = strncmp(url + r, "//", 2) == 0;
+    if (uri)
         ports(url, userinfo(url, r + 2, n, &sp), n, &sp);
+    else
+        userinfo(url, r, n, &sp);
+    size_t w = strcspn(url + r, " \t\n\r\f\v?"); /* a keyword string: its first word holds a '=' */
+    bare_words(url, r, n, !uri && memchr(url + r, '=', w) != NULL, &sp);
     keyed_values(url, r, n, &sp);
     sort_merge(&sp);
     if (sp.cut != SIZE_MAX) { /* too many: from the first one left out to the end, all masked */

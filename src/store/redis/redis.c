@@ -240,8 +240,7 @@ static int parse_hostport(rd *r, const char *s, size_t n, bw_error *err)
     if (rl > 0) {
         if (rest[0] != ':' || !all_digits(rest + 1, rl - 1)) /* not quoted: it may be a password missing its '@' */
             return bw__fail(err, BW_EINVAL, "port",
-                            "redis: the port must be a whole number in [1, 65535], got %zu bytes of something else",
-                            rl - 1);
+                            "redis: the port must be a whole number in [1, 65535], got something else");
         long p = strtol(rest + 1, NULL, 10);
         if (p < 1 || p > 65535)
             return bw__fail(err, BW_EINVAL, "port", "redis: the port must be a whole number in [1, 65535], got %ld", p);
