@@ -67,6 +67,7 @@ static void test_redact_table(void)
         {"postgresql://app:Zq7xPw@db.internal:5432/app?sslmode=require",
          "postgresql://app:***@db.internal:5432/app?sslmode=require"},
         {"postgres://app@db/app", "postgres://app@db/app"},
+        {"redis:u:Zq7xPw@127.0.0.1", "redis:u:***@127.0.0.1"}, /* the '//' missing */
         /* a port that is not a number: a password without its '@' */
         {"redis://:Zq7xPw", "redis://:***"},
         {"redis://host:Zq7xPw/0", "redis://host:***/0"},
@@ -79,7 +80,9 @@ static void test_redact_table(void)
          "postgresql://h/app?sslpassword=***&sslmode=verify-full"},
         {"sqlite:/tmp/c.db?PASSWORD=Zq7x", "sqlite:/tmp/c.db?PASSWORD=***"},
         {"redis://host?auth_token=Zq7x&pool=2", "redis://host?auth_token=***&pool=2"},
-        {"redis://host?password=Zq7x&Pw&pool=2", "redis://host?password=***&pool=2"}, /* a '&' in the value */
+        {"redis://host?password=Zq7x&Pw&pool=2", "redis://host?password=***&pool=2"},  /* a '&' in the value */
+        {"memory:?pool=1&Zq7xPw", "memory:?pool=1&***"},                               /* an option without '=' */
+        {"postgresql:host=db Zq7xPw dbname=app", "postgresql:host=db *** dbname=app"}, /* a word without '=' */
         /* libpq keyword strings */
         {"postgresql:host=db password=Zq7xPw dbname=app", "postgresql:host=db password=*** dbname=app"},
         {"postgresql:password=Zq7xPw", "postgresql:password=***"},
