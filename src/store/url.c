@@ -259,7 +259,7 @@ static void bare_words(const char *url, size_t r, size_t n, int keywords, spans 
 
 /*
  * Every key=value (a query's option, or a word of a libpq keyword string)
- * whose key names a secret, starting a word (after the scheme's ':', '?',
+ * whose key (letters, digits, '_', '-', '.') names a secret, starting a word (after the scheme's ':', '?',
  * '&', ';' or a space): its value, quoted ('...', '\' escaping) or up to a
  * '&' or a space; and then every word without '=' that follows (what libpq
  * would read of an unquoted value holding a space, what a '&' cut off).
@@ -269,8 +269,9 @@ static void keyed_values(const char *url, size_t r, size_t n, spans *sp)
     for (size_t i = r; i < n; i++) {
         if (i > r && url[i - 1] != '?' && url[i - 1] != '&' && url[i - 1] != ';' && !space(url[i - 1]))
             continue;
-        size_t k = i;
-        while (k < n && !space(url[k]) && url[k] != '=' && url[k] != '&' && url[k] != '?')
+        size_t k = i; /* a key: letters, digits, '_', '-', '.' ("//user:pw@host" is none) */
+        while (k < n && ((url[k] >= 'a' && url[k] <= 'z') || (url[k] >= 'A' && url[k] <= 'Z') ||
+                         (url[k] >= '0' && url[k] <= '9') || url[k] == '_' || url[k] == '-' || url[k] == '.'))
             k++;
         size_t key_end = k;
         while (k < n && space(url[k]))

@@ -175,12 +175,17 @@ static void maybe_open(const char *text, int parsed, const bw__url *u, const bw_
         check_error(&e, rc);
         REQUIRE(!secret || (!strstr(e.message, secret) && !strstr(e.field, secret)));
         REQUIRE(s == NULL);
+        /* The field bw_store_open names, scrubbed of the URL's secrets as its error is (a key may equal one). */
+        char want[sizeof e.field];
+        const char *field = !parsed ? parse_err->field : unknown_opt >= 0 ? u->opt[unknown_opt].key : "scheme";
+        snprintf(want, sizeof want, "%s", field);
+        bw__url_scrub(text, want, sizeof want);
         if (!parsed) /* the same parser: the same answer */
-            REQUIRE(rc == parse_err->code && strcmp(e.field, parse_err->field) == 0);
+            REQUIRE(rc == parse_err->code && strcmp(e.field, want) == 0);
         else if (unknown_opt >= 0)
-            REQUIRE(rc == BW_EINVAL && strcmp(e.field, u->opt[unknown_opt].key) == 0);
+            REQUIRE(rc == BW_EINVAL && strcmp(e.field, want) == 0);
         else if (!b)
-            REQUIRE((rc == BW_EINVAL || rc == BW_ESTATE) && strcmp(e.field, "scheme") == 0);
+            REQUIRE((rc == BW_EINVAL || rc == BW_ESTATE) && strcmp(e.field, want) == 0);
         return;
     }
     REQUIRE(parsed && b && strcmp(b->scheme, "memory") == 0 && s != NULL);

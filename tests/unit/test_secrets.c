@@ -80,9 +80,10 @@ static void test_redact_table(void)
          "postgresql://h/app?sslpassword=***&sslmode=verify-full"},
         {"sqlite:/tmp/c.db?PASSWORD=Zq7x", "sqlite:/tmp/c.db?PASSWORD=***"},
         {"redis://host?auth_token=Zq7x&pool=2", "redis://host?auth_token=***&pool=2"},
-        {"redis://host?password=Zq7x&Pw&pool=2", "redis://host?password=***&pool=2"},  /* a '&' in the value */
-        {"memory:?pool=1&Zq7xPw", "memory:?pool=1&***"},                               /* an option without '=' */
-        {"postgresql:host=db Zq7xPw dbname=app", "postgresql:host=db *** dbname=app"}, /* a word without '=' */
+        {"redis://host?password=Zq7x&Pw&pool=2", "redis://host?password=***&pool=2"},        /* a '&' in the value */
+        {"memory:?pool=1&Zq7xPw", "memory:?pool=1&***"},                                     /* an option without '=' */
+        {"sqlite://u:Zq7xsecret=1?password=x&pool=2", "sqlite://u:***?password=***&pool=2"}, /* no key in "//" */
+        {"postgresql:host=db Zq7xPw dbname=app", "postgresql:host=db *** dbname=app"},       /* a word without '=' */
         /* libpq keyword strings */
         {"postgresql:host=db password=Zq7xPw dbname=app", "postgresql:host=db password=*** dbname=app"},
         {"postgresql:password=Zq7xPw", "postgresql:password=***"},
