@@ -111,7 +111,17 @@
  *                      docs/stores.md has the details
  * Options follow the path as ?key=value&key=value, each at most once, written
  * as in configuration text (whole numbers and durations such as 250ms, no
- * spaces). Every option is checked before anything is created.
+ * spaces); a key is 1 to 31 bytes of letters, digits and '_'. Every option is
+ * checked before anything is created.
+ *
+ * Secrets: a URL may carry a password (in its userinfo, a password= option or
+ * a libpq keyword). No error of bw_store_open shows it: a malformed URL is
+ * named by the part at fault and its rule, never quoted where the part could
+ * hold a secret, and what a backend's library wrote (libpq quotes parts of a
+ * connection string) is scrubbed of the URL's secrets before it reaches
+ * *err. To show a URL yourself (a log line, a status page), pass it through
+ * bw_store_url_redact. Keep a URL with a password out of command lines (other
+ * users see them: ps); docs/stores.md says how to pass it.
  *
  * Thread safety: a store may be used from any number of threads at once;
  * bw_store_close must not race any other use, and every breaker using the store
@@ -280,6 +290,32 @@ typedef struct bw_store_ops {
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
+
+/*
+ * bw_store_url_redact — url with every part that is or may be a secret
+ * replaced by "***", for a message, a log line or a status output:
+ * - the password of a userinfo, "scheme://user:***@host" (a userinfo without
+ *   ':' is a user name, and kept); the userinfo runs to the URL's last '@',
+ *   so a password holding '@', '/' or '?' is masked whole;
+ * - a port that is not a number ("redis://:***": a password whose '@' is
+ *   missing);
+ * - the value of every option or libpq keyword whose key holds "pass",
+ *   "pwd", "secret", "token" or "auth" (in any case): "?password=***",
+ *   "postgresql:host=h password=***", quoted ('...') or not, and the words
+ *   without '=' that follow it (what an unquoted value holding a space, or a
+ *   '&' in a value, leaves);
+ * - all of a string that is not a URL (no scheme before a ':'): "***".
+ * It masks generously: a part it cannot tell from a secret is masked. It
+ * parses nothing else and never fails on a malformed URL; control bytes are
+ * copied as they are (escape them for a terminal).
+ * Writes at most n bytes into buf, NUL-terminated when n > 0 (a text cut
+ * short is cut after the masking: it never holds a piece of a secret), and
+ * returns the length of the whole text (as snprintf: buf NULL and n 0 ask
+ * for it); BW_EINVAL (negative) for a NULL url, or a NULL buf with n > 0.
+ * A buffer of 3 * strlen(url) + 1 bytes always holds the whole.
+ * Thread safety: any thread; it keeps no state.
+ */
+BW_API int bw_store_url_redact(const char *url, char *buf, size_t n);
 
 /*
  * bw_store_custom — a store from your own operations table (copied) and ctx

@@ -15,12 +15,17 @@
  * - metrics writes the gauges of the library's exposition (observe.h) that a
  *   store holds (state, rates, window counts) plus consecutive failures and
  *   retry_after; cumulative counters are each process's own and are not in a
- *   store. --serve answers GET /metrics on a socket of its own, one request at
- *   a time, so it works in a build without libmicrohttpd too.
+ *   store. --serve answers GET /metrics on a socket of its own, poll-based: at
+ *   most 16 connections at once, each with 2 s to send its request and a
+ *   bounded send (serve), so that idle or slow clients never hold a scrape.
+ *   It is not the library's /metrics server (observe.h): that one serves a
+ *   bw_metrics set of this process's breakers, not a store's circuits, and is
+ *   in builds with libmicrohttpd only; the command's works in every build.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -136,13 +141,13 @@ static int list_store(cli *c, names *out)
         bw_error e;
         int rc = bw_store_scan(c->store, &cur, keys, PAGE, &n, &e);
         if (rc == BW_ENOTSUP) {
-            cli_err(c, "the store %s cannot list its circuits: name them (breakwater %s NAME...)", c->store_url,
+            cli_err(c, "the store %s cannot list its circuits: name them (breakwater %s NAME...)", c->store_shown,
                     c->cmd);
             status = EX_USAGE_;
             break;
         }
         if (rc != BW_OK) {
-            cli_err(c, "cannot list the store %s: %s", c->store_url, e.message);
+            cli_err(c, "cannot list the store %s: %s", c->store_shown, e.message);
             status = EX_UNAVAILABLE_;
             break;
         }
@@ -166,7 +171,7 @@ static int list_store(cli *c, names *out)
 static int open_for(cli *c)
 {
     bw_error e;
-    return cli_open_store(c, 0, &e) == BW_OK ? 0 : EX_UNAVAILABLE_;
+    return cli_open_store(c, 0, &e) == BW_OK ? 0 : cli_status(c, EX_UNAVAILABLE_);
 }
 
 /* ---- status ---- */
@@ -299,7 +304,7 @@ static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
                     col ? "\033[0m" : "", k + 1 < COLS ? "  " : "\n");
         }
     if (ns->n == 0)
-        fprintf(f, "(no circuits in %s)\n", c->store_url);
+        fprintf(f, "(no circuits in %s)\n", c->store_shown);
     free(cells);
 }
 
@@ -364,19 +369,14 @@ int cmd_status(cli *c, int argc, char **argv)
             int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
             if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
                 char shown[4 * 64 + 4];
-                size_t o = 0;
-                for (const unsigned char *q = (const unsigned char *)ns.v[i]; *q && o < sizeof shown - 8; q++)
-                    o += (size_t)snprintf(shown + o, sizeof shown - o, *q >= 0x20 && *q < 0x7f ? "%c" : "\\x%02x",
-                                          *q); /* no terminal escape passes */
-                if (ns.v[i][0] && o >= sizeof shown - 8)
-                    snprintf(shown + o, sizeof shown - o, "...");
-                cli_err(c, "skipping '%s': not a circuit name: %s", shown, e.message);
+                cli_err(c, "skipping '%s': not a circuit name: %s", cli_escape(ns.v[i], shown, sizeof shown),
+                        e.message);
                 skipped = 1;
                 free(ns.v[i]);
                 continue;
             }
             if (rc != BW_OK) {
-                cli_err(c, "cannot read %s from the store %s: %s", ns.v[i], c->store_url, e.message);
+                cli_err(c, "cannot read %s from the store %s: %s", ns.v[i], c->store_shown, e.message);
                 status = EX_UNAVAILABLE_;
             }
             ns.v[k++] = ns.v[i];
@@ -441,7 +441,7 @@ int cmd_verb(cli *c, int argc, char **argv)
     static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return EX_USAGE_;
+        return cli_status(c, EX_USAGE_);
     int status = open_for(c);
     bw_error e;
     bw_store_circuit x;
@@ -469,7 +469,7 @@ int cmd_verb(cli *c, int argc, char **argv)
         bw_breaker_apply(b, verb);
         if (bw_store_read_circuit(c->store, name, &x, &e) != BW_OK || !x.found || !x.readable ||
             x.snap.state != want[verb]) {
-            cli_err(c, "the store %s did not take the %s of %s", c->store_url, c->cmd, name);
+            cli_err(c, "the store %s did not take the %s of %s", c->store_shown, c->cmd, name);
             status = EX_UNAVAILABLE_;
         } else {
             cli_info(c, "circuit %s: %s%s", name, bw_state_name(x.snap.state),
@@ -652,8 +652,26 @@ static char *exposition(cli *c, int openmetrics, int *status)
     return buf;
 }
 
-/* How long a client may go without taking a byte of its answer, and how long an answer may take in all. */
-enum { SEND_STALL_MS = 5000, SEND_TOTAL_MS = 30000 };
+/*
+ * The server's bounds: at most CONNS connections at once (more wait in the
+ * listen queue until one ends); each has READ_MS from its accept to send the
+ * head of its request (at most HEAD_MAX bytes); its answer must move on every
+ * SEND_STALL_MS and be sent within SEND_TOTAL_MS. Nothing blocks: one poll
+ * over the listening socket and every connection, so a connection that
+ * sends nothing, or reads nothing, holds a slot for a bounded time and never
+ * delays another's scrape.
+ */
+enum { CONNS = 16, HEAD_MAX = 4096, READ_MS = 2000, SEND_STALL_MS = 5000, SEND_TOTAL_MS = 30000, TICK_MS = 200 };
+
+typedef struct conn {
+    int fd;           /* -1: a free slot */
+    int64_t deadline; /* reading: the end of its READ_MS; sending: the sooner of the stall's and the total's */
+    int64_t total;    /* sending: when the whole answer must be sent */
+    size_t got;       /* the request's bytes so far */
+    char req[HEAD_MAX + 1];
+    char *out; /* the answer being sent (NULL: the request is still being read) */
+    size_t len, off;
+} conn;
 
 static int64_t now_ms(void)
 {
@@ -662,51 +680,123 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether a forwarded signal (one that ends serving) is pending. */
-static int stop_pending(const cli *c)
+static void conn_close(conn *k)
 {
-    sigset_t pend;
-    if (sigpending(&pend) != 0)
-        return 0;
-    for (int sig = 1; sig <= 64; sig++) /* sigismember is -1 past the last */
-        if (sigismember(&c->forward, sig) == 1 && sigismember(&pend, sig) == 1)
-            return 1;
-    return 0;
+    close(k->fd);
+    free(k->out);
+    k->fd = -1;
+    k->out = NULL;
+    k->got = k->len = k->off = 0;
 }
 
-/*
- * Send all of buf to a client, or give up: 0 sent, -1 not (the client took
- * nothing for SEND_STALL_MS, the whole took past `deadline`, the connection
- * failed, or a signal asks to stop). Never blocks in send: poll with a bound,
- * then a non-blocking send, so a client that stops reading cannot hold the
- * server.
- */
-static int send_all(const cli *c, int fd, const char *buf, size_t len, int64_t deadline)
+/* Start sending text (len bytes, malloc'd, taken) on k. */
+static void conn_send(conn *k, char *text, size_t len, int64_t now)
 {
-    int64_t stall = now_ms() + SEND_STALL_MS;
-    while (len > 0) {
-        int64_t now = now_ms(), until = stall < deadline ? stall : deadline;
-        if (now >= until || stop_pending(c))
-            return -1;
-        struct pollfd p = {fd, POLLOUT, 0};
-        int r = poll(&p, 1, (int)(until - now < 200 ? until - now : 200)); /* 200 ms: a signal is seen soon */
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (r <= 0)
-            continue;
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            continue;
-        if (n <= 0)
-            return -1;
-        buf += n;
-        len -= (size_t)n;
-        stall = now_ms() + SEND_STALL_MS;
+    k->out = text;
+    k->len = len;
+    k->off = 0;
+    k->total = now + SEND_TOTAL_MS;
+    k->deadline = now + SEND_STALL_MS;
+}
+
+/* Answer k's request, whose head is in k->req: the exposition for GET /metrics, else 404. -1 out of memory. */
+static int answer(cli *c, conn *k, int openmetrics, int64_t now)
+{
+    const char *req = k->req;
+    int om = openmetrics || strstr(req, "application/openmetrics-text") != NULL;
+    char *text = NULL, h[256];
+    const char *head = "HTTP/1.0 404 Not Found\r\nContent-Length: 10\r\n\r\nnot found\n";
+    if (strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
+        int st;
+        text = exposition(c, om, &st);
+        snprintf(h, sizeof h, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                 text ? "200 OK" : "503 Service Unavailable",
+                 om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                    : "text/plain; version=0.0.4; charset=utf-8",
+                 text ? strlen(text) : 0);
+        head = h;
     }
-    return 0;
+    size_t hl = strlen(head), tl = text ? strlen(text) : 0;
+    char *out = malloc(hl + tl + 1);
+    if (out) {
+        memcpy(out, head, hl);
+        if (text)
+            memcpy(out + hl, text, tl);
+        conn_send(k, out, hl + tl, now);
+    }
+    free(text);
+    return out ? 0 : -1;
 }
 
-/* Serve GET /metrics on addr until a forwarded signal; one request at a time. */
+/* Take every connection waiting on the listening socket fd that a free slot can hold. */
+static void accept_all(int fd, conn *ks, int64_t now)
+{
+    for (int i = 0; i < CONNS; i++) {
+        if (ks[i].fd >= 0)
+            continue;
+        int cfd = accept(fd, NULL, NULL);
+        if (cfd < 0)
+            return; /* none waiting (EAGAIN), or an aborted one: the next poll tells */
+        int fl = fcntl(cfd, F_GETFL);
+        if (fl < 0 || fcntl(cfd, F_SETFL, fl | O_NONBLOCK) != 0 || fcntl(cfd, F_SETFD, FD_CLOEXEC) != 0) {
+            close(cfd);
+            continue;
+        }
+        ks[i].fd = cfd;
+        ks[i].got = 0;
+        ks[i].req[0] = 0;
+        ks[i].deadline = now + READ_MS;
+    }
+}
+
+/* Read what k's client sent; answer once the head is in (an empty line ends it). */
+static void conn_read(cli *c, conn *k, int openmetrics)
+{
+    ssize_t n = recv(k->fd, k->req + k->got, HEAD_MAX - k->got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) { /* closed before asking, or broken */
+        conn_close(k);
+        return;
+    }
+    k->got += (size_t)n;
+    k->req[k->got] = 0;
+    int64_t now = now_ms();
+    if (strstr(k->req, "\r\n\r\n") || strstr(k->req, "\n\n")) {
+        if (answer(c, k, openmetrics, now) != 0) {
+            cli_err(c, "out of memory: a request dropped");
+            conn_close(k);
+        }
+    } else if (k->got == HEAD_MAX) {
+        static const char big[] = "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n\r\n";
+        char *out = malloc(sizeof big);
+        if (!out) {
+            conn_close(k);
+            return;
+        }
+        memcpy(out, big, sizeof big);
+        conn_send(k, out, sizeof big - 1, now);
+    }
+}
+
+/* Send what k's client can take now; close it once all is sent. */
+static void conn_write(conn *k)
+{
+    ssize_t n = send(k->fd, k->out + k->off, k->len - k->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        conn_close(k);
+        return;
+    }
+    k->off += (size_t)n;
+    int64_t stall = now_ms() + SEND_STALL_MS; /* progress: a new stall bound, never past the total */
+    k->deadline = stall < k->total ? stall : k->total;
+    if (k->off == k->len)
+        conn_close(k);
+}
+
+/* Serve GET /metrics on addr until a forwarded signal: CONNS connections at once, none blocking another. */
 static int serve(cli *c, const char *addr, int openmetrics)
 {
     char host[64];
@@ -714,8 +804,9 @@ static int serve(cli *c, const char *addr, int openmetrics)
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
-    long port = colon ? strtol(colon + 1, NULL, 10) : -1;
-    if (!colon || (size_t)(colon - addr) >= sizeof host || port < 0 || port > 65535) {
+    char *pend = NULL;
+    long port = colon ? strtol(colon + 1, &pend, 10) : -1;
+    if (!colon || !colon[1] || *pend || (size_t)(colon - addr) >= sizeof host || port < 0 || port > 65535) {
         cli_err(c, "--serve: expected HOST:PORT with a numeric IPv4 host, got '%s'", addr);
         return EX_USAGE_;
     }
@@ -725,58 +816,76 @@ static int serve(cli *c, const char *addr, int openmetrics)
         return EX_USAGE_;
     }
     sa.sin_port = htons((uint16_t)port);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
         cli_err(c, "--serve: cannot listen on %s: %s", addr, strerror(errno));
         if (fd >= 0)
             close(fd);
         return EX_UNAVAILABLE_;
     }
+    conn *ks = calloc(CONNS, sizeof *ks);
+    if (!ks) {
+        cli_err(c, "out of memory");
+        close(fd);
+        return EX_SOFTWARE_;
+    }
+    for (int i = 0; i < CONNS; i++)
+        ks[i].fd = -1;
     socklen_t sl = sizeof sa;
     getsockname(fd, (struct sockaddr *)&sa, &sl);
     cli_info(c, "serving http://%s:%u/metrics", host, ntohs(sa.sin_port));
-    int status = 0;
     for (;;) {
         struct timespec zero = {0, 0};
         siginfo_t si;
         if (sigtimedwait(&c->forward, &si, &zero) > 0)
             break;
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0)
-            continue;
-        int cfd = accept(fd, NULL, NULL);
-        if (cfd < 0)
-            continue;
-        struct timeval tv = {5, 0};
-        setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        char req[2048];
-        ssize_t n = recv(cfd, req, sizeof req - 1, 0);
-        req[n > 0 ? n : 0] = 0;
-        char *text = NULL;
-        const char *head = "HTTP/1.0 404 Not Found\r\nContent-Length: 10\r\n\r\nnot found\n";
-        char h[256];
-        int om = openmetrics || strstr(req, "application/openmetrics-text") != NULL;
-        if (strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
-            int st;
-            text = exposition(c, om, &st);
-            snprintf(h, sizeof h, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
-                     text ? "200 OK" : "503 Service Unavailable",
-                     om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                        : "text/plain; version=0.0.4; charset=utf-8",
-                     text ? strlen(text) : 0);
-            head = h;
+        int64_t now = now_ms();
+        struct pollfd p[CONNS + 1];
+        int at[CONNS + 1], np = 0, free_slots = 0, wait = TICK_MS; /* TICK_MS: a signal is seen soon */
+        for (int i = 0; i < CONNS; i++) {
+            conn *k = &ks[i];
+            if (k->fd >= 0 && now >= k->deadline) {
+                if (k->out)
+                    cli_info(c, "a client did not take its answer (%ds without progress, or %ds in all): dropped",
+                             SEND_STALL_MS / 1000, SEND_TOTAL_MS / 1000);
+                else
+                    cli_info(c, "a client sent no request within %dms: dropped", READ_MS);
+                conn_close(k);
+            }
+            if (k->fd < 0) {
+                free_slots++;
+                continue;
+            }
+            p[np] = (struct pollfd){k->fd, k->out ? POLLOUT : POLLIN, 0};
+            at[np++] = i;
+            if (k->deadline - now < wait)
+                wait = (int)(k->deadline - now);
         }
-        int64_t deadline = now_ms() + SEND_TOTAL_MS;
-        if (send_all(c, cfd, head, strlen(head), deadline) != 0 ||
-            (text && send_all(c, cfd, text, strlen(text), deadline) != 0))
-            cli_info(c, "a client did not take its answer (%ds without progress, or %ds in all): dropped",
-                     SEND_STALL_MS / 1000, SEND_TOTAL_MS / 1000);
-        free(text);
-        close(cfd);
+        if (free_slots) { /* else the others wait in the listen queue until a slot frees */
+            p[np] = (struct pollfd){fd, POLLIN, 0};
+            at[np++] = -1;
+        }
+        if (poll(p, (nfds_t)np, wait) <= 0)
+            continue;
+        for (int j = 0; j < np; j++) {
+            if (!p[j].revents)
+                continue;
+            if (at[j] < 0)
+                accept_all(fd, ks, now_ms());
+            else if (ks[at[j]].out)
+                conn_write(&ks[at[j]]);
+            else
+                conn_read(c, &ks[at[j]], openmetrics);
+        }
     }
+    for (int i = 0; i < CONNS; i++)
+        if (ks[i].fd >= 0)
+            conn_close(&ks[i]);
+    free(ks);
     close(fd);
-    return status;
+    return 0;
 }
 
 int cmd_metrics(cli *c, int argc, char **argv)

@@ -46,8 +46,11 @@ typedef struct cli {
     const char *cmd;         /* the command's name */
     int verbose;             /* -v: say what happens on stderr */
     int color;               /* colour on stderr and stdout: a terminal and no NO_COLOR */
-    const char *store_url;   /* --store, BREAKWATER_STORE, or the default */
+    const char *store_url;   /* the URL opened: --store's, BREAKWATER_STORE's, read from their @FILE, or the default */
+    const char *store_spec;  /* as given: --store's value, or NULL (then BREAKWATER_STORE, else the default) */
+    char store_shown[600];   /* store_url for messages: its secrets masked, control bytes escaped */
     char store_buf[4200];    /* the default URL */
+    char *store_read;        /* the URL read from an @FILE (malloc'd) */
     const char *config_text; /* --config */
     const char *config_file; /* --config-file or BREAKWATER_CONFIG */
     int config_set;          /* --config or a file gave the policy or window (verbs keep the entry's otherwise) */
@@ -55,12 +58,34 @@ typedef struct cli {
     sigset_t forward;        /* the signals the tool forwards (blocked from the start) */
     sigset_t orig_mask;      /* the mask to give a child */
     int clock_env;           /* main set BW_CLOCK=monotonic (a child does not inherit it) */
+    int pass_store;          /* run, retry --pass-store: the child gets BREAKWATER_STORE */
+    int stopped;             /* the termination signal that ended a read (cli_read_file), or 0 */
 } cli;
 
-/* Messages on stderr, prefixed "breakwater: " (and the command). */
+/*
+ * Messages on stderr, prefixed "breakwater: " (and the command). Every
+ * message has its control bytes and its bytes past ASCII escaped (\xHH), so
+ * no name, key, file name or URL a user or a store gave can write a terminal
+ * escape; a store URL is shown as c->store_shown (its secrets masked).
+ */
 void cli_err(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A message only with -v. */
 void cli_info(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* s with every byte outside printable ASCII written \xHH, into buf (n bytes, cut short with "..."); buf. */
+const char *cli_escape(const char *s, char *buf, size_t n);
+
+/*
+ * Read the regular file `path` (`what` names it in messages) into a malloc'd,
+ * NUL-terminated *out of *len bytes: at most `max` bytes, no NUL byte. A
+ * FIFO, a device or a directory is refused at once (opened without waiting
+ * for a writer, checked with fstat); the read stops at a termination signal
+ * (TERM, INT, HUP, QUIT: c->stopped says which). 0, or -1 after printing why.
+ */
+int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len);
+
+/* The exit status of a command a termination signal stopped (128 + its number), else `status`. */
+int cli_status(const cli *c, int status);
 
 /* A duration as the configuration text writes one ("1.5s", "250ms", a bare number: seconds): 0 ok, -1 bad. */
 int cli_duration(const char *s, int64_t *ns);
@@ -78,7 +103,13 @@ bw_config *cli_config(cli *c, const char *name);
 /* The variables' prefix of a circuit's knobs: "BREAKWATER_" + NAME upper-cased (not [A-Z0-9] -> '_') + "_". */
 void cli_env_prefix(const char *name, char *buf, size_t n);
 
-/* Open c->store_url into c->store; BW_OK, or the error after printing it (`quiet`: print nothing). */
+/*
+ * Open the store into c->store: the URL of --store, else of $BREAKWATER_STORE,
+ * else the default; a value "@FILE" is read from FILE (cli_read_file, its
+ * trailing newline dropped). Warns when --store gives a password on the command
+ * line. BW_OK, or the error after printing it (`quiet`: print nothing of the
+ * store's own error).
+ */
 int cli_open_store(cli *c, int quiet, bw_error *err);
 
 /* An option's value: "--opt=V" or "--opt V" (advances *i); NULL when absent (after printing the error). */

@@ -9,27 +9,52 @@
  * --config 'key=value ...'. The store: --store URL, else $BREAKWATER_STORE,
  * else sqlite:$XDG_STATE_HOME/breakwater/circuits.db (~/.local/state when
  * XDG_STATE_HOME is unset or not absolute), or, in a build without SQLite,
- * shm:breakwater-UID (one per user and host, in shared memory).
+ * shm:breakwater-UID (one per user and host, in shared memory); "@FILE" for
+ * --store or $BREAKWATER_STORE reads the URL from FILE, so that a password
+ * stays off the command line. Every message shows a store URL redacted
+ * (bw_store_url_redact) and every message is escaped (cli_escape).
+ *
+ * Files (a configuration file, a store URL's file) are read by
+ * cli_read_file only: regular files, bounded, and a termination signal
+ * (blocked since main began, so it would not end a read by itself) ends the
+ * read, and the command with 128 + its number.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 
 /* ---- messages ---- */
 
+const char *cli_escape(const char *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (k + 8 > n) { /* room for this byte's escape, "..." and the NUL, or stop */
+            snprintf(buf + k, n - k, "...");
+            return buf;
+        }
+        k += (size_t)snprintf(buf + k, n - k, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+    }
+    buf[k] = 0;
+    return buf;
+}
+
 static void vmsg(const cli *c, const char *fmt, va_list ap)
 {
-    char buf[1024];
+    char buf[1024], shown[4 * sizeof buf];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    fprintf(stderr, "%s%s%s: %s\n", c->prog, c->cmd ? " " : "", c->cmd ? c->cmd : "", buf);
+    fprintf(stderr, "%s%s%s: %s\n", c->prog, c->cmd ? " " : "", c->cmd ? c->cmd : "",
+            cli_escape(buf, shown, sizeof shown));
 }
 
 void cli_err(const cli *c, const char *fmt, ...)
@@ -132,7 +157,7 @@ int cli_global_opt(cli *c, int argc, char **argv, int *i)
         const char *v = cli_optval(c, argc, argv, i, "--store");
         if (!v)
             return -1;
-        c->store_url = v;
+        c->store_spec = v;
         return 1;
     }
     if (cli_is_opt(a, "--config-file")) {
@@ -152,7 +177,7 @@ int cli_global_opt(cli *c, int argc, char **argv, int *i)
     return 0;
 }
 
-/* ---- configuration ---- */
+/* ---- the configuration's pieces ---- */
 
 void cli_env_prefix(const char *name, char *buf, size_t n)
 {
@@ -169,18 +194,136 @@ static int sets_shape(const char *text)
     return text && (strstr(text, "policy=") || strstr(text, "window="));
 }
 
+/* ---- files ---- */
+
+int cli_status(const cli *c, int status)
+{
+    return c->stopped ? 128 + c->stopped : status;
+}
+
+/* A termination signal (TERM, INT, HUP, QUIT: blocked since main began) that is pending: taken, and its number. */
+static int stop_signal(cli *c)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    sigset_t pend;
+    if (sigpending(&pend) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigismember(&pend, sigs[i]) == 1) {
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, sigs[i]);
+            struct timespec zero = {0, 0};
+            siginfo_t si;
+            sigtimedwait(&one, &si, &zero);
+            return c->stopped = sigs[i];
+        }
+    return 0;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    /* O_NONBLOCK: a FIFO without a writer does not stall the open (it is refused below, as any non-file is). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        cli_err(c, "cannot read the %s %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        cli_err(c, "cannot look at the %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cli_err(c, "the %s %s must be a regular file, not %s", what, path, file_kind(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > max) {
+        cli_err(c, "the %s %s is larger than %zu bytes (%lld bytes)", what, path, max, (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    size_t cap = (size_t)st.st_size + 2, got = 0; /* room to see it grew past its size */
+    char *buf = malloc(cap);
+    if (!buf)
+        cli_err(c, "out of memory");
+    while (buf) {
+        if (stop_signal(c)) {
+            cli_err(c, "reading the %s %s: stopped by signal %d", what, path, c->stopped);
+            break;
+        }
+        if (got + 1 == cap) { /* it grew since fstat: read on, up to max + 1 bytes */
+            if (got > max) {
+                cli_err(c, "the %s %s is larger than %zu bytes", what, path, max);
+                break;
+            }
+            size_t ncap = cap * 2 > max + 2 ? max + 2 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                cli_err(c, "out of memory");
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            cli_err(c, "cannot read the %s %s: %s", what, path, strerror(errno));
+            break;
+        }
+        if (n == 0) {
+            close(fd);
+            buf[got] = 0;
+            if (memchr(buf, 0, got)) {
+                cli_err(c, "the %s %s holds a NUL byte: not a text file", what, path);
+                free(buf);
+                return -1;
+            }
+            *out = buf;
+            *len = got;
+            return 0;
+        }
+        got += (size_t)n;
+    }
+    free(buf);
+    close(fd);
+    return -1;
+}
+
+/* ---- configuration ---- */
+
+/* The most bytes a configuration file may hold. */
+#define CONFIG_FILE_MAX ((size_t)1 << 20)
+
 /* Apply a file of settings, line by line, so that an error names its line. */
 static int apply_file(cli *c, bw_config *cfg, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_err(c, "cannot read the configuration file %s: %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    if (cli_read_file(c, path, CONFIG_FILE_MAX, "configuration file", &text, &len) != 0)
         return -1;
-    }
-    char line[4096];
     int no = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    for (char *line = text, *next; line && line < text + len; line = next) {
         no++;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
@@ -189,13 +332,13 @@ static int apply_file(cli *c, bw_config *cfg, const char *path)
             size_t n = strlen(line);
             while (n && isspace((unsigned char)line[n - 1]))
                 line[--n] = 0;
-            cli_err(c, "%s:%d: %s (in '%s')", path, no, e.message, line);
+            cli_err(c, "%s:%d: %s (in '%.200s')", path, no, e.message, line);
             rc = -1;
             break;
         }
         c->config_set |= sets_shape(line);
     }
-    fclose(f);
+    free(text);
     return rc;
 }
 
@@ -275,31 +418,84 @@ static const char *default_store(cli *c, char *dir, size_t n)
     return c->store_buf;
 }
 
+/* The most bytes of a file a store URL is read from (--store @FILE): a URL is at most about 5 KiB. */
+#define STORE_FILE_MAX ((size_t)16 << 10)
+
+/* c->store_url from the file `path` (its trailing newline dropped); 0, or -1 after printing why. */
+static int store_from_file(cli *c, const char *path)
+{
+    size_t len;
+    if (cli_read_file(c, path, STORE_FILE_MAX, "store URL file", &c->store_read, &len) != 0)
+        return -1;
+    while (len && (c->store_read[len - 1] == '\n' || c->store_read[len - 1] == '\r'))
+        c->store_read[--len] = 0;
+    if (len == 0 || memchr(c->store_read, '\n', len)) {
+        cli_err(c, "the store URL file %s must hold one URL on one line, %s", path,
+                len ? "it holds more than one line" : "it holds none");
+        return -1;
+    }
+    c->store_url = c->store_read;
+    return 0;
+}
+
+/* The store's URL, from --store, else BREAKWATER_STORE, else the default (*dir: the directory it needs, or ""). */
+static int resolve_store(cli *c, char *dir, size_t n)
+{
+    dir[0] = 0;
+    const char *env = getenv("BREAKWATER_STORE");
+    const char *spec = c->store_spec ? c->store_spec : env && *env ? env : NULL;
+    if (spec && spec[0] == '@') {
+        if (store_from_file(c, spec + 1) != 0)
+            return -1;
+    } else {
+        c->store_url = spec ? spec : default_store(c, dir, n);
+    }
+    size_t cap = 3 * strlen(c->store_url) + 1; /* room for the whole (store.h) */
+    char *masked = malloc(cap);
+    if (!masked) {
+        cli_err(c, "out of memory");
+        return -1;
+    }
+    bw_store_url_redact(c->store_url, masked, cap);
+    cli_escape(masked, c->store_shown, sizeof c->store_shown);
+    int secret = strcmp(masked, c->store_url) != 0;
+    free(masked);
+    /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). */
+    if (c->store_spec && c->store_spec[0] != '@' && secret)
+        cli_err(c,
+                "warning: --store %s gives a password on the command line, where every user of this host can read "
+                "it (ps): give it in a file only you can read (--store @FILE) or in $BREAKWATER_STORE",
+                c->store_shown);
+    return 0;
+}
+
 int cli_open_store(cli *c, int quiet, bw_error *err)
 {
     char dir[4096] = "";
-    if (!c->store_url) {
-        const char *env = getenv("BREAKWATER_STORE");
-        c->store_url = env && *env ? env : default_store(c, dir, sizeof dir);
+    if (!c->store_url && resolve_store(c, dir, sizeof dir) != 0) {
+        snprintf(err->message, sizeof err->message, "the store URL could not be read");
+        err->code = BW_ESYS;
+        snprintf(c->store_shown, sizeof c->store_shown, "(unread)");
+        return BW_ESYS;
     }
     if (dir[0] && mkdirs(dir) != 0) {
         int e = errno;
         snprintf(err->message, sizeof err->message, "cannot create the directory %.120s: %.60s", dir, strerror(e));
         err->code = BW_ESYS;
         if (!quiet)
-            cli_err(c, "store %s: %s", c->store_url, err->message);
+            cli_err(c, "store %s: %s", c->store_shown, err->message);
         return BW_ESYS;
     }
     int rc = bw_store_open(c->store_url, &c->store, err);
     if (rc != BW_OK && !quiet)
-        cli_err(c, "cannot open the store %s: %s", c->store_url, err->message);
+        cli_err(c, "cannot open the store %s: %s", c->store_shown, err->message);
     return rc;
 }
 
 /* ---- help ---- */
 
 static const char *const usage_text =
-    "usage: breakwater [-v] [--store URL] [--config TEXT] [--config-file PATH] COMMAND [ARGS...]\n"
+    "usage: breakwater [-v] [--store URL|@FILE] [--config TEXT] [--config-file PATH] COMMAND [ARGS...]\n"
     "\n"
     "Circuit breakers for shells, cron and CI: every process that names a circuit\n"
     "shares it through a store.\n"
@@ -319,8 +515,10 @@ static const char *const usage_text =
     "global options (before or after the command):\n"
     "  --store URL          memory:, shm:NAME, sqlite:PATH or redis://HOST (default: $BREAKWATER_STORE,\n"
     "                       else sqlite:$XDG_STATE_HOME/breakwater/circuits.db)\n"
+    "  --store @FILE        the URL read from FILE: a URL with a password belongs there or in\n"
+    "                       $BREAKWATER_STORE (also @FILE), never on the command line (ps shows it)\n"
     "  --config TEXT        settings, e.g. 'failure_rate=0.5 window=time:60s wait=30s'\n"
-    "  --config-file PATH   settings from a file (default: $BREAKWATER_CONFIG)\n"
+    "  --config-file PATH   settings from a regular file of at most 1 MiB (default: $BREAKWATER_CONFIG)\n"
     "  -v, --verbose        say what happens on stderr\n"
     "  --help, --version\n"
     "\n"
@@ -348,6 +546,8 @@ static const struct {
             "  --kill-after DUR     the grace after SIGTERM (default 5s)\n"
             "  --fallback CMD       run CMD (with sh -c) when the circuit rejects; its status is ours.\n"
             "                       It sees BREAKWATER_NAME, BREAKWATER_STATE, BREAKWATER_RETRY_AFTER_MS\n"
+            "  --pass-store         give CMD (and the fallback) BREAKWATER_STORE, the store as given;\n"
+            "                       without it they do not see it (a URL may hold a password)\n"
             "  -v                   report state changes and rejections\n"
             "\n"
             "A signal sent to breakwater (TERM, INT, HUP, QUIT, USR1, USR2) reaches CMD. Death by a\n"
@@ -369,6 +569,7 @@ static const struct {
               "  --timeout DUR        bound each attempt (SIGTERM, then SIGKILL --kill-after later)\n"
               "  --kill-after DUR     the grace after SIGTERM (default 5s)\n"
               "  --failure-exit LIST, --ignore-exit LIST   as for run: which exits are retried\n"
+              "  --pass-store         give CMD BREAKWATER_STORE, the store as given (not by default)\n"
               "  --breaker NAME       run each attempt inside the circuit NAME: a rejection is not\n"
               "                       retried (exit 75), unless --patient\n"
               "  --patient            with --breaker: after a rejection wait exactly retry_after, when\n"
@@ -399,7 +600,8 @@ static const struct {
                 "\n"
                 "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
                 "window counts, consecutive failures, retry_after), or serve it on http://ADDR/metrics\n"
-                "(ADDR: HOST:PORT, numeric IPv4) until interrupted.\n"},
+                "(ADDR: HOST:PORT, numeric IPv4) until interrupted: 16 connections at once, each with\n"
+                "2s to send its request.\n"},
     {"sweep", "usage: breakwater sweep\n"
               "\n"
               "Delete the store's expired entries now; prints how many with -v.\n"},
@@ -414,7 +616,9 @@ void cli_help(FILE *f, const char *cmd)
         for (size_t i = 0; i < sizeof cmd_help / sizeof cmd_help[0]; i++)
             if (strcmp(cmd_help[i].cmd, cmd) == 0) {
                 fputs(cmd_help[i].text, f);
-                fputs("\nglobal options: --store URL, --config TEXT, --config-file PATH, -v (breakwater --help)\n", f);
+                fputs(
+                    "\nglobal options: --store URL|@FILE, --config TEXT, --config-file PATH, -v (breakwater --help)\n",
+                    f);
                 return;
             }
     fputs(usage_text, f);

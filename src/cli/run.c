@@ -20,6 +20,9 @@
  *   of its own, which the signals reach (its children end too) (run_child).
  * - A store that cannot be opened is not fatal: the run goes on with a local
  *   circuit (the library's degradation), saying so once on stderr.
+ * - The child does not get BREAKWATER_STORE (its URL may hold a password)
+ *   unless --pass-store: then it gets the store as breakwater was given it
+ *   (--store's value, "@FILE" included, else the caller's BREAKWATER_STORE).
  */
 #define _GNU_SOURCE /* SI_KERNEL, pipe2 */
 #include <errno.h>
@@ -117,7 +120,8 @@ static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
  * the paths made here, as execvp would, with the environment made here.
  */
 typedef struct prepared {
-    char **envp;  /* environ without BW_CLOCK when main set it (cli.h) */
+    char **envp;  /* environ without BW_CLOCK when main set it (cli.h), and BREAKWATER_STORE as --pass-store says */
+    char *store;  /* "BREAKWATER_STORE=" --store's value, for --pass-store (malloc'd), or NULL */
     char **paths; /* where to look for the command, in PATH's order (NULL-terminated) */
     char **argv;  /* the command's arguments */
     char **sh;    /* "/bin/sh", PATH (set in the child), argv[1..]: a file without #! (ENOEXEC), as execvp */
@@ -130,6 +134,7 @@ static void prepared_free(prepared *x)
             free(*p);
     free(x->paths);
     free(x->envp);
+    free(x->store);
     free(x->sh);
     memset(x, 0, sizeof *x);
 }
@@ -142,11 +147,21 @@ static int prepare(const cli *c, char **argv, int shell, prepared *x)
     size_t n = 0, k = 0;
     while (environ && environ[n])
         n++;
-    if (!(x->envp = malloc((n + 1) * sizeof *x->envp)))
+    if (!(x->envp = malloc((n + 2) * sizeof *x->envp)))
         return -1;
+    /* The store's URL may hold a password: the child gets it only when asked (--pass-store), as it was given. */
+    int keep_store = c->pass_store && !c->store_spec;
     for (size_t i = 0; i < n; i++)
-        if (!(c->clock_env && strncmp(environ[i], "BW_CLOCK=", 9) == 0))
+        if (!(c->clock_env && strncmp(environ[i], "BW_CLOCK=", 9) == 0) &&
+            !(!keep_store && strncmp(environ[i], "BREAKWATER_STORE=", 17) == 0))
             x->envp[k++] = environ[i];
+    if (c->pass_store && c->store_spec) {
+        size_t sz = strlen(c->store_spec) + 18;
+        if (!(x->store = malloc(sz)))
+            return -1;
+        snprintf(x->store, sz, "BREAKWATER_STORE=%s", c->store_spec);
+        x->envp[k++] = x->store;
+    }
     x->envp[k] = NULL;
     static char sh_path[] = "/bin/sh", sh_c[] = "-c";
     if (shell) { /* sh -c TEXT: argv is {TEXT, NULL} */
@@ -409,11 +424,16 @@ static int guard_new(cli *c, const char *name, guard *g)
     memset(g, 0, sizeof *g);
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return EX_USAGE_;
+        return cli_status(c, EX_USAGE_);
     bw_error e;
-    if (cli_open_store(c, 1, &e) != BW_OK)
-        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only", c->store_url,
-                e.message, name);
+    if (cli_open_store(c, 1, &e) != BW_OK) {
+        if (c->stopped) { /* told to stop while reading the store's URL */
+            bw_config_free(cfg);
+            return cli_status(c, EX_UNAVAILABLE_);
+        }
+        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
+                c->store_shown, e.message, name);
+    }
     /* CALL events too, though they are ignored: a breaker with a CALL listener reads the precise clock, so this
        process starts no coarse-clock ticker thread (breaker.h, TIME), which only pays for long-lived processes. */
     int rc = bw_config_set_listener(cfg,
@@ -473,6 +493,10 @@ static int shared_opt(cli *c, int argc, char **argv, int *i, run_opts *o)
         if (!(v = cli_optval(c, argc, argv, i, opt)))
             return -1;
         return parse_codes(c, opt, v, fail ? &o->fail : &o->ignore) == 0 ? 1 : -1;
+    }
+    if (strcmp(a, "--pass-store") == 0) {
+        c->pass_store = 1;
+        return 1;
     }
     if (cli_is_opt(a, "--timeout") || cli_is_opt(a, "--kill-after")) {
         int t = cli_is_opt(a, "--timeout");

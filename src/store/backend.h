@@ -58,6 +58,32 @@ const char *bw__url_opt(const bw__url *u, const char *key);
 int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64_t dflt, int duration, int64_t *out,
                 bw_error *err);
 
+/*
+ * The secrets of a URL (url.c), for every message that shows a URL or may
+ * echo a part of one: what bw_store_url_redact masks (store.h says which
+ * parts, and why so generously). A span is url[at, at + len); `whole` marks
+ * the span of a string that is not a URL at all (no scheme), which only ever
+ * matches as a whole. bw__url_secrets writes the spans in order, merged, at
+ * most max (max >= 1; past that the last one runs to the end of url) and
+ * returns how many.
+ */
+typedef struct bw__url_span {
+    size_t at, len;
+    int whole;
+} bw__url_span;
+#define BW__URL_SPANS_MAX 32
+int bw__url_secrets(const char *url, bw__url_span *out, int max);
+/* url with each secret replaced by "***" into buf (n bytes, NUL-terminated when n > 0); the length of the whole. */
+size_t bw__url_redact(const char *url, char *buf, size_t n);
+/*
+ * Replace in the string s (of an array of n bytes) every occurrence of a
+ * secret of url, and of each piece of one between the delimiters of a URL
+ * (a message may echo a part: libpq reads "u:SEC/RET@h" as host "u", port
+ * "SEC"), with "***"; pieces shorter than 3 bytes are left (too short to
+ * tell from ordinary words). The result is cut to n - 1 bytes.
+ */
+void bw__url_scrub(const char *url, char *s, size_t n);
+
 /* ---- the store's clock ---- */
 
 /* The default clocks of the backends: the kernel's coarse clocks (store.c says why). */

@@ -1,13 +1,15 @@
 /*
- * store.c — the store front end: opening a URL through the scheme table,
- * custom stores, the guard every outside update runs through, close hooks
- * (breakwater/store.h, front.h).
+ * store.c — the store front end: opening a URL through the scheme table (its
+ * errors scrubbed of the URL's secrets, url.c), custom stores, the guard
+ * every outside update runs through, close hooks (breakwater/store.h,
+ * front.h).
  *
  * Locking: `hooks_mu` guards the close-hook list. Everything else of a store is
  * set before bw_store_open returns and read-only after, but the injected clock
  * (an atomic pointer). The backends do their own locking.
  */
 #define _GNU_SOURCE /* CLOCK_MONOTONIC_COARSE */
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -134,10 +136,22 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
     free(u);
     if (rc != BW_OK) {
         store_free(s);
+        if (err) { /* whatever a backend or its library quoted of the URL: never its secrets (url.c) */
+            bw__url_scrub(url, err->message, sizeof err->message);
+            bw__url_scrub(url, err->field, sizeof err->field);
+        }
         return rc;
     }
     *out = s;
     return BW_OK;
+}
+
+int bw_store_url_redact(const char *url, char *buf, size_t n)
+{
+    if (!url || (!buf && n > 0))
+        return BW_EINVAL;
+    size_t len = bw__url_redact(url, buf, n);
+    return len > INT_MAX ? INT_MAX : (int)len;
 }
 
 int bw_store_custom(const bw_store_ops *ops, void *ctx, bw_store **out, bw_error *err)

@@ -10,9 +10,13 @@
  * - BWTEST_SNDBUF=N: every socket accept() returns gets SO_SNDBUF N (the
  *   kernel's buffer then fills with a few kilobytes, as a slow link does, so
  *   that a client that stops reading blocks a send at once).
+ * - BWTEST_SLOW_READ=PATH: every read() of the file PATH waits 20 ms and
+ *   reads at most one byte (a slow file system: reading a large file takes
+ *   long, so a test can signal the command in the middle of it).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -103,4 +107,23 @@ int accept(int fd, struct sockaddr *addr, socklen_t *len)
         setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
     }
     return cfd;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+    ssize_t (*real)(int, void *, size_t) = (ssize_t(*)(int, void *, size_t))next("read");
+    const char *slow = getenv("BWTEST_SLOW_READ");
+    if (slow && !in_child && n > 0) {
+        char link[64], path[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t l = readlink(link, path, sizeof path - 1);
+        if (l > 0) {
+            path[l] = 0;
+            if (strcmp(path, slow) == 0) {
+                usleep(20000);
+                n = 1;
+            }
+        }
+    }
+    return real(fd, buf, n);
 }

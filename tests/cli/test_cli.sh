@@ -260,6 +260,45 @@ if command -v curl >/dev/null 2>&1; then
     url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve")
     curl -s "$url" >"$T/served"
     has "$T/served" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics --serve answers /metrics"
+    # Idle connections (connected, nothing sent) do not delay a scrape: 12 of them made the next scrape wait 61 s
+    # when the server answered one connection at a time, waiting 5 s for each request. Now: at once with 12 (16
+    # slots), within the 2 s request deadline with 20 (more than the slots); an idle one is closed after it.
+    python3 - "$url" >"$T/idle" 2>&1 <<'EOF'
+import socket, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+addr = (u.hostname, u.port)
+def scrape():
+    t0 = time.time()
+    s = socket.create_connection(addr, timeout=120)
+    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    return time.time() - t0, data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data
+for n, bound in ((12, 1.5), (20, 6.0)):
+    idle = [socket.create_connection(addr) for _ in range(n)]
+    time.sleep(0.2)
+    took, ok = scrape()
+    print("idle %d: %s in %.1f s (bound %.1f s)" % (n, "answered" if ok and took < bound else "NOT answered", took, bound))
+    for s in idle:
+        s.close()
+one = socket.create_connection(addr, timeout=20)
+t0 = time.time()
+try:
+    closed = one.recv(1) == b""
+except OSError:
+    closed = True
+took = time.time() - t0
+print("an idle connection %s after %.1f s" % ("closed" if closed and took < 6 else "NOT closed", took))
+EOF
+    has "$T/idle" "idle 12: answered" "metrics --serve: a scrape beside 12 idle connections is answered at once"
+    has "$T/idle" "idle 20: answered" "metrics --serve: a scrape beside 20 idle connections, within the request deadline"
+    has "$T/idle" "an idle connection closed" "metrics --serve closes a connection that sends no request"
     kill -TERM $spid
     wait $spid
     expect $? 0 "metrics --serve ends on SIGTERM"
@@ -317,8 +356,8 @@ for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
 expect $? 0 "metrics of 8 circuits with 187-byte names"
 [ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
 # metrics --serve and a client that asks and never reads (its answer, of those long names, fills the socket
-# buffers, made small as a slow link's): the send gives up after 5 s without progress, the client is dropped,
-# and another client is answered. (Without a bound the server blocked in send forever.)
+# buffers, made small as a slow link's): another client is answered meanwhile, and the send gives up after 5 s
+# without progress, the client dropped. (Without a bound the server blocked in send forever.)
 if [ -n "$PRELOAD" ]; then
     : >"$T/serve2"
     # (env execs breakwater: $! is the server's pid, as a shell function's subshell's would not be)
@@ -327,7 +366,7 @@ if [ -n "$PRELOAD" ]; then
     n=0
     while ! grep -q "serving" "$T/serve2" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
     url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve2")
-    python3 - "$url" >"$T/stuck" 2>&1 <<'EOF'
+    python3 - "$url" "$T/serve2" >"$T/stuck" 2>&1 <<'EOF'
 import socket, sys, time
 from urllib.parse import urlparse
 u = urlparse(sys.argv[1])
@@ -350,6 +389,9 @@ try:
 except socket.timeout:
     pass
 print("answered" if data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data else "no answer")
+t0 = time.time()  # the stuck client, still connected, is dropped 5 s after its last progress
+while time.time() - t0 < 15 and b"dropped" not in open(sys.argv[2], "rb").read():
+    time.sleep(0.1)
 stuck.close()
 EOF
     has "$T/stuck" "^answered" "metrics --serve answers another client after one that never reads"
@@ -394,6 +436,146 @@ expect $? 0 "retry --patient waits out retry_after within --max-time"
 expect $? 75 "retry --patient: a retry_after past --max-time is not waited"
 "$BW" retry --attempts 0 -- true 2>/dev/null
 expect $? 64 "retry: attempts out of range"
+
+# ---- secrets: a store URL's password is shown nowhere, and reaches no child unless asked ----
+# (A store that cannot be opened, through every way of giving its URL; "SECRET" must appear in no output.)
+nosecret() { if grep -q SECRET "$1"; then fail "$2: the password shows: $(grep SECRET "$1" | head -3)"; else ok; fi; }
+"$BW" --store 'redis://:SECRET@127.0.0.1:1?connect_timeout=200ms' status >"$T/out" 2>"$T/err"
+expect $? 69 "a store that cannot be opened: 69"
+nosecret "$T/err" "--store with a password, refused"
+has "$T/err" 'redis://:\*\*\*@127.0.0.1:1' "the URL is shown masked"
+has "$T/err" "warning: --store .* gives a password on the command line" "a password on the command line: warned"
+BREAKWATER_STORE='redis://u:SECRET@127.0.0.1:1?connect_timeout=200ms' "$BW" -v run sec -- true >"$T/out" 2>"$T/err"
+expect $? 0 "BREAKWATER_STORE with a password, refused: runs locally"
+nosecret "$T/err" "BREAKWATER_STORE with a password"
+has "$T/err" 'redis://u:\*\*\*@127.0.0.1:1' "BREAKWATER_STORE: shown masked"
+grep -q "warning: --store" "$T/err" && fail "a password in BREAKWATER_STORE is not on the command line" || ok
+for u in 'redis://:SECRET' 'redis://u:SECRET/x@127.0.0.1' 'redis:u:SECRET@127.0.0.1' 'postgresql://u:SE%zzCRET@h/db' \
+    'postgresql:host=127.0.0.1 port=1 password=SECRET' "postgresql:host=h password='SEC RET" 'SECRET' \
+    'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'memory:?pool=1&SECRET'; do
+    BREAKWATER_STORE="$u" "$BW" -v status >"$T/out" 2>"$T/err"
+    expect $? 69 "a store that cannot be opened ($u): 69"
+    cat "$T/out" >>"$T/err"
+    nosecret "$T/err" "a malformed URL with a password ($u)"
+done
+# A store that opens, whose URL has a part that reads as a password (a file name holding " password="): every
+# command's output, status and -v, shows it masked.
+SECSTORE="sqlite:$T/sec password=SECRET.db"
+"$BW" --version | grep -q sqlite || SECSTORE="shm:bwcli-sec-$$?password=SECRET" # refused: still no password shown
+(
+    export BREAKWATER_STORE="$SECSTORE"
+    "$BW" -v status --table
+    "$BW" -v status --json
+    "$BW" -v run secs -- true
+    "$BW" -v force-open secs
+    "$BW" -v run secs -- true
+    "$BW" -v status --table
+    "$BW" -v metrics
+    "$BW" -v reset secs
+    "$BW" -v sweep
+    "$BW" -v forget secs
+    "$BW" -v retry --breaker secs --attempts 2 --delay 1ms -- false
+) >"$T/out" 2>&1
+nosecret "$T/out" "status, run, verbs, metrics, sweep, retry (-v) on a store whose URL reads as holding a password"
+"$BW" --version | grep -q sqlite && { has "$T/out" "no circuits in sqlite:.*password=\*\*\*" "status shows the URL masked"; }
+# The command run does not get BREAKWATER_STORE, unless --pass-store; then it gets the store as given.
+BREAKWATER_STORE="$STORE" "$BW" run envs -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
+has "$T/out" "store:unset" "run: the child does not get BREAKWATER_STORE"
+BREAKWATER_STORE="$STORE" "$BW" retry --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
+has "$T/out" "store:unset" "retry: the child does not get BREAKWATER_STORE"
+"$BW" force-open envh >/dev/null
+BREAKWATER_STORE="$STORE" "$BW" run envh --fallback 'echo "store:${BREAKWATER_STORE-unset}"' -- true >"$T/out" 2>/dev/null
+has "$T/out" "store:unset" "run --fallback: the fallback does not get BREAKWATER_STORE"
+"$BW" forget envh
+BREAKWATER_STORE="$STORE" "$BW" run envs --pass-store -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
+has "$T/out" "store:$STORE\$" "run --pass-store: the child gets BREAKWATER_STORE"
+printf '%s\n' "$STORE" >"$T/store.url"
+chmod 600 "$T/store.url"
+env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" retry --pass-store --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
+has "$T/out" "store:@$T/store.url\$" "retry --pass-store with --store @FILE: the child gets @FILE, not the URL"
+# --store @FILE: the URL read from a file (its newline dropped), and the same store as the URL itself.
+"$BW" force-open viafile >/dev/null
+env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" status viafile --json >"$T/out"
+has "$T/out" '"state":"forced_open"' "--store @FILE opens the store the file names"
+BREAKWATER_STORE="@$T/store.url" "$BW" status viafile --json >"$T/out"
+has "$T/out" '"state":"forced_open"' "BREAKWATER_STORE=@FILE too"
+"$BW" forget viafile
+printf 'memory:\nmemory:\n' >"$T/two.url"
+"$BW" --store "@$T/two.url" status 2>"$T/err"
+expect $? 69 "--store @FILE of two lines"
+has "$T/err" "one URL on one line" "--store @FILE of two lines: says so"
+"$BW" --store "@$T/no-such-file" status 2>"$T/err"
+expect $? 69 "--store @FILE missing"
+has "$T/err" "cannot read the store URL file" "--store @FILE missing: says so"
+mkfifo "$T/store.fifo"
+timeout -k 2 10 "$BW" --store "@$T/store.fifo" status 2>"$T/err"
+expect $? 69 "--store @FIFO without a writer: refused, no wait"
+has "$T/err" "must be a regular file, not a FIFO" "--store @FIFO: says why"
+
+# ---- files: regular, bounded, and a termination signal ends their read ----
+for f in /dev/zero "$T" "$T/store.fifo"; do
+    t0=$(date +%s)
+    timeout -k 2 10 "$BW" --config-file "$f" run cf -- true 2>"$T/err"
+    expect $? 64 "--config-file $f: refused"
+    [ $(($(date +%s) - t0)) -lt 5 ] && ok || fail "--config-file $f took $(($(date +%s) - t0)) s"
+    has "$T/err" "must be a regular file, not" "--config-file $f: says why"
+done
+head -c 1048577 /dev/zero | tr '\0' '#' >"$T/big.conf"
+"$BW" --config-file "$T/big.conf" run cf -- true 2>"$T/err"
+expect $? 64 "--config-file past 1 MiB: refused"
+has "$T/err" "larger than 1048576 bytes" "--config-file past 1 MiB: says the bound"
+head -c 1048576 /dev/zero | tr '\0' '#' >"$T/max.conf"
+"$BW" --config-file "$T/max.conf" run cf -- true
+expect $? 0 "--config-file of exactly 1 MiB"
+printf 'wait=1s\n\000\n' >"$T/nul.conf"
+"$BW" --config-file "$T/nul.conf" run cf -- true 2>"$T/err"
+expect $? 64 "--config-file with a NUL byte: refused"
+BREAKWATER_CONFIG=/dev/zero timeout -k 2 10 "$BW" run cf -- true 2>/dev/null
+expect $? 64 "BREAKWATER_CONFIG=/dev/zero: refused"
+# A slow file (preload.c: 20 ms a byte): SIGTERM in the middle of its read ends the command, with 128 + 15.
+if [ -n "$PRELOAD" ]; then
+    seq 1 20000 | sed 's/^/# /' >"$T/slow.conf"
+    env BWTEST_SLOW_READ="$T/slow.conf" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" --config-file "$T/slow.conf" run cf -- touch "$T/ran-slow" 2>"$T/err" &
+    pid=$!
+    sleep 1
+    kill -TERM $pid
+    n=0
+    while kill -0 $pid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    if kill -0 $pid 2>/dev/null; then
+        fail "SIGTERM did not end the read of a slow configuration file"
+        kill -KILL $pid
+    fi
+    wait $pid
+    expect $? 143 "SIGTERM during the read of a configuration file: 128 + 15"
+    [ ! -e "$T/ran-slow" ] && ok || fail "the command ran after SIGTERM"
+    seq 1 2000 | sed 's/^/x/' | tr -d '\n' >"$T/slow.url" # 8.9 KB (at most 16 KiB): 3 minutes at 20 ms a byte
+    env -u BREAKWATER_STORE BWTEST_SLOW_READ="$T/slow.url" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" --store "@$T/slow.url" status 2>"$T/err" &
+    pid=$!
+    sleep 1
+    kill -INT $pid
+    n=0
+    while kill -0 $pid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    if kill -0 $pid 2>/dev/null; then
+        fail "SIGINT did not end the read of a slow store URL file"
+        kill -KILL $pid
+    fi
+    wait $pid
+    expect $? 130 "SIGINT during the read of a store URL file: 128 + 2"
+fi
+
+# ---- messages escape control bytes ----
+"$BW" run "$(printf 'esc\033]0;x\007name')" -- true 2>"$T/err"
+expect $? 64 "a name with ESC and BEL"
+grep -q "$(printf '\033')" "$T/err" && fail "run wrote a raw ESC to stderr" || ok
+grep -q "$(printf '\007')" "$T/err" && fail "run wrote a raw BEL to stderr" || ok
+has "$T/err" 'esc\\x1b]0;x\\x07name' "run's rejection shows the name escaped"
+"$BW" run esc -- "$(printf 'cmd\033[2J')" 2>"$T/err"
+grep -q "$(printf '\033')" "$T/err" && fail "a command name's ESC reached stderr" || ok
+has "$T/err" 'cannot run cmd\\x1b\[2J' "the command's name escaped"
+"$BW" --config-file "$(printf '%s/no\033[2Jfile' "$T")" run esc -- true 2>"$T/err"
+grep -q "$(printf '\033')" "$T/err" && fail "a file name's ESC reached stderr" || ok
+"$BW" --store "$(printf 'bogus\033[2J:x')" status 2>"$T/err"
+grep -q "$(printf '\033')" "$T/err" && fail "a store URL's ESC reached stderr" || ok
 
 # ---- a store that cannot be opened: the command still runs, protected locally ----
 "$BW" --store "sqlite:/proc/no/such/dir/c.db" run local -- sh -c "echo ran > '$T/local'" 2>"$T/err"

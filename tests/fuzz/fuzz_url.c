@@ -18,7 +18,13 @@
  * - bw__url_opt finds each key's value and nothing for a key not given;
  * - bw__url_int answers the default for an absent key, never a value outside
  *   [lo, hi], and for a plain decimal number exactly what range says;
- * - bw_store_open agrees with the parser about a URL that does not parse.
+ * - bw_store_open agrees with the parser about a URL that does not parse;
+ * - a secret never shows: the input with a password put in (as a userinfo's,
+ *   "scheme://u:SECRET@...", as an option, "...&password=SECRET", and as
+ *   one that held a '&', "...&password=x&SECRET") is
+ *   masked by bw_store_url_redact, and no error of bw_store_open (message or
+ *   field) holds it; and the redacted text of any input fits the bound
+ *   store.h gives (3 * strlen + 1) and is what its return value says.
  * Built as a fuzzer with clang (-DBW_FUZZ=ON); without it, replay.c drives the
  * checked-in corpus (tests/fuzz/corpus/url/) under ctest.
  */
@@ -148,7 +154,7 @@ static void check_parsed(const char *text, const bw__url *u)
  * option the backend does not take (bw_store_open refuses those before the
  * backend runs).
  */
-static void maybe_open(const char *text, int parsed, const bw__url *u, const bw_error *parse_err)
+static void maybe_open(const char *text, int parsed, const bw__url *u, const bw_error *parse_err, const char *secret)
 {
     const bw__backend *b = parsed ? present_backend(u->scheme) : NULL;
     int unknown_opt = -1;
@@ -167,18 +173,82 @@ static void maybe_open(const char *text, int parsed, const bw__url *u, const bw_
     int rc = bw_store_open(text, &s, &e);
     if (rc != BW_OK) {
         check_error(&e, rc);
+        REQUIRE(!secret || (!strstr(e.message, secret) && !strstr(e.field, secret)));
         REQUIRE(s == NULL);
+        /* The field bw_store_open names, scrubbed of the URL's secrets as its error is (a key may equal one). */
+        char want[sizeof e.field];
+        const char *field = !parsed ? parse_err->field : unknown_opt >= 0 ? u->opt[unknown_opt].key : "scheme";
+        snprintf(want, sizeof want, "%s", field);
+        bw__url_scrub(text, want, sizeof want);
         if (!parsed) /* the same parser: the same answer */
-            REQUIRE(rc == parse_err->code && strcmp(e.field, parse_err->field) == 0);
+            REQUIRE(rc == parse_err->code && strcmp(e.field, want) == 0);
         else if (unknown_opt >= 0)
-            REQUIRE(rc == BW_EINVAL && strcmp(e.field, u->opt[unknown_opt].key) == 0);
+            REQUIRE(rc == BW_EINVAL && strcmp(e.field, want) == 0);
         else if (!b)
-            REQUIRE((rc == BW_EINVAL || rc == BW_ESTATE) && strcmp(e.field, "scheme") == 0);
+            REQUIRE((rc == BW_EINVAL || rc == BW_ESTATE) && strcmp(e.field, want) == 0);
         return;
     }
     REQUIRE(parsed && b && strcmp(b->scheme, "memory") == 0 && s != NULL);
     REQUIRE(strcmp(bw_store_scheme(s), "memory") == 0);
     bw_store_close(s);
+}
+
+#define SECRET "Zq7xSECRETk9"
+
+/* The redacted text of text: within the documented bound, its length the one returned; malloc'd (NULL: none). */
+static char *redacted(const char *text)
+{
+    size_t cap = 3 * strlen(text) + 1;
+    char *r = malloc(cap);
+    if (!r)
+        return NULL;
+    int n = bw_store_url_redact(text, r, cap);
+    REQUIRE(n >= 0 && (size_t)n == strlen(r) && (size_t)n < cap);
+    REQUIRE(bw_store_url_redact(text, NULL, 0) == n);
+    return r;
+}
+
+/* Open text if that creates nothing (maybe_open), with the checks of a URL that parsed or did not. */
+static void check_open(const char *text, const char *secret)
+{
+    bw__url *u = malloc(sizeof *u);
+    if (!u)
+        return;
+    bw_error e;
+    poison(&e);
+    int rc = bw__url_parse(text, u, &e);
+    REQUIRE(rc == BW_OK || !strstr(e.message, secret));
+    maybe_open(text, rc == BW_OK, u, &e, secret);
+    free(u);
+}
+
+/* The input with SECRET put in as a password, two ways: never shown. */
+static void check_secret(const char *text)
+{
+    if (strstr(text, "Zq7x"))
+        return; /* the input holds the marker itself */
+    size_t n = strlen(text);
+    char *v = malloc(n + 64);
+    if (!v)
+        return;
+    const char *colon = strchr(text, ':');
+    size_t sl = colon ? (size_t)(colon - text) : 0;
+    const char *rest = colon ? colon + 1 : text;
+    if (strncmp(rest, "//", 2) == 0)
+        rest += 2;
+    snprintf(v, n + 64, "%.*s://u:" SECRET "@%s", (int)(sl ? sl : 1), sl ? text : "x", rest);
+    char *r = redacted(v);
+    REQUIRE(!r || !strstr(r, SECRET));
+    free(r);
+    check_open(v, SECRET);
+    for (int cut = 0; cut < 2; cut++) { /* the value whole, or cut by a '&' it held */
+        snprintf(v, n + 64, "%s%spassword=%s" SECRET, text, strchr(text, '?') ? "&" : "?", cut ? "x&" : "");
+        r = redacted(v);
+        REQUIRE(!r || !strstr(r, SECRET));
+        free(r);
+        check_open(v, SECRET);
+    }
+    free(v);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -204,8 +274,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int named = strcmp(e.field, "url") == 0 || strcmp(e.field, "scheme") == 0 || strcmp(e.field, "path") == 0;
         REQUIRE(named || (e.field[0] && strstr(text, e.field) != NULL)); /* else a key given twice */
     }
-    maybe_open(text, rc == BW_OK, u, &e);
+    maybe_open(text, rc == BW_OK, u, &e, NULL);
     free(u);
+    free(redacted(text));
+    check_secret(text);
     free(text);
     return 0;
 }

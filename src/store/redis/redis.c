@@ -232,15 +232,15 @@ static int parse_hostport(rd *r, const char *s, size_t n, bw_error *err)
     for (size_t i = 0; i < hl; i++)
         if (!host_char(h[i], bracketed))
             return bw__fail(err, BW_EINVAL, "host",
-                            "redis: the host may hold letters, digits, '.', '-' and '_' (and ':' inside [ ]), got "
-                            "'%.*s'",
-                            (int)(hl < 60 ? hl : 60), h);
+                            "redis: the host may hold letters, digits, '.', '-' and '_' (and ':' inside [ ]), "
+                            "byte %zu of its %zu is another (not quoted: it may be a password missing its '@')",
+                            i + 1, hl);
     memcpy(r->host, h, hl);
     r->port = 6379;
     if (rl > 0) {
-        if (rest[0] != ':' || !all_digits(rest + 1, rl - 1))
-            return bw__fail(err, BW_EINVAL, "port", "redis: the port must be a whole number in [1, 65535], got '%.*s'",
-                            (int)(rl < 20 ? rl : 20), rest);
+        if (rest[0] != ':' || !all_digits(rest + 1, rl - 1)) /* not quoted: it may be a password missing its '@' */
+            return bw__fail(err, BW_EINVAL, "port",
+                            "redis: the port must be a whole number in [1, 65535], got something else");
         long p = strtol(rest + 1, NULL, 10);
         if (p < 1 || p > 65535)
             return bw__fail(err, BW_EINVAL, "port", "redis: the port must be a whole number in [1, 65535], got %ld", p);
@@ -255,8 +255,7 @@ static int parse_path(rd *r, const char *path, bw_error *err)
     if (strncmp(path, "//", 2) != 0)
         return bw__fail(err, BW_EINVAL, "path",
                         "redis: the URL must be redis://[user:password@]host[:port][/db] or "
-                        "redis://[/db]?socket=/path, got 'redis:%.60s'",
-                        path);
+                        "redis://[/db]?socket=/path, got no '//' after 'redis:'");
     const char *a = path + 2;
     size_t an = strcspn(a, "/");
     const char *at = NULL;
@@ -277,8 +276,10 @@ static int parse_path(rd *r, const char *path, bw_error *err)
         size_t dn = strlen(d + 1);
         long long v = all_digits(d + 1, dn) ? strtoll(d + 1, NULL, 10) : -1;
         if (v < 0 || v > INT32_MAX)
-            return bw__fail(err, BW_EINVAL, "db", "redis: the db must be a whole number in [0, %d], got '%.20s'",
-                            INT32_MAX, d + 1);
+            return bw__fail(err, BW_EINVAL, "db",
+                            "redis: the db (after the host's '/') must be a whole number in [0, %d], got %s "
+                            "(not quoted: it may be the end of a password holding a '/')",
+                            INT32_MAX, all_digits(d + 1, dn) ? "a larger one" : "something else");
         r->db = (int)v;
     }
     return BW_OK;
