@@ -13,7 +13,11 @@
  * unaffected), a stopped server (SIGSTOP: postmaster and backends) failing
  * calls within the timeout, then answering again after SIGCONT, and a server
  * stopped as a crash would under load and started again (the store
- * reconnects, the circuits survive). Run by ctest under
+ * reconnects, the circuits survive); through a fault proxy
+ * (support/faultproxy.h), every call within its timeout: on a blackholed
+ * server (reconnects included), on a link too slow to connect within one
+ * call (the next call goes on with the connection), against statements
+ * answered in 80 ms while another client writes the row. Run by ctest under
  * tests/support/with_postgres.sh, whose server it talks to ($BW_TEST_PORT),
  * stops ($BW_TEST_SERVER_PID) and restarts ($BW_TEST_PG_RESTART).
  */
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "faultproxy.h"
 #include "scan_pages.h"
 #include "entries.h"
 #include "base/systime.h"
@@ -623,6 +628,177 @@ static void test_restart(void)
     bw_store_close(s);
 }
 
+/* ---- every call bounded by its timeout (through support/faultproxy.h) ---- */
+
+#define SLACK_MS 400 /* a loaded 2-CPU machine's scheduler, a sanitizer */
+
+/* A store of table `table` through the proxy px, with `opts`; NULL (and a failed check) when it cannot open. */
+static bw_store *open_via(faultproxy *px, const char *table, const char *opts)
+{
+    char u[300];
+    snprintf(u, sizeof u, "postgresql://postgres@127.0.0.1:%d/postgres?table=%s&%s", faultproxy_port(px), table, opts);
+    return open_ok(u);
+}
+
+/* entry_put until it works, at most ms (a loaded machine may stall the server past a short timeout). */
+static int put_until(bw_store *s, int64_t value, int64_t ms, int64_t *longest, int *unfinished)
+{
+    bw_error e = {0, "", ""};
+    int rc = BW_ESYS;
+    for (int64_t t1 = bw__mono_now(); rc != BW_OK && bw__mono_now() - t1 < ms * MS;) {
+        int64_t t0 = bw__mono_now();
+        rc = entry_put(s, "k", value, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        if (longest && took > *longest)
+            *longest = took;
+        if (unfinished && rc == BW_ETIMEDOUT && strstr(e.message, "the next call goes on with it"))
+            ++*unfinished;
+        if (rc != BW_OK) {
+            struct timespec ts = {0, 5 * MS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
+}
+
+/*
+ * A blackholed server (the proxy swallows every byte both ways, accepting
+ * connections): every call returns within its timeout (100 ms) though
+ * connect_timeout is 1 s, the calls that reconnect included; once the proxy
+ * passes again, the store answers again.
+ */
+static void test_blackhole(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "hole", "timeout=100ms&connect_timeout=1s");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL));
+        faultproxy_blackhole(px);
+        long accepted = faultproxy_accepted(px);
+        int64_t longest = 0;
+        int calls = 0, ok = 0;
+        for (int64_t t1 = bw__mono_now(); bw__mono_now() - t1 < 2500 * MS; calls++) {
+            int64_t t0 = bw__mono_now();
+            ok += entry_put(s, "k", 2, 64, BW_STORE_NEVER, NULL) == BW_OK;
+            int64_t took = bw__mono_now() - t0;
+            longest = took > longest ? took : longest;
+            struct timespec ts = {0, 5 * MS};
+            nanosleep(&ts, NULL);
+        }
+        long reconnects = faultproxy_accepted(px) - accepted;
+        printf("# blackholed: %d calls, the longest %lld ms, %ld reconnects tried\n", calls, (long long)(longest / MS),
+               reconnects);
+        CHECK_INT(ok, 0);
+        CHECK(reconnects >= 1); /* the bound held for calls that reconnect too */
+        if (longest > (100 + SLACK_MS) * MS)
+            H_FAIL("a call on a blackholed server took %lld ms, more than its timeout (100 ms) + %d ms",
+                   (long long)(longest / MS), SLACK_MS);
+        faultproxy_pass(px);
+        CHECK_OK(put_until(s, 3, 5000, NULL, NULL));
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
+/*
+ * A slow link (the proxy delays every chunk 20 ms each way): a statement (40
+ * ms) fits a call's timeout (100 ms), a new connection (its round trips and
+ * the session's set-up) does not. The connection is reset: the calls that
+ * reconnect fail within their timeout, each going on with the connection the
+ * last one left, and the store gets connected again.
+ */
+static void test_slow_reconnect(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "slowlink", "timeout=100ms&connect_timeout=5s&pool=1");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL));
+        faultproxy_delay(px, 20);
+        faultproxy_reset(px);
+        int64_t longest = 0, t0 = bw__mono_now();
+        int unfinished = 0;
+        int rc = put_until(s, 2, 20000, &longest, &unfinished);
+        printf("# a slow link: connected again after %lld ms, %d calls going on with a connection being made, the "
+               "longest call %lld ms\n",
+               (long long)((bw__mono_now() - t0) / MS), unfinished, (long long)(longest / MS));
+        CHECK_OK(rc);
+        if (longest > (100 + SLACK_MS) * MS)
+            H_FAIL("a call took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(longest / MS), SLACK_MS);
+        faultproxy_pass(px);
+        CHECK_INT(entry_get(s, "k"), 2);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
+/* Another client writing row `name` of `table` again and again (a fresh version each time), until told to stop. */
+typedef struct writer {
+    const char *table, *name;
+    atomic_int stop;
+    long writes;
+} writer;
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    PGconn *c = raw();
+    char q[200];
+    snprintf(q, sizeof q, "UPDATE %s SET version = DEFAULT WHERE name = '%s'", w->table, w->name);
+    while (!atomic_load(&w->stop)) {
+        PGresult *r = PQexec(c, q);
+        PQclear(r);
+        w->writes++;
+    }
+    PQfinish(c);
+    return NULL;
+}
+
+/*
+ * Statements answered in 80 ms (the proxy delays each way 40 ms) while
+ * another client writes the row all the time: every compare-and-set of an
+ * update is a conflict, and the update gives up within its timeout (100 ms).
+ */
+static void test_slow_conflicts(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "slowrace", "timeout=100ms&connect_timeout=1s&pool=1");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL)); /* the store has seen the row */
+        writer w = {"slowrace", "k", 0, 0};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, writer_main, &w) == 0);
+        faultproxy_delay(px, 40);
+        struct timespec ts = {0, 50 * MS};
+        nanosleep(&ts, NULL);
+        bw_error e = {0, "", ""};
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        atomic_store(&w.stop, 1);
+        pthread_join(th, NULL);
+        printf("# an update against 80 ms statements and another writer: %s after %lld ms (%s); %ld writes by the "
+               "other\n",
+               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", w.writes);
+        CHECK_INT(rc, BW_ETIMEDOUT);
+        if (took > (100 + SLACK_MS) * MS)
+            H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -644,6 +820,9 @@ int main(void)
     RUN(test_locked_row);
     RUN(test_stopped_server);
     RUN(test_scan_pages_bounded);
+    RUN(test_blackhole);
+    RUN(test_slow_reconnect);
+    RUN(test_slow_conflicts);
     RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }

@@ -7,8 +7,11 @@
  * a value breakwater did not write read as absent, and a stopped server
  * (SIGSTOP) failing calls within the timeout, then answering again after
  * SIGCONT; an update costs one round trip when the store has seen the key's
- * value, and a value another client changed since is only a conflict. Run by ctest under tests/support/with_redis.sh,
- * whose server it talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
+ * value, and a value another client changed since is only a conflict; on a
+ * fake server of its own (support/fakeredis.h), an update against conflicts
+ * answered in 80 ms giving up within its timeout. Run by ctest under
+ * tests/support/with_redis.sh, whose server it talks to ($BW_TEST_PORT) and
+ * stops ($BW_TEST_SERVER_PID).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hiredis/hiredis.h>
@@ -20,6 +23,7 @@
 
 #include "harness.h"
 #include "entries.h"
+#include "fakeredis.h"
 #include "base/systime.h"
 #include "store/front.h"
 
@@ -285,6 +289,54 @@ static void test_stopped_server(void)
     bw_store_close(s);
 }
 
+/* ---- a slow server (support/fakeredis.h): every call bounded by its timeout ---- */
+
+#define SLACK_MS 400 /* a loaded 2-CPU machine's scheduler, a sanitizer */
+
+/*
+ * A server answering every script in 80 ms, each compare-and-set with a
+ * conflict (other clients writing the key, say): a stored call's update (after
+ * its read, as a stored acquire then settle does) gives up within its timeout
+ * (100 ms), with BW_ETIMEDOUT, however many races it could still run.
+ */
+static void test_slow_conflicts(void)
+{
+    fakeredis fr;
+    if (fakeredis_start(&fr) != 0) {
+        H_FAIL("fakeredis_start failed");
+        return;
+    }
+    char conflict[100];
+    int n = snprintf(conflict, sizeof conflict, "*3\r\n$10\r\n%ld\r\n$1\r\n0\r\n$9\r\n", (long)time(NULL));
+    memcpy(conflict + n,
+           "\x7f\xff\xff\xff\xff\xff\xff\xff"
+           "A\r\n",
+           11); /* a value: BW_STORE_NEVER, 'A' */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
+    char u[200];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=100ms&connect_timeout=1s", fr.port);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    int64_t now;
+    bw_store_entry out;
+    int found;
+    if (s)
+        CHECK_OK(bw__store_try_read(s, "k", &now, &out, &found)); /* the acquire: the store has seen k */
+    if (s) {
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        printf("# an update after a read, against 80 ms conflicts: %s after %lld ms (%s); %ld commands answered\n",
+               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", atomic_load(&fr.commands));
+        CHECK_INT(rc, BW_ETIMEDOUT);
+        if (took > (100 + SLACK_MS) * MS)
+            H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
+        bw_store_close(s);
+    }
+    fakeredis_stop(&fr);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -301,5 +353,6 @@ int main(void)
     RUN(test_cached_update);
     RUN(test_fork);
     RUN(test_stopped_server);
+    RUN(test_slow_conflicts);
     return TEST_SUMMARY();
 }

@@ -1,6 +1,7 @@
 /*
  * redis.c — the redis:// store: processes on any number of hosts share
- * circuits through one Redis server (hiredis, blocking contexts).
+ * circuits through one Redis server (hiredis, non-blocking contexts waited
+ * on with poll()).
  *
  * Design notes
  * - URL: redis://[user:password@]host[:port][/db] or, for a unix socket,
@@ -13,8 +14,8 @@
  * - An entry is one Redis string under prefix + store key: 8 bytes of
  *   expires_at (big-endian, on the store's clock), then the entry's data. A
  *   value of any other length reads as absent (breakwater replaces it).
- *   Store keys only ever travel as arguments (redisCommandArgv, binary-safe),
- *   never inside a script's source.
+ *   Store keys only ever travel as arguments (redisAppendCommandArgv,
+ *   binary-safe), never inside a script's source.
  * - The store's clock is the server's TIME (one clock for every client),
  *   returned by the same script that reads the entries; a test may inject its
  *   own clock (bw_store_set_clock), which is then read after the reply.
@@ -38,8 +39,8 @@
  *   answers the new value and TIME, and fn runs again on them (so fn may run
  *   more than once; the last run's verdict is the one applied); from the
  *   second conflict on, after a random pause (at most 4 ms) and a fresh read.
- *   It gives up with BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10)
- *   times `timeout` has passed since it began (1 s by default). Scripts run by EVALSHA (their SHA1 from
+ *   It goes on until its deadline (below): then it gives up with
+ *   BW_ETIMEDOUT, saying how many races it lost. Scripts run by EVALSHA (their SHA1 from
  *   SCRIPT LOAD at open), falling back to EVAL when the server answers
  *   NOSCRIPT (a restart, SCRIPT FLUSH).
  * - Expiry is the server's: a PUT sets PX to the entry's remaining lifetime
@@ -48,17 +49,23 @@
  *   (it deletes nothing and says so). With an injected clock the PX is the
  *   remaining lifetime on that clock plus an hour (a test's manual clock does
  *   not follow real time: the expiry check stays client-side).
- * - Deadlines: connecting waits at most connect_timeout; a call's wait for a
- *   free connection of the pool and its commands share one deadline, timeout
- *   from its start (each command's SO_RCVTIMEO/SO_SNDTIMEO, through
- *   redisSetTimeout, is the time left: the pool's bound()); a conflict (the server
- *   answers, another client wrote) extends it up to CONTENTION times timeout. A connection that failed (a timeout, an
- * I/O or protocol error) is dropped with every idle connection of the pool (they lead to the same server), and for a
- * backoff (10 ms doubling to 1 s, reset by a success) calls fail at once with the last error instead of waiting again.
- * A write whose reply timed out may still have been applied by the server.
+ * - Deadlines: a call's wait for a free connection of the pool, a
+ *   reconnect, and every command and retry share one deadline, `timeout`
+ *   from its start (the pool's). Contexts are non-blocking: each wait is a
+ *   poll() on the socket until that deadline (roundtrip), and no command is
+ *   sent once it passed (bw__netpool_check). A connect waits at most
+ *   connect_timeout and the call's deadline, whichever comes first (so a
+ *   reconnect is one TCP connect plus AUTH and SELECT when set: a round trip
+ *   each, within the call's timeout); at open, connect_timeout bounds the
+ *   connect and the SCRIPT LOADs. A connection that failed (a timeout, an I/O
+ *   or protocol error) is dropped with every idle connection
+ *   of the pool (they lead to the same server), and for a backoff (10 ms
+ *   doubling to 1 s, reset by a success) calls fail at once with the last
+ *   error instead of waiting again. A write whose reply timed out may still
+ *   have been applied by the server.
  * - The pool is the store layer's for network backends (store/netpool.h): this
- *   file registers how a context is made (connect_one), closed and given a
- *   socket timeout, and the pool does the rest (slots, deadlines, backoff).
+ *   file registers how a context is made (connect_one) and closed, and the
+ *   pool does the rest (slots, deadlines, backoff).
  *
  * Locking
  * - The pool's mutex (store/netpool.h) guards which slot is busy, its context
@@ -81,7 +88,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "base/hash.h"
@@ -94,9 +102,7 @@
 #define PREFIX_MAX 100 /* bytes of the key prefix */
 #define SOCKET_MAX 107 /* bytes of a unix socket path (sun_path) */
 #define POOL_MAX BW__NETPOOL_MAX
-#define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
-#define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
-#define HEAD 8        /* expires_at before the data */
+#define HEAD 8                                        /* expires_at before the data */
 #define KEY_MAX (PREFIX_MAX + BW__STORE_KEY_MAX)      /* prefix + store key */
 #define INJECTED_SLACK_MS ((int64_t)3600 * 1000)      /* see the design notes */
 #define PX_MAX_MS ((int64_t)100 * 366 * 86400 * 1000) /* a lifetime's PX, at most ~100 years */
@@ -326,12 +332,6 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
 
 /* ---- connections ---- */
 
-static struct timeval tv_of(int64_t ns)
-{
-    struct timeval tv = {(time_t)(ns / BW_NS_PER_S), (suseconds_t)(ns % BW_NS_PER_S / 1000)};
-    return tv;
-}
-
 static const char *where(const rd *r, char *buf, size_t n)
 {
     if (r->sock[0])
@@ -341,31 +341,51 @@ static const char *where(const rd *r, char *buf, size_t n)
     return buf;
 }
 
-/* The error of a context that failed (it is unusable now): BW_ETIMEDOUT for a timeout, else BW_ESYS. */
-static int ctx_fail(const rd *r, const redisContext *c, int saved_errno, const char *what, bw_error *err)
+/*
+ * Send the command appended to c and read its reply by `deadline` (every
+ * wait a poll() on the socket: the context is non-blocking). The reply, or
+ * NULL with *err filled and *broken set (c failed, or is out of step with the
+ * server: it is dropped).
+ */
+static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, const char *what, int *broken,
+                             bw_error *err)
 {
-    char w[140];
-    const char *msg = c ? c->errstr : "out of memory";
-    int timed = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
-                strstr(msg, "timed out") || strstr(msg, "temporarily unavailable");
-    if (timed)
-        return bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time (%s)", what, where(r, w, sizeof w),
-                        msg);
-    return bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, where(r, w, sizeof w), msg);
+    void *rep = NULL;
+    int w = 1, done = 0;
+    while (w > 0 && redisBufferWrite(c, &done) == REDIS_OK && !done)
+        w = bw__netpool_wait(c->fd, 1, deadline);
+    int e = errno;
+    while (w > 0 && !c->err && redisGetReplyFromReader(c, &rep) == REDIS_OK && !rep) {
+        w = bw__netpool_wait(c->fd, 0, deadline);
+        e = errno;
+        if (w > 0)
+            redisBufferRead(c);
+    }
+    if (rep)
+        return rep;
+    *broken = 1;
+    char wh[140];
+    where(r, wh, sizeof wh);
+    if (w == 0)
+        bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time", what, wh);
+    else if (w < 0)
+        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh, strerror(e));
+    else
+        bw__fail(err, c->err == REDIS_ERR_OOM ? BW_ENOMEM : BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh,
+                 c->errstr);
+    return NULL;
 }
 
-/* A command on c: the reply, or NULL with *err filled (and c unusable when *broken). */
-static redisReply *command(const rd *r, redisContext *c, int argc, const char **argv, const size_t *len,
-                           const char *what, int *broken, bw_error *err)
+/* A command on c, by `deadline`: as roundtrip. */
+static redisReply *command(const rd *r, redisContext *c, int64_t deadline, int argc, const char **argv,
+                           const size_t *len, const char *what, int *broken, bw_error *err)
 {
-    errno = 0;
-    redisReply *rep = redisCommandArgv(c, argc, argv, len);
-    int e = errno;
-    if (!rep) {
+    if (redisAppendCommandArgv(c, argc, argv, len) != REDIS_OK) {
         *broken = 1;
-        ctx_fail(r, c, e, what, err);
+        bw__fail(err, BW_ENOMEM, "", "out of memory");
+        return NULL;
     }
-    return rep;
+    return roundtrip(r, c, deadline, what, broken, err);
 }
 
 /* Fail with the server's error reply (the connection stays usable). */
@@ -376,13 +396,13 @@ static int reply_fail(const redisReply *rep, const char *what, bw_error *err)
 }
 
 /* A command whose reply must be +OK (AUTH, SELECT). */
-static int command_ok(const rd *r, redisContext *c, int argc, const char **argv, const char *what, int *broken,
-                      bw_error *err)
+static int command_ok(const rd *r, redisContext *c, int64_t deadline, int argc, const char **argv, const char *what,
+                      int *broken, bw_error *err)
 {
     size_t len[3];
     for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
-    redisReply *rep = command(r, c, argc, argv, len, what, broken, err);
+    redisReply *rep = command(r, c, deadline, argc, argv, len, what, broken, err);
     if (!rep)
         return err ? err->code : BW_ESYS;
     int rc = rep->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rep, what, err);
@@ -390,37 +410,46 @@ static int command_ok(const rd *r, redisContext *c, int argc, const char **argv,
     return rc;
 }
 
-/* A new connection: connected, deadlines set, authenticated, its db selected. */
-static int connect_one(void *backend, void **out, bw_error *err)
+/*
+ * A new connection, made by `until` (`limit` names that bound in messages):
+ * connected (non-blocking), authenticated, its db selected. *out, or an error with nothing made.
+ */
+static int connect_ctx(const rd *r, int64_t until, const char *limit, redisContext **out, bw_error *err)
 {
-    rd *r = backend;
-    struct timeval ctv = tv_of(r->connect_ns);
+    int64_t start = bw__mono_now();
+    char wh[140];
+    where(r, wh, sizeof wh);
     errno = 0;
-    redisContext *c =
-        r->sock[0] ? redisConnectUnixWithTimeout(r->sock, ctv) : redisConnectWithTimeout(r->host, r->port, ctv);
-    int e = errno;
+    redisContext *c = r->sock[0] ? redisConnectUnixNonBlock(r->sock) : redisConnectNonBlock(r->host, r->port);
     if (!c || c->err) {
-        int rc = ctx_fail(r, c, e, "connect to", err);
-        if (c)
-            redisFree(c);
+        int rc = bw__fail(err, c ? BW_ESYS : BW_ENOMEM, "", "redis: connect to %.100s: %.100s", wh,
+                          c ? c->errstr : "out of memory");
+        redisFree(c);
         return rc;
     }
-    int broken = 0, rc = BW_OK;
     int fl = fcntl(c->fd, F_GETFD);
     if (fl >= 0)
         fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC); /* hiredis does not: a child a process execs must not inherit it */
-    if (redisSetTimeout(c, tv_of(r->timeout_ns)) != REDIS_OK)
-        rc = ctx_fail(r, c, errno, "set the timeout of", err);
+    int ready = bw__netpool_wait(c->fd, 1, until), soerr = ready < 0 ? errno : 0;
+    socklen_t sl = sizeof soerr;
+    if (ready > 0 && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+        soerr = errno;
+    int rc = BW_OK, broken = 0;
+    if (ready == 0)
+        rc = bw__fail(err, BW_ETIMEDOUT, "", "redis: connect to %.100s: no answer within %s (%" PRId64 " ms)", wh,
+                      limit, (until - start) / 1000000);
+    else if (soerr)
+        rc = bw__fail(err, BW_ESYS, "", "redis: connect to %.100s: %.100s", wh, strerror(soerr));
     if (rc == BW_OK && r->auth) {
         const char *argv[3] = {"AUTH", r->user, r->pass};
-        rc = r->auth == 2 ? command_ok(r, c, 3, argv, "AUTH", &broken, err)
-                          : (argv[1] = r->pass, command_ok(r, c, 2, argv, "AUTH", &broken, err));
+        rc = r->auth == 2 ? command_ok(r, c, until, 3, argv, "AUTH", &broken, err)
+                          : (argv[1] = r->pass, command_ok(r, c, until, 2, argv, "AUTH", &broken, err));
     }
     if (rc == BW_OK && r->db) {
         char db[16];
         snprintf(db, sizeof db, "%d", r->db);
         const char *argv[2] = {"SELECT", db};
-        rc = command_ok(r, c, 2, argv, "SELECT", &broken, err);
+        rc = command_ok(r, c, until, 2, argv, "SELECT", &broken, err);
     }
     if (rc != BW_OK) {
         redisFree(c);
@@ -430,7 +459,28 @@ static int connect_one(void *backend, void **out, bw_error *err)
     return BW_OK;
 }
 
-/* The pool's callbacks (store/netpool.h). */
+/*
+ * The pool's callbacks (store/netpool.h). A connection is made within the
+ * call's deadline and connect_timeout, whichever comes first; it is not
+ * resumed (a connect and at most AUTH and SELECT, a round trip each: made or
+ * failed by then).
+ */
+static int connect_one(void *backend, bw__netslot *s, int64_t deadline, bw_error *err)
+{
+    const rd *r = backend;
+    int64_t until = bw__mono_now() + r->connect_ns;
+    const char *limit = "connect_timeout";
+    if (deadline < until) {
+        until = deadline;
+        limit = "the call's timeout";
+    }
+    redisContext *c = NULL;
+    int rc = connect_ctx(r, until, limit, &c, err);
+    s->conn = c;
+    s->connect_until = 0;
+    return rc;
+}
+
 static void close_one(void *backend, void *conn, int forked)
 {
     (void)backend;
@@ -438,26 +488,18 @@ static void close_one(void *backend, void *conn, int forked)
     redisFree(conn);
 }
 
-static int set_timeout(void *backend, void *conn, int64_t ns, bw_error *err)
-{
-    redisContext *c = conn;
-    if (redisSetTimeout(c, tv_of(ns)) != REDIS_OK)
-        return ctx_fail(backend, c, errno, "set the timeout of", err);
-    return BW_OK;
-}
-
-static const bw__netpool_ops pool_ops = {connect_one, close_one, set_timeout};
+static const bw__netpool_ops pool_ops = {connect_one, close_one};
 
 /*
- * Run script `which` with keys and args on slot s, bounded by its call's
- * deadline: EVALSHA, then EVAL when the server lost the script. The reply, or
- * NULL with *err filled.
+ * Run script `which` with keys and args on slot s, by its call's deadline
+ * (none left: BW_ETIMEDOUT, nothing sent): EVALSHA, then EVAL when the server
+ * lost the script. The reply, or NULL with *err filled.
  */
 static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
                               bw_error *err)
 {
-    if (bw__netpool_bound(&r->conns, s, broken, err) != BW_OK)
+    if (bw__netpool_check(&r->conns, s, err) != BW_OK)
         return NULL;
     redisContext *c = s->conn;
     size_t argc = 3 + nkeys + (size_t)nargs;
@@ -494,7 +536,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 7;
         argv[1] = r->sha[which];
         len[1] = 40;
-        rep = command(r, c, (int)argc, argv, len, "EVALSHA on", broken, err);
+        rep = command(r, c, s->deadline, (int)argc, argv, len, "EVALSHA on", broken, err);
         if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
             rep = NULL;
@@ -507,7 +549,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 4;
         argv[1] = script_src[which];
         len[1] = strlen(script_src[which]);
-        rep = command(r, c, (int)argc, argv, len, "EVAL on", broken, err);
+        rep = command(r, c, s->deadline, (int)argc, argv, len, "EVAL on", broken, err);
     }
     if (argv != sv) {
         free((void *)argv);
@@ -767,17 +809,6 @@ static void px_of(const rd *r, int64_t now, int64_t exp, char *buf, size_t n)
     snprintf(buf, n, "%" PRId64, ms);
 }
 
-/* Sleep a random time in [0, min(4 ms, 16 us << attempt)). */
-static void pause_jitter(uint64_t *rng, int attempt)
-{
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
-    struct timespec ts = {0, (long)(*rng % (uint64_t)cap)};
-    nanosleep(&ts, NULL);
-}
-
 /*
  * Apply verdict at keys[0] if it still holds exactly what fn saw (present:
  * seen[0..slen)) — CAS_SCRIPT: a PUT writes fn's `next`, a DELETE deletes, a
@@ -811,14 +842,6 @@ static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *kl
     return rep;
 }
 
-/* Another client wrote the key meanwhile: the server answers, so the call may go on for the contention bound. */
-static void contended(const rd *r, slot *s)
-{
-    int64_t until = bw__mono_now() + (CONTENTION - 1) * r->timeout_ns;
-    if (s->deadline < until)
-        s->deadline = until;
-}
-
 static int written(const redisReply *rep)
 {
     return rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
@@ -838,6 +861,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     bw_error e = {0, "", ""};
     bw_store_entry cur, next;
     redisReply *rep = NULL;
+    int races = 0; /* lost to other clients */
     /*
      * The first attempt from the cache, without a read: fn runs on the value
      * last seen at the key and the estimated `now`, and the compare-and-set
@@ -858,16 +882,15 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             else if (written(rep))
                 goto out;
             else
-                contended(r, s);
+                races++;
         }
     }
     if (rc == BW_OK && !rep) {
         rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
         rc = rep ? BW_OK : e.code;
     }
-    int64_t start = bw__mono_now();
-    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
-    for (int attempt = 0; rc == BW_OK; attempt++) {
+    uint64_t rng = (uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)&rng;
+    for (int attempt = 0; rc == BW_OK; attempt++) { /* each attempt a command: until the call's deadline */
         int64_t now;
         int found;
         rc = reply_shape(rep, 1, &e);
@@ -875,13 +898,6 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             rc = reply_now(r, rep, &now, &e);
         if (rc != BW_OK)
             break;
-        if (attempt >= RETRIES && bw__mono_now() - start >= CONTENTION * r->timeout_ns) {
-            rc = bw__fail(&e, BW_ETIMEDOUT, "",
-                          "redis: an update of '%.100s' lost %d races in a row to other clients writing it, for "
-                          "longer than %d times the timeout",
-                          name, attempt, CONTENTION);
-            break;
-        }
         const redisReply *v = rep->element[2];
         int present = v->type == REDIS_REPLY_STRING;
         decode(v, now, &cur, &found);
@@ -899,7 +915,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         }
         if (written(c))
             break;
-        contended(r, s);
+        races++;
         /*
          * A conflict: the reply carries TIME and the value now there, for the
          * next attempt at once; after a second conflict in a row, a random
@@ -909,7 +925,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         if (attempt >= 1) {
             freeReplyObject(rep);
             rep = NULL;
-            pause_jitter(&rng, attempt);
+            bw__netpool_pause(&rng, attempt, s->deadline);
             rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
             if (!rep) {
                 rc = e.code;
@@ -920,6 +936,11 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
+    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts */
+        bw__fail(&e, BW_ETIMEDOUT, "",
+                 "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
+                 " ms)",
+                 name, races, r->timeout_ns / 1000000);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
@@ -980,8 +1001,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
         return rc;
     int broken = 0;
     bw_error e = {0, "", ""};
-    redisReply *rep = bw__netpool_bound(&r->conns, s, &broken, &e) == BW_OK
-                          ? command(r, s->conn, 6, argv, len, "SCAN on", &broken, &e)
+    redisReply *rep = bw__netpool_check(&r->conns, s, &e) == BW_OK
+                          ? command(r, s->conn, s->deadline, 6, argv, len, "SCAN on", &broken, &e)
                           : NULL;
     const char **names = NULL;
     size_t cands = 0;
@@ -1038,19 +1059,21 @@ static void rd_close(void *ctx)
 
 /* ---- opening ---- */
 
-/* SCRIPT LOAD both scripts on the first connection (their SHA1s serve every connection). */
-static int load_scripts(rd *r, bw_error *err)
+/*
+ * Connect once, by connect_timeout, and SCRIPT LOAD both scripts on that
+ * connection (their SHA1s serve every connection), which then joins the pool.
+ */
+static int open_first(rd *r, bw_error *err)
 {
-    slot *s;
-    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
-    if (rc != BW_OK)
-        return rc;
-    int broken = 0;
+    int64_t until = bw__mono_now() + r->connect_ns;
+    redisContext *c = NULL;
     bw_error e = {0, "", ""};
+    int rc = connect_ctx(r, until, "connect_timeout", &c, &e);
+    int broken = 0;
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, s->conn, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, c, until, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
@@ -1063,7 +1086,15 @@ static int load_scripts(rd *r, bw_error *err)
                      : bw__fail(&e, BW_ESYS, "", "redis: SCRIPT LOAD answered something else than a SHA1");
         freeReplyObject(rep);
     }
-    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
+    if (rc == BW_OK) {
+        bw__netpool_adopt(&r->conns, c);
+        return BW_OK;
+    }
+    if (c)
+        redisFree(c);
+    if (err)
+        *err = e;
+    return rc;
 }
 
 static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
@@ -1098,7 +1129,7 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     r->seed = bw__hash_seed(r);
     atomic_init(&r->time_off, INT64_MIN);
     r->clock = clock;
-    rc = load_scripts(r, err);
+    rc = open_first(r, err);
     if (rc != BW_OK) {
         rd_close(r);
         return rc;
