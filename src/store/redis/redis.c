@@ -13,8 +13,10 @@
  *   that a wrong host, password or db fails at open.
  * - An entry is one Redis string under prefix + store key: 8 bytes of
  *   expires_at (big-endian, on the store's clock), then the entry's data. A
- *   value of any other length reads as absent (breakwater replaces it).
- *   Store keys only ever travel as arguments (redisAppendCommandArgv,
+ *   value of any other length reads as absent (breakwater replaces it); the
+ *   scripts answer a value longer than an entry as '' (absent too, and
+ *   replaced as such), so that no reply of a script need carry one. Store
+ *   keys only ever travel as arguments (redisAppendCommandArgv,
  *   binary-safe), never inside a script's source.
  * - The store's clock is the server's TIME (one clock for every client),
  *   returned by the same script that reads the entries; a test may inject its
@@ -58,11 +60,13 @@
  *   reconnect is one TCP connect plus AUTH and SELECT when set: a round trip
  *   each, within the call's timeout); at open, connect_timeout bounds the
  *   connect and the SCRIPT LOADs. A connection that failed (a timeout, an I/O
- *   or protocol error) is dropped with every idle connection
+ *   or protocol error, a refused reply) is dropped with every idle connection
  *   of the pool (they lead to the same server), and for a backoff (10 ms
  *   doubling to 1 s, reset by a success) calls fail at once with the last
  *   error instead of waiting again. A write whose reply timed out may still
  *   have been applied by the server.
+ * - Replies are bounded before hiredis allocates them (reply_cap, its own
+ *   block below): what each command can be answered, and no more.
  * - The pool is the store layer's for network backends (store/netpool.h): this
  *   file registers how a context is made (connect_one) and closed, and the
  *   pool does the rest (slots, deadlines, backoff).
@@ -109,19 +113,29 @@
 #define TIME_SEC_MAX ((int64_t)4000000000)            /* server TIME seconds we accept (year 2096) */
 #define CACHE_SLOTS 256 /* values remembered for a first compare-and-set without a read (see the design notes) */
 
-/* TIME, then GET of every key (absent: false, a nil in the reply). */
+/*
+ * TIME, then GET of every key (absent: false, a nil in the reply; a value
+ * longer than an entry, HEAD + BW_STORE_DATA_MAX = 1032 bytes: '', which
+ * reads as absent too, and is replaced through CAS_SCRIPT, which sees it as
+ * '' as well).
+ */
 static const char GET_SCRIPT[] = "local t = redis.call('TIME')\n"
                                  "local r = {t[1], t[2]}\n"
-                                 "for i = 1, #KEYS do r[i + 2] = redis.call('GET', KEYS[i]) end\n"
+                                 "for i = 1, #KEYS do\n"
+                                 "  local v = redis.call('GET', KEYS[i])\n"
+                                 "  if v and #v > 1032 then v = '' end\n"
+                                 "  r[i + 2] = v\n"
+                                 "end\n"
                                  "return r\n";
 /*
  * ARGV: [1] '1' when KEYS[1] held exactly ARGV[2], '0' when it was absent;
  * [3] the new value ('' deletes); [4] its PX in ms ('0': no expiry; '-':
  * write nothing, only check). Returns 1 when written (or, checking, when the
  * key holds what ARGV[1..2] say), else {sec, usec, current value} for the
- * next attempt.
+ * next attempt. A value longer than an entry is '' here, as in GET_SCRIPT.
  */
 static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
+                                 "if v and #v > 1032 then v = '' end\n"
                                  "if (ARGV[1] == '1' and v == ARGV[2]) or (ARGV[1] == '0' and v == false) then\n"
                                  "  if ARGV[4] == '-' then return 1\n"
                                  "  elseif ARGV[3] == '' then redis.call('DEL', KEYS[1])\n"
@@ -330,6 +344,107 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
     return BW_OK;
 }
 
+/* ---- replies: bounded before anything is allocated for them ---- */
+
+/*
+ * hiredis builds a reply as it reads it, through functions a program may
+ * supply: ours refuse (a NULL object, which hiredis takes as an error of the
+ * connection) what no command of this store can be answered, before hiredis
+ * allocates it. The command sets what its reply may hold (reply_cap, the
+ * reader's privdata while it waits for the reply): arrays at most `elements`
+ * long, the whole reply at most `bytes` as hiredis allocates it (ITEM_COST an
+ * item, a string's bytes, an array's pointers); and for every reply, strings
+ * of at most STRING_MAX bytes (an entry; a key, a SHA1, an error are shorter:
+ * the scripts answer a longer value as '', see GET_SCRIPT), arrays nested at
+ * most DEPTH_MAX deep (SCAN's [cursor, [keys]]). An item still arriving is at
+ * most PENDING_MAX bytes (its header and string) and counts in `bytes`: the
+ * reader holds no more. A refused reply is a protocol error: the connection
+ * is dropped, the call fails with BW_ESYS saying what was refused.
+ */
+#define STRING_MAX (HEAD + BW_STORE_DATA_MAX)
+#define DEPTH_MAX 2
+#define ITEM_COST (sizeof(redisReply) + sizeof(redisReply *))
+#define PENDING_MAX ((size_t)STRING_MAX + 32)
+/* SCAN may answer more keys than COUNT (a hash bucket's keys come together): its page's elements at most */
+#define SCAN_KEYS_MAX(count) (2 * (size_t)(count) + 64)
+_Static_assert(STRING_MAX >= KEY_MAX && STRING_MAX == 1032, "the scripts' '#v > 1032' is an entry's longest value");
+
+typedef struct reply_cap {
+    size_t elements, bytes; /* the command's caps */
+    size_t used;            /* bytes the reply holds so far */
+    char why[128];          /* the refusal ("": none) */
+} reply_cap;
+
+/*
+ * The caps of a reply of at most `elements` elements: the most it holds is
+ * SCAN's, two arrays (one of them `elements` long) and elements + 1 strings.
+ */
+static reply_cap cap_of(size_t elements)
+{
+    reply_cap c = {
+        elements, 2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + STRING_MAX + 1),
+        0, ""};
+    return c;
+}
+
+static _Atomic(const redisReplyObjectFunctions *) hiredis_fns; /* hiredis's own, which ours call once they agree */
+
+static void *refuse(reply_cap *c, const char *fmt, size_t n, size_t max)
+{
+    if (c)
+        snprintf(c->why, sizeof c->why, fmt, n, max);
+    return NULL;
+}
+
+/* Count cost bytes against the reply's cap: 0, or -1 with the refusal written. */
+static int charge(reply_cap *c, size_t cost)
+{
+    if (!c || cost > c->bytes - c->used) {
+        refuse(c, "more than %zu bytes in all (this command's answer holds at most %zu)", c ? c->used + cost : 0,
+               c ? c->bytes : 0);
+        return -1;
+    }
+    c->used += cost;
+    return 0;
+}
+
+static void *bounded_string(const redisReadTask *t, char *str, size_t len)
+{
+    reply_cap *c = t->privdata;
+    if (len > STRING_MAX)
+        return refuse(c, "a string of %zu bytes (at most %zu)", len, STRING_MAX);
+    return charge(c, ITEM_COST + len + 1) ? NULL : atomic_load(&hiredis_fns)->createString(t, str, len);
+}
+
+static void *bounded_array(const redisReadTask *t, int elements)
+{
+    reply_cap *c = t->privdata;
+    size_t depth = 0;
+    for (const redisReadTask *p = t->parent; p; p = p->parent)
+        depth++;
+    if (depth >= DEPTH_MAX)
+        return refuse(c, "arrays nested %zu deep (at most %zu)", depth + 1, DEPTH_MAX);
+    if (!c || (size_t)elements > c->elements)
+        return refuse(c, "an array of %zu elements (this command's answer holds at most %zu)", (size_t)elements,
+                      c ? c->elements : 0);
+    return charge(c, ITEM_COST + (size_t)elements * sizeof(redisReply *))
+               ? NULL
+               : atomic_load(&hiredis_fns)->createArray(t, elements);
+}
+
+static void *bounded_integer(const redisReadTask *t, long long v)
+{
+    return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createInteger(t, v);
+}
+
+static void *bounded_nil(const redisReadTask *t)
+{
+    return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createNil(t);
+}
+
+static redisReplyObjectFunctions bounded_fns = {bounded_string, bounded_array, bounded_integer, bounded_nil,
+                                                freeReplyObject};
+
 /* ---- connections ---- */
 
 static const char *where(const rd *r, char *buf, size_t n)
@@ -342,31 +457,45 @@ static const char *where(const rd *r, char *buf, size_t n)
 }
 
 /*
- * Send the command appended to c and read its reply by `deadline` (every
- * wait a poll() on the socket: the context is non-blocking). The reply, or
- * NULL with *err filled and *broken set (c failed, or is out of step with the
- * server: it is dropped).
+ * Send the command appended to c and read its reply by `deadline`, bounded
+ * by cap (every wait a poll() on the socket: the context is non-blocking).
+ * The reply, or NULL with *err filled and *broken set (c failed, or is out
+ * of step with the server: it is dropped).
  */
-static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, const char *what, int *broken,
-                             bw_error *err)
+static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, reply_cap *cap, const char *what,
+                             int *broken, bw_error *err)
 {
     void *rep = NULL;
     int w = 1, done = 0;
     while (w > 0 && redisBufferWrite(c, &done) == REDIS_OK && !done)
         w = bw__netpool_wait(c->fd, 1, deadline);
     int e = errno;
+    c->reader->privdata = cap;
     while (w > 0 && !c->err && redisGetReplyFromReader(c, &rep) == REDIS_OK && !rep) {
+        size_t pending = c->reader->len - c->reader->pos; /* of the item still arriving */
+        if (pending > PENDING_MAX) {
+            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX);
+            break;
+        }
+        if (pending > cap->bytes - cap->used) {
+            refuse(cap, "more than %zu bytes in all (this command's answer holds at most %zu)", cap->used + pending,
+                   cap->bytes);
+            break;
+        }
         w = bw__netpool_wait(c->fd, 0, deadline);
         e = errno;
         if (w > 0)
             redisBufferRead(c);
     }
+    c->reader->privdata = NULL;
     if (rep)
         return rep;
     *broken = 1;
     char wh[140];
     where(r, wh, sizeof wh);
-    if (w == 0)
+    if (cap->why[0])
+        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: the server's reply was refused: %.120s", what, wh, cap->why);
+    else if (w == 0)
         bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time", what, wh);
     else if (w < 0)
         bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh, strerror(e));
@@ -376,16 +505,17 @@ static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, con
     return NULL;
 }
 
-/* A command on c, by `deadline`: as roundtrip. */
-static redisReply *command(const rd *r, redisContext *c, int64_t deadline, int argc, const char **argv,
+/* A command on c, its reply holding at most `elements` elements, by `deadline`: as roundtrip. */
+static redisReply *command(const rd *r, redisContext *c, int64_t deadline, size_t elements, int argc, const char **argv,
                            const size_t *len, const char *what, int *broken, bw_error *err)
 {
+    reply_cap cap = cap_of(elements);
     if (redisAppendCommandArgv(c, argc, argv, len) != REDIS_OK) {
         *broken = 1;
         bw__fail(err, BW_ENOMEM, "", "out of memory");
         return NULL;
     }
-    return roundtrip(r, c, deadline, what, broken, err);
+    return roundtrip(r, c, deadline, &cap, what, broken, err);
 }
 
 /* Fail with the server's error reply (the connection stays usable). */
@@ -402,7 +532,7 @@ static int command_ok(const rd *r, redisContext *c, int64_t deadline, int argc, 
     size_t len[3];
     for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
-    redisReply *rep = command(r, c, deadline, argc, argv, len, what, broken, err);
+    redisReply *rep = command(r, c, deadline, 0, argc, argv, len, what, broken, err);
     if (!rep)
         return err ? err->code : BW_ESYS;
     int rc = rep->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rep, what, err);
@@ -412,7 +542,8 @@ static int command_ok(const rd *r, redisContext *c, int64_t deadline, int argc, 
 
 /*
  * A new connection, made by `until` (`limit` names that bound in messages):
- * connected (non-blocking), authenticated, its db selected. *out, or an error with nothing made.
+ * connected (non-blocking), its replies bounded, authenticated, its db
+ * selected. *out, or an error with nothing made.
  */
 static int connect_ctx(const rd *r, int64_t until, const char *limit, redisContext **out, bw_error *err)
 {
@@ -440,6 +571,11 @@ static int connect_ctx(const rd *r, int64_t until, const char *limit, redisConte
                       limit, (until - start) / 1000000);
     else if (soerr)
         rc = bw__fail(err, BW_ESYS, "", "redis: connect to %.100s: %.100s", wh, strerror(soerr));
+    if (rc == BW_OK) {
+        atomic_store(&hiredis_fns, c->reader->fn); /* hiredis's defaults: the same for every context */
+        c->reader->fn = &bounded_fns;
+        c->reader->maxbuf = REDIS_READER_MAX_BUF; /* an idle reader gives back a buffer larger than 16 KiB */
+    }
     if (rc == BW_OK && r->auth) {
         const char *argv[3] = {"AUTH", r->user, r->pass};
         rc = r->auth == 2 ? command_ok(r, c, until, 3, argv, "AUTH", &broken, err)
@@ -493,7 +629,9 @@ static const bw__netpool_ops pool_ops = {connect_one, close_one};
 /*
  * Run script `which` with keys and args on slot s, by its call's deadline
  * (none left: BW_ETIMEDOUT, nothing sent): EVALSHA, then EVAL when the server
- * lost the script. The reply, or NULL with *err filled.
+ * lost the script. Its reply holds what GET_SCRIPT answers for nkeys keys, or
+ * CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err
+ * filled.
  */
 static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
@@ -502,6 +640,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
     if (bw__netpool_check(&r->conns, s, err) != BW_OK)
         return NULL;
     redisContext *c = s->conn;
+    size_t elements = which == SC_GET ? 2 + nkeys : 3;
     size_t argc = 3 + nkeys + (size_t)nargs;
     const char *sv[3 + 8 + 8];
     size_t sl[3 + 8 + 8];
@@ -536,7 +675,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 7;
         argv[1] = r->sha[which];
         len[1] = 40;
-        rep = command(r, c, s->deadline, (int)argc, argv, len, "EVALSHA on", broken, err);
+        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVALSHA on", broken, err);
         if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
             rep = NULL;
@@ -549,7 +688,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 4;
         argv[1] = script_src[which];
         len[1] = strlen(script_src[which]);
-        rep = command(r, c, s->deadline, (int)argc, argv, len, "EVAL on", broken, err);
+        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVAL on", broken, err);
     }
     if (argv != sv) {
         free((void *)argv);
@@ -990,7 +1129,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     pattern[pl++] = '*';
     pattern[pl] = 0;
     char count[16];
-    snprintf(count, sizeof count, "%d", max < 10 ? 10 : max > 100000 ? 100000 : max);
+    int want = max < 10 ? 10 : max > 100000 ? 100000 : max;
+    snprintf(count, sizeof count, "%d", want);
     const char *argv[6] = {"SCAN", from, "MATCH", pattern, "COUNT", count};
     size_t len[6];
     for (int i = 0; i < 6; i++)
@@ -1002,7 +1142,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     int broken = 0;
     bw_error e = {0, "", ""};
     redisReply *rep = bw__netpool_check(&r->conns, s, &e) == BW_OK
-                          ? command(r, s->conn, s->deadline, 6, argv, len, "SCAN on", &broken, &e)
+                          ? command(r, s->conn, s->deadline, SCAN_KEYS_MAX(want), 6, argv, len, "SCAN on", &broken, &e)
                           : NULL;
     const char **names = NULL;
     size_t cands = 0;
@@ -1073,7 +1213,7 @@ static int open_first(rd *r, bw_error *err)
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, c, until, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, c, until, 0, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
