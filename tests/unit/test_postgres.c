@@ -13,11 +13,12 @@
  * unaffected), a stopped server (SIGSTOP: postmaster and backends) failing
  * calls within the timeout, then answering again after SIGCONT, and a server
  * stopped as a crash would under load and started again (the store
- * reconnects, the circuits survive); through a fault proxy
- * (support/faultproxy.h), every call within its timeout: on a blackholed
- * server (reconnects included), on a link too slow to connect within one
- * call (the next call goes on with the connection), against statements
- * answered in 80 ms while another client writes the row. Run by ctest under
+ * reconnects, the circuits survive); a 48 MB row never sent; through a
+ * fault proxy (support/faultproxy.h), every call within its timeout: on a
+ * blackholed server (reconnects included), on a link too slow to connect
+ * within one call (the next call goes on with the connection), against
+ * statements answered in 80 ms while another client writes the row. Run by
+ * ctest under
  * tests/support/with_postgres.sh, whose server it talks to ($BW_TEST_PORT),
  * stops ($BW_TEST_SERVER_PID) and restarts ($BW_TEST_PG_RESTART).
  */
@@ -27,6 +28,7 @@
 #include <stdatomic.h>
 #include <libpq-fe.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -628,9 +630,52 @@ static void test_restart(void)
     bw_store_close(s);
 }
 
-/* ---- every call bounded by its timeout (through support/faultproxy.h) ---- */
+/* ---- every reply bounded in memory, every call in time ---- */
 
 #define SLACK_MS 400 /* a loaded 2-CPU machine's scheduler, a sanitizer */
+
+static long maxrss_mb(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024;
+}
+
+/*
+ * A row far longer than an entry (another client wrote 48 MB of data) is
+ * never sent to the store: it reads as absent, an update replaces it, and the
+ * process does not grow by the row.
+ */
+static void test_huge_row(void)
+{
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=hugerow&timeout=10s"));
+    if (!s)
+        return;
+    CHECK_OK(entry_put(s, "small", 1, 64, BW_STORE_NEVER, NULL));
+    PGconn *c = raw();
+    sql(c, "INSERT INTO hugerow (name, data, expires_at) SELECT 'big', decode(repeat('ab', 48 * 1024 * 1024), 'hex'), "
+           "9223372036854775807");
+    PQfinish(c);
+    long base = maxrss_mb();
+    int64_t t0 = bw__mono_now();
+    CHECK_INT(entry_get(s, "big"), -2); /* not an entry: absent */
+    int64_t now;
+    bw_store_entry out[2];
+    int found[2] = {1, 1};
+    const char *names[2] = {"big", "small"};
+    CHECK_OK(bw__store_read_many(s, 2, names, &now, out, found));
+    CHECK_INT(found[0], 0);
+    CHECK_INT(found[1], 1);
+    CHECK_OK(entry_put(s, "big", 2, 64, BW_STORE_NEVER, NULL)); /* replaced through its version */
+    CHECK_INT(entry_get(s, "big"), 2);
+    int64_t took = bw__mono_now() - t0;
+    long grown = maxrss_mb() - base;
+    printf("# a 48 MB row: read, read_many and replaced in %lld ms, the process grew %ld MB\n", (long long)(took / MS),
+           grown);
+    if (grown > 24)
+        H_FAIL("the process grew %ld MB reading a row of 48 MB: it was sent", grown);
+    bw_store_close(s);
+}
 
 /* A store of table `table` through the proxy px, with `opts`; NULL (and a failed check) when it cannot open. */
 static bw_store *open_via(faultproxy *px, const char *table, const char *opts)
@@ -820,6 +865,7 @@ int main(void)
     RUN(test_locked_row);
     RUN(test_stopped_server);
     RUN(test_scan_pages_bounded);
+    RUN(test_huge_row);
     RUN(test_blackhole);
     RUN(test_slow_reconnect);
     RUN(test_slow_conflicts);

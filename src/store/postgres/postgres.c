@@ -56,7 +56,9 @@
  *   a text[] parameter in binary form: no quoting), at most READ_MANY_MAX
  *   names; a row whose expires_at <= now, whose data is not 1 to
  *   BW_STORE_DATA_MAX bytes or whose version is below 1 reads as absent (and
- *   an update replaces it through its version).
+ *   an update replaces it through its version). The statements answer data
+ *   of another length as NULL (DATA_SQL), so the server never sends more
+ *   than an entry of a row.
  * - sweep deletes at most `max` rows whose expires_at <= now, by ctid, in one
  *   statement (the expiry is checked again on the row deleted, so a row
  *   renewed meanwhile stays). The automatic sweep (?sweep=1h; off disables)
@@ -88,7 +90,11 @@
  *   closed, and the pool does the rest (slots, the wait for one, backoff).
  * - Everything the server answers is checked: the result status, the number
  *   of rows and columns, each column's type and format, each value's length
- *   and range (the clock within year 2096).
+ *   (before anything is copied) and range (the clock within year 2096). What
+ *   libpq receives is bounded only by the deadline: it reads a whole message
+ *   (a row: up to 2 GB as the protocol's lengths allow) and a whole result
+ *   before this file sees them, so a hostile server can make it hold what it
+ *   sends within `timeout` (include/breakwater/store.h says so).
  *
  * Locking
  * - The pool's mutex (store/netpool.h) guards which slot is busy, its
@@ -138,6 +144,9 @@
 
 /* The server's clock, in ns (µs resolution). */
 #define NOW_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8 * 1000"
+/* A row's data as the statements answer it: NULL when it is not 1 to BW_STORE_DATA_MAX bytes, so it is never sent. */
+#define DATA_SQL "CASE WHEN octet_length(c.data) BETWEEN 1 AND 1024 THEN c.data END"
+_Static_assert(BW_STORE_DATA_MAX == 1024, "DATA_SQL's bound is an entry's longest data");
 
 /* Each statement answers rows of: now, i or written version, version, data, expires_at. */
 enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
@@ -305,9 +314,9 @@ static int parse_options(pg *r, const bw__url *u, bw_error *err)
 static char *make_setup(const pg *r)
 {
     const char *t = r->table;
-    const char *tail = "SELECT n.now, w.version, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+    const char *tail = "SELECT n.now, w.version, c.version, " DATA_SQL ", c.expires_at FROM (SELECT " NOW_SQL
                        " AS now) n LEFT JOIN w ON true LEFT JOIN %s c ON c.name = $1 AND w.version IS NULL;\n";
-    char tl[700];
+    char tl[800];
     snprintf(tl, sizeof tl, tail, t); /* at most 131 bytes of table name: fits */
     /*
      * The server ends a statement at 4/5 of the timeout, so that one stuck
@@ -323,7 +332,7 @@ static char *make_setup(const pg *r)
     int len = snprintf(
         s, n,
         "SET statement_timeout = %ld;\n"
-        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, " DATA_SQL ", c.expires_at FROM (SELECT " NOW_SQL
         " AS now) n CROSS JOIN unnest($1) WITH ORDINALITY AS k(name, i) LEFT JOIN %s c ON c.name = k.name;\n"
         "PREPARE bw_put(text, int8, bytea, int8) AS WITH w AS (UPDATE %s SET data = $3, expires_at = $4, "
         "version = DEFAULT WHERE name = $1 AND version = $2 RETURNING version) %s"
@@ -481,7 +490,7 @@ static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error 
     /* The table name is validated and quoted: as a literal it holds no quote of its own. */
     snprintf(sql, sizeof sql,
              "BEGIN; SELECT pg_advisory_xact_lock(" LOCK_KEY "); SELECT to_regclass('%s') IS NOT NULL, "
-             "obj_description(to_regclass('%s'), 'pg_class');",
+             "left(obj_description(to_regclass('%s'), 'pg_class'), 100);",
              r->table, r->table);
     if (!PQsendQuery(c, sql)) {
         *broken = 1;
