@@ -159,7 +159,7 @@ static void test_open_errors(void)
     refused(url("postgresql://bwpass:wrong@127.0.0.1:%d/postgres"), BW_ESYS, NULL, "password authentication failed");
     refused(url("postgresql://postgres@127.0.0.1:%d/nosuchdb"), BW_ESYS, NULL, "does not exist");
     /* The right password opens, and makes the table as that role. */
-    bw_store *s = open_ok(url("postgresql://bwpass:bwsecret@127.0.0.1:%d/postgres?table=pw"));
+    bw_store *s = open_ok(url("postgresql://bwpass:bwsecret@127.0.0.1:%d/postgres?table=pw&timeout=10s"));
     if (s) {
         CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
         bw_store_close(s);
@@ -180,7 +180,8 @@ static void test_url_forms(void)
     /* libpq's keyword string, libpq's options passed through, and the postgres:// spelling. */
     bw_store *a = open_ok(
         url("postgresql:host=127.0.0.1 port=%d user=postgres dbname=postgres?table=forms&application_name=bw-kw"));
-    bw_store *b = open_ok(url("postgres://postgres@127.0.0.1:%d/postgres?table=forms&application_name=bw%%2Duri"));
+    bw_store *b =
+        open_ok(url("postgres://postgres@127.0.0.1:%d/postgres?table=forms&application_name=bw%%2Duri&timeout=10s"));
     if (!a || !b)
         return;
     CHECK_STR(bw_store_scheme(a), "postgresql");
@@ -198,7 +199,7 @@ static void test_url_forms(void)
     /* A schema-qualified table. */
     c = raw();
     sql(c, "CREATE SCHEMA bws");
-    bw_store *q = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=bws.Circuits"));
+    bw_store *q = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=bws.Circuits&timeout=10s"));
     if (q) {
         CHECK_OK(entry_put(q, "k", 1, 64, BW_STORE_NEVER, NULL));
         CHECK_STR(sql(c, "SELECT count(*) FROM bws.\"Circuits\""), "1"); /* quoted: its case kept */
@@ -209,7 +210,7 @@ static void test_url_forms(void)
 
 static void test_layout(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=lay&pool=2"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=lay&pool=2&timeout=10s"));
     if (!s)
         return;
     CHECK_OK(entry_put(s, "svc key", 42, 64, BW_STORE_NEVER, NULL));
@@ -281,8 +282,8 @@ static void test_layout(void)
 /* The automatic sweep: an update that finds it due deletes expired rows; sweep=off never. */
 static void test_auto_sweep(void)
 {
-    bw_store *on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw&sweep=20ms"));
-    bw_store *off = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw2&sweep=off"));
+    bw_store *on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw&sweep=20ms&timeout=10s"));
+    bw_store *off = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw2&sweep=off&timeout=10s"));
     if (!on || !off)
         return;
     PGconn *c = raw();
@@ -319,8 +320,8 @@ static bw_store_verdict counted_incr(void *arg, int64_t now, const bw_store_entr
 /* The row cache: what another client wrote meanwhile is a conflict (fn runs again on it), never overwritten. */
 static void test_stale_cache(void)
 {
-    bw_store *a = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache"));
-    bw_store *b = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache"));
+    bw_store *a = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache&timeout=10s"));
+    bw_store *b = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache&timeout=10s"));
     if (!a || !b)
         return;
     CHECK_OK(entry_put(a, "k", 1, 64, BW_STORE_NEVER, NULL)); /* a has seen k = 1 */
@@ -360,7 +361,7 @@ static void test_stale_cache(void)
 /* Round trips, as the server counts the statements it ran. */
 static void test_round_trips(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=rt"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=rt&timeout=10s"));
     if (!s)
         return;
     PGconn *c = raw();
@@ -407,7 +408,7 @@ static void test_round_trips(void)
 /* A store handle belongs to the process that opened it: a forked child gets BW_ESTATE, the parent goes on. */
 static void test_fork(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=fork&pool=1"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=fork&pool=1&timeout=10s"));
     if (!s)
         return;
     CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
@@ -579,7 +580,7 @@ static void *load_main(void *arg)
  */
 static void test_scan_pages_bounded(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=scanpages"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=scanpages&timeout=10s"));
     if (!s)
         return;
     check_scan_pages_bounded(s);

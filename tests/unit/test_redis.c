@@ -119,7 +119,7 @@ static void test_layout(void)
 {
     bw_store *s = NULL;
     bw_error e;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/3?prefix=lay:&pool=2"), &s, &e));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/3?prefix=lay:&pool=2&timeout=10s"), &s, &e));
     CHECK_STR(bw_store_scheme(s), "redis");
     CHECK_OK(entry_put(s, "svc key", 42, 64, BW_STORE_NEVER, NULL));
     redisContext *c = raw();
@@ -227,8 +227,8 @@ static void update_costs_(bw_store *s, redisContext *c, const char *key, int ver
 static void test_cached_update(void)
 {
     bw_store *a = NULL, *b = NULL;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &a, NULL));
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &b, NULL));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1&timeout=10s"), &a, NULL));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1&timeout=10s"), &b, NULL));
     redisContext *c = raw();
     update_costs(a, c, "k", BW_STORE_PUT, 1, 2, 1, -2); /* unknown to the cache: a read, then the write */
     update_costs(a, c, "k", BW_STORE_PUT, 2, 1, 1, 1);  /* its own write: the write alone */
@@ -261,7 +261,7 @@ static void test_fork(void)
 {
     bw_store *s = NULL;
     bw_error e;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:"), &s, &e));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:&timeout=10s"), &s, &e));
     CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
     fflush(NULL);
     pid_t child = fork();
