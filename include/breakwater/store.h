@@ -70,11 +70,8 @@
  *                      '?' or '&'). Options: ?prefix=breakwater: (0 to 100
  *                      bytes, printable, no space; keys are prefix + store
  *                      key); ?connect_timeout=1s and ?timeout=100ms, in
- *                      [1ms, 1m]: the longest a connect, and each read or
- *                      write of a command (or the wait for a pooled
- *                      connection), may wait, after which the call fails
- *                      with BW_ETIMEDOUT and a breaker degrades to its local
- *                      circuit; ?pool=4 connections, in [1, 64]. Its clock
+ *                      [1ms, 1m] (what they bound: "Network stores",
+ *                      below); ?pool=4 connections, in [1, 64]. Its clock
  *                      is the server's TIME; entries expire on the server
  *                      (bw_store_sweep deletes nothing). bw_store_open
  *                      connects once (BW_ESYS for an unreachable server, a
@@ -89,16 +86,13 @@
  *                      ([schema.]name, each part 1 to 63 bytes of letters,
  *                      digits and '_', not starting with a digit; quoted, so
  *                      its case is kept), made on first use;
- *                      ?connect_timeout=1s and ?timeout=100ms, in [1ms, 1m]:
- *                      the longest a connect, and each statement (or the
- *                      wait for a pooled connection), may wait (the server
- *                      ends a statement at 4/5 of it), after which
- *                      the call fails with BW_ETIMEDOUT and a breaker
- *                      degrades to its local circuit; ?pool=4 connections,
- *                      in [1, 64]; ?sweep=1h (off, or up to 366d): an
- *                      update deletes at most 100 expired rows that often,
- *                      and the next does too while a pass deletes a full 100;
- *                      any other option must be a libpq
+ *                      ?connect_timeout=1s and ?timeout=100ms, in [1ms, 1m]
+ *                      (what they bound: "Network stores", below; the
+ *                      server also ends a statement at 4/5 of timeout);
+ *                      ?pool=4 connections, in [1, 64]; ?sweep=1h (off, or
+ *                      up to 366d): an update deletes at most 100 expired
+ *                      rows that often, and the next does too while a pass
+ *                      deletes a full 100; any other option must be a libpq
  *                      connection keyword (sslmode, sslrootcert,
  *                      application_name, ...) and goes to libpq as written
  *                      (TLS and authentication are libpq's, and so are its
@@ -122,6 +116,48 @@
  * *err. To show a URL yourself (a log line, a status page), pass it through
  * bw_store_url_redact. Keep a URL with a password out of command lines (other
  * users see them: ps); docs/stores.md says how to pass it.
+ *
+ * Network stores (redis:, postgresql:): what a server, or anyone on the way
+ * to it, can cost a caller. This is the one statement of these bounds
+ * (docs/stores.md points here).
+ * - Time: every call on an open store (a read, read_many, update, scan or
+ *   sweep) returns within `timeout` (100 ms) of its start (give or take the
+ *   scheduler of a loaded machine): its wait for a pooled connection, a
+ *   reconnect, each command or statement, each retry after a race lost to
+ *   another client, all share that deadline, and nothing is sent once it
+ *   passed. Then the call fails with BW_ETIMEDOUT and a breaker degrades to
+ *   its local circuit. Making a connection takes
+ *   at most `connect_timeout` (1 s): a call whose deadline comes first fails,
+ *   and postgresql: goes on with that connection at the next call (libpq's
+ *   connect, TLS and the session's set-up may take more round trips than a
+ *   call's timeout allows), while redis: (a connect, then AUTH and SELECT
+ *   when set: a round trip each) starts it again. bw_store_open waits at
+ *   most `connect_timeout` (the connect, and redis:'s SCRIPT LOADs or
+ *   postgresql:'s check of its table). A host name is resolved by the
+ *   system's resolver (getaddrinfo), which these deadlines do not bound:
+ *   give an address where that matters. A call that its deadline cut short
+ *   drops its connection (a write whose answer timed out may have been
+ *   applied), and for a backoff (10 ms doubling to 1 s, reset by an answer)
+ *   calls fail at once with that error. So a server answering each command
+ *   in just under `timeout` serves a call of one command (a stored acquire,
+ *   a settle on what it read) and fails one of two: give a slow server a
+ *   `timeout` of a few times its answer time.
+ * - Memory: redis: refuses, before anything is allocated for it, a reply
+ *   holding more than its command can be answered: an array longer than the
+ *   keys asked for + 2 (a SCAN page: twice its COUNT + 64), a string longer
+ *   than 1,032 bytes (an entry's longest: the scripts answer a longer value
+ *   at a key as absent, and an update replaces it; a key that long under
+ *   the prefix fails a scan page), arrays nested more than 2 deep, or more
+ *   bytes in all than such a reply; the call fails with BW_ESYS ("the
+ *   server's reply was refused: ...") and the connection is dropped.
+ *   postgresql: its statements never ask for data longer than an entry
+ *   (such a row reads as absent, and an update replaces it), and each
+ *   value's length and the rows' number are checked before anything is
+ *   copied. libpq, though, reads a whole row and a whole result before
+ *   breakwater sees them: a hostile server (or anyone on a path without
+ *   TLS) can make it hold what it sends within `timeout`, up to 2 GB a row
+ *   as the protocol's lengths allow. Use TLS across a network you do not
+ *   trust (postgresql: sslmode=verify-full; redis: a TLS tunnel).
  *
  * Thread safety: a store may be used from any number of threads at once;
  * bw_store_close must not race any other use, and every breaker using the store

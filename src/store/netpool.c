@@ -1,7 +1,8 @@
 /*
  * netpool.c — the connection pool of the network store backends (netpool.h):
- * slots handed out one call at a time, connected on demand, a backoff after
- * a failure, one deadline per call.
+ * slots handed out one call at a time, connected on demand (a connection a
+ * call's deadline cut short goes on with the next call), a backoff after a
+ * failure, one deadline per call.
  *
  * Locking: p->mu guards which slot is busy, the connection of an idle slot,
  * the backoff and the last failure; p->cv signals a slot coming free. A busy
@@ -10,9 +11,12 @@
  * does not wait); no other lock is taken under it.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/compiler.h"
@@ -54,7 +58,7 @@ void bw__netpool_adopt(bw__netpool *p, void *conn)
 {
     pthread_mutex_lock(&p->mu);
     for (int i = 0; conn && i < p->size; i++)
-        if (!p->slots[i].busy && !p->slots[i].conn) {
+        if (!p->slots[i].busy && !p->slots[i].conn) { /* connect_until is 0: no connection is being made there */
             p->slots[i].conn = conn;
             conn = NULL;
         }
@@ -70,6 +74,7 @@ static void note_down(bw__netpool *p, const bw_error *e)
         if (!p->slots[i].busy && p->slots[i].conn) {
             p->ops->close(p->backend, p->slots[i].conn, 0); /* of an idle socket: no wait */
             p->slots[i].conn = NULL;
+            p->slots[i].connect_until = 0;
         }
     p->backoff = p->backoff ? (p->backoff * 2 < BACKOFF_MAX ? p->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
     p->down_until = bw__mono_now() + p->backoff;
@@ -96,17 +101,19 @@ int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_erro
             pthread_mutex_unlock(&p->mu);
             return bw__fail(err, code, "", "%.185s (not retried for %" PRId64 " ms)", why, left);
         }
-        bw__netslot *idle = NULL;
+        bw__netslot *making = NULL, *idle = NULL; /* a connection being made; none */
         for (int i = 0; i < p->size && !pick; i++) {
             if (p->slots[i].busy)
                 continue;
-            if (p->slots[i].conn)
+            if (p->slots[i].conn && !p->slots[i].connect_until)
                 pick = &p->slots[i];
-            else if (!idle)
+            else if (p->slots[i].conn && !making)
+                making = &p->slots[i];
+            else if (!p->slots[i].conn && !idle)
                 idle = &p->slots[i];
         }
         if (!pick && !now_only)
-            pick = idle;
+            pick = making ? making : idle; /* go on with a connection being made rather than begin another */
         if (pick)
             break;
         if (now_only) {
@@ -124,20 +131,16 @@ int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_erro
     pick->busy = 1;
     pick->deadline = deadline;
     pthread_mutex_unlock(&p->mu);
-    if (!pick->conn) {
-        pick->set_ns = p->timeout_ns; /* ops->connect sets it */
+    if (!pick->conn || pick->connect_until) {
         bw_error e = {0, "", ""};
-        void *c = NULL;
-        int rc = p->ops->connect(p->backend, &c, &e);
-        pthread_mutex_lock(&p->mu);
-        pick->conn = c;
+        int rc = p->ops->connect(p->backend, pick, deadline, &e);
         if (rc != BW_OK) {
-            note_down(p, &e);
+            pthread_mutex_lock(&p->mu);
+            if (!pick->conn) /* it failed; otherwise the next call goes on with it: no failure yet */
+                note_down(p, &e);
             pick->busy = 0;
             pthread_cond_signal(&p->cv);
-        }
-        pthread_mutex_unlock(&p->mu);
-        if (rc != BW_OK) {
+            pthread_mutex_unlock(&p->mu);
             if (err)
                 *err = e;
             return rc;
@@ -154,6 +157,7 @@ void bw__netpool_release(bw__netpool *p, bw__netslot *s, int broken, const bw_er
         if (s->conn)
             p->ops->close(p->backend, s->conn, 0);
         s->conn = NULL;
+        s->connect_until = 0;
         s->busy = 0;
         note_down(p, e);
     } else {
@@ -172,20 +176,40 @@ int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const b
     return rc;
 }
 
-int bw__netpool_bound(const bw__netpool *p, bw__netslot *s, int *broken, bw_error *err)
+int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err)
 {
-    int64_t left = s->deadline - bw__mono_now();
-    if (left <= 0)
-        return bw__fail(err, BW_ETIMEDOUT, "", "%s: the call's deadline (timeout %" PRId64 " ms) passed", p->name,
-                        p->timeout_ns / 1000000);
-    int64_t want = left >= p->timeout_ns - 1000000 ? p->timeout_ns : left;
-    if (want != s->set_ns && p->ops->set_timeout) { /* no per-command timeout: nothing to set */
-        int rc = p->ops->set_timeout(p->backend, s->conn, want, err);
-        if (rc != BW_OK) {
-            *broken = 1;
-            return rc;
-        }
-        s->set_ns = want;
+    if (bw__mono_now() < s->deadline)
+        return BW_OK;
+    return bw__fail(err, BW_ETIMEDOUT, "", "%s: the call's deadline (timeout %" PRId64 " ms) passed", p->name,
+                    p->timeout_ns / 1000000);
+}
+
+int bw__netpool_wait(int fd, int out, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - bw__mono_now();
+        if (left <= 0)
+            return 0;
+        struct pollfd pf = {fd, (short)(POLLIN | (out ? POLLOUT : 0)), 0};
+        int n = poll(&pf, 1, (int)((left + 999999) / 1000000));
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
     }
-    return BW_OK;
+}
+
+void bw__netpool_pause(uint64_t *rng, int attempt, int64_t deadline)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
+    int64_t ns = (int64_t)(*rng % (uint64_t)cap), left = deadline - bw__mono_now();
+    if (ns > left)
+        ns = left;
+    if (ns > 0) {
+        struct timespec ts = {0, (long)ns};
+        nanosleep(&ts, NULL);
+    }
 }

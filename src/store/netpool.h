@@ -7,14 +7,20 @@
  * to close one. A connection is the backend's (a void *: a redisContext, a
  * PGconn); the pool only hands it out, one call at a time.
  *
- * - A call takes a slot (acquire) and gives it back (release). Its wait for a
- *   free slot is bounded by the call's deadline, `timeout` from the acquire:
- *   the slot's `deadline`, which bound() turns into the time left for the
- *   next command, so that the wait and the commands share it (redis:; a
- *   backend may extend it, e.g. on a conflict). A backend that bounds each
- *   command itself does not call bound() (postgresql:).
- * - A slot without a connection is connected at acquire (ops->connect, which
- *   waits at most the backend's connect timeout).
+ * - A call takes a slot (acquire) and gives it back (release). Everything it
+ *   waits for shares one deadline, `timeout` from its acquire (the slot's
+ *   `deadline`): the wait for a free slot, the making of a connection, and
+ *   every command, which the backend bounds by it (bw__netpool_check before
+ *   sending, bw__netpool_wait for the socket). So a call returns within
+ *   `timeout`, whatever the server does.
+ * - A slot without a connection is connected at acquire (ops->connect), by
+ *   the call's deadline. A connection takes at most the backend's connect
+ *   timeout to make, which may be longer than a call's: a backend that can
+ *   resume its connect leaves one the call's deadline cut short in the slot
+ *   (connect_until: when its connect timeout ends), and the next acquire of
+ *   that slot goes on with it, within its own deadline; the call whose
+ *   deadline came first fails (BW_ETIMEDOUT), and that is no failure of the
+ *   server (no backoff). One whose connect timeout passed failed.
  * - A failure (a connect that failed, a release of a broken connection)
  *   closes every idle connection (they lead to the same server) and starts a
  *   backoff, 10 ms doubling to 1 s, reset by a release of a working connection:
@@ -32,15 +38,15 @@
  * backoff lasts; acquire with now_only and no idle connection returns
  * BW_ESTATE with *err untouched (outside a backoff).
  *
- * Locking: the pool's mutex guards which slot is busy, the connection of an
- * idle slot, the backoff and the last failure; its condition variable signals
- * a slot coming free (or a failure, which every waiter then returns). A busy
- * slot belongs to the thread that acquired it, which uses its connection and
- * its deadline without the mutex. The mutex is held only inside the functions
- * below, never across a network wait: ops->connect and ops->set_timeout run
- * without it; ops->close runs under it (so it must not wait, nor take a
- * lock), except from destroy, which runs alone. The backend's own locks are
- * never taken under it.
+ * Locking: the pool's mutex guards which slot is busy, the connection (and
+ * connect_until, connect_step) of an idle slot, the backoff and the last
+ * failure; its condition variable signals a slot coming free (or a failure,
+ * which every waiter then returns). A busy slot belongs to the thread that
+ * acquired it, which uses its connection and its deadline without the mutex.
+ * The mutex is held only inside the functions below, never across a network
+ * wait: ops->connect runs without it; ops->close runs under it (so it must
+ * not wait, nor take a lock), except from destroy, which runs alone. The
+ * backend's own locks are never taken under it.
  */
 #ifndef BW_STORE_NETPOOL_H
 #define BW_STORE_NETPOOL_H
@@ -53,35 +59,39 @@
 
 #define BW__NETPOOL_MAX 64 /* slots of a pool at most */
 
+struct bw__netslot;
+
 /* What the pool needs of a connection: the backend registers it at init. `backend` is the pointer it gave then. */
 typedef struct bw__netpool_ops {
     /*
-     * Make a new connection into *conn, waiting at most the backend's connect
-     * timeout, its per-command timeout (if it has one: bound()) set to the
-     * pool's `timeout`. BW_OK, or the error with *err filled and nothing made.
+     * Make the connection of slot s by `deadline` (the call's, a bw__mono_now
+     * instant) at most: a new one when s->conn is NULL, else go on with the
+     * one an earlier call left unfinished (s->connect_until and
+     * s->connect_step say where it stands). BW_OK: s->conn is made,
+     * s->connect_until 0. An error with s->conn NULL: the connection failed
+     * (refused, its connect timeout passed, ...), nothing is left. An error
+     * (BW_ETIMEDOUT) with s->conn set: not finished by `deadline`, its
+     * connect timeout (s->connect_until) still ahead: the next call on the
+     * slot goes on with it. A backend that cannot resume finishes or fails by
+     * `deadline`. *err filled on an error.
      */
-    int (*connect)(void *backend, void **conn, bw_error *err);
+    int (*connect)(void *backend, struct bw__netslot *s, int64_t deadline, bw_error *err);
     /*
-     * Close conn without waiting (under the pool's mutex). `forked`: in a
-     * child forked from the process that made the pool, whose socket is the
-     * parent's too (destroy only).
+     * Close conn without waiting (under the pool's mutex), made or being
+     * made. `forked`: in a child forked from the process that made the pool,
+     * whose socket is the parent's too (destroy only).
      */
     void (*close)(void *backend, void *conn, int forked);
-    /*
-     * For bound(): set conn's per-command timeout to ns. BW_OK, or the error
-     * with *err filled (conn is unusable then). NULL when the backend never
-     * calls bound().
-     */
-    int (*set_timeout)(void *backend, void *conn, int64_t ns, bw_error *err);
 } bw__netpool_ops;
 
 /* A slot of the pool: what acquire hands out. */
 typedef struct bw__netslot {
     void *conn; /* the backend's connection; NULL: not connected */
-    /* The busy thread's: */
-    int64_t deadline; /* of the call using it (bw__mono_now instant) */
-    int64_t set_ns;   /* the per-command timeout set on conn (bound) */
-    int busy;         /* the pool's, under its mutex */
+    /* The busy thread's (the pool's, under its mutex, when idle): */
+    int64_t deadline;      /* of the call using it (bw__mono_now instant) */
+    int64_t connect_until; /* conn is still being made, at most until then (its connect timeout); 0: made */
+    int connect_step;      /* where the making stands (the backend's) */
+    int busy;              /* the pool's, under its mutex */
 } bw__netslot;
 
 /* The pool: a backend embeds it and touches only the conn and deadline of a slot it acquired. */
@@ -125,8 +135,9 @@ void bw__netpool_adopt(bw__netpool *p, void *conn);
 
 /*
  * Take a slot for one call, its deadline `timeout` from now: one with a
- * connection if any is idle, else an idle one, connected here. During a
- * backoff fail at once with the last error. `now_only`: only a connected
+ * connection if any is idle, else one whose connection is being made (going
+ * on with it), else an idle one, connected here; all by the deadline. During
+ * a backoff fail at once with the last error. `now_only`: only a connected
  * slot that is idle now, else BW_ESTATE at once with *err untouched;
  * otherwise wait for one to come free until the deadline (BW_ETIMEDOUT).
  * BW_OK with *out the caller's until release.
@@ -147,13 +158,23 @@ void bw__netpool_release(bw__netpool *p, bw__netslot *s, int broken, const bw_er
 int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const bw_error *e, bw_error *err);
 
 /*
- * Bound the next command on s by its call's deadline: its per-command timeout
- * (ops->set_timeout) is the time left, at most `timeout` (within a
- * millisecond of it, `timeout` itself, so that the common case sets nothing);
- * BW_ETIMEDOUT when none is left. So a call's wait for a slot and its
- * commands together wait at most `timeout`. *broken is set when
- * set_timeout failed.
+ * Before a command on s: BW_OK while its call's deadline is ahead, else
+ * BW_ETIMEDOUT (nothing was sent: the connection is still in step).
  */
-int bw__netpool_bound(const bw__netpool *p, bw__netslot *s, int *broken, bw_error *err);
+int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err);
+
+/*
+ * Wait until fd is readable (or, `out`, readable or writable) or `deadline`
+ * (a bw__mono_now instant) passes: 1 ready (or an error to read on it), 0
+ * the deadline passed, -1 poll failed (errno).
+ */
+int bw__netpool_wait(int fd, int out, int64_t deadline);
+
+/*
+ * Sleep a random time in [0, min(4 ms, 16 us << attempt)) (rng: the
+ * caller's xorshift state, not 0), never past `deadline`: the pause between
+ * two races an update lost, so that writers racing for one key spread out.
+ */
+void bw__netpool_pause(uint64_t *rng, int attempt, int64_t deadline);
 
 #endif

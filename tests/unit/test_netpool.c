@@ -3,8 +3,9 @@
  * on fake connections, without a server: reuse, a failed connect and the
  * backoff it starts (its doubling, read off the pool's own deadline rather
  * than slept through), a broken connection closing the idle ones, now_only,
- * the bounded wait for a busy pool, a forked child, bound() without a
- * per-command timeout, done() handing an error on.
+ * the bounded wait for a busy pool, a forked child, done() handing an error
+ * on, the call's deadline given to connect and checked before a command, and
+ * a connection a call's deadline cut short going on with the next call.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,17 +20,32 @@
 
 typedef struct fake {
     int connects, closes, closes_forked, fail_next; /* fail_next: the next connect fails */
+    int calls;                                      /* of connect, made or not */
+    int unfinished;                                 /* so many calls of connect leave it unfinished */
+    int64_t deadline;                               /* the last connect's */
     int conns[8];                                   /* what a connection points at */
 } fake;
 
-static int fake_connect(void *backend, void **conn, bw_error *err)
+static int fake_connect(void *backend, bw__netslot *s, int64_t deadline, bw_error *err)
 {
     fake *f = backend;
+    f->calls++;
+    f->deadline = deadline;
     if (f->fail_next) {
         f->fail_next = 0;
         return bw__fail(err, BW_ESYS, "", "fake: connection refused");
     }
-    *conn = &f->conns[f->connects++ % 8];
+    if (!s->conn) {
+        s->conn = &f->conns[f->connects++ % 8];
+        s->connect_until = bw__mono_now() + BW_NS_PER_S;
+        s->connect_step = 0;
+    }
+    if (f->unfinished > 0) {
+        f->unfinished--;
+        s->connect_step++;
+        return bw__fail(err, BW_ETIMEDOUT, "", "fake: connecting: not done by the call's deadline");
+    }
+    s->connect_until = 0;
     return BW_OK;
 }
 
@@ -41,7 +57,7 @@ static void fake_close(void *backend, void *conn, int forked)
     f->closes_forked += forked;
 }
 
-static const bw__netpool_ops fake_ops = {fake_connect, fake_close, NULL};
+static const bw__netpool_ops fake_ops = {fake_connect, fake_close};
 
 static void pool_make(bw__netpool *p, fake *f, int size, int64_t timeout_ns)
 {
@@ -58,6 +74,7 @@ static void test_reuse(void)
     bw__netslot *a, *b;
     CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
     CHECK_INT(f.connects, 1);
+    CHECK(f.deadline == a->deadline); /* connect was given the call's deadline */
     bw__netpool_release(&p, a, 0, NULL);
     CHECK_OK(bw__netpool_acquire(&p, 0, &b, NULL));
     CHECK(b == a);
@@ -68,10 +85,13 @@ static void test_reuse(void)
     CHECK_RC(bw__netpool_acquire(&p, 1, &c, &e), BW_ESTATE);
     CHECK_INT(e.code, 12345);
     CHECK_STR(e.message, "untouched");
-    /* bound() with no per-command timeout to set: OK. */
-    int broken = 0;
-    CHECK_OK(bw__netpool_bound(&p, b, &broken, NULL));
-    CHECK_INT(broken, 0);
+    /* check(): fine while the call's deadline (timeout from the acquire) is ahead. */
+    CHECK_OK(bw__netpool_check(&p, b, NULL));
+    CHECK(b->deadline - bw__mono_now() > 50 * BW_NS_PER_MS && b->deadline - bw__mono_now() <= 100 * BW_NS_PER_MS);
+    b->deadline = bw__mono_now() - 1;
+    bw_error late;
+    CHECK_RC(bw__netpool_check(&p, b, &late), BW_ETIMEDOUT);
+    CHECK(strstr(late.message, "fake: the call's deadline (timeout 100 ms) passed") == late.message);
     /* done: releases, and hands the call's error on only when it failed. */
     bw_error call = {BW_ESYS, "", "fake: reply malformed"}, out = {0, "", "before"};
     CHECK_RC(bw__netpool_done(&p, b, 0, BW_ESYS, &call, &out), BW_ESYS);
@@ -191,6 +211,54 @@ static void test_forked_child(void)
     CHECK_INT(f.closes_forked, 0);
 }
 
+/*
+ * A connection the call's deadline cut short stays in its slot: that call
+ * fails (BW_ETIMEDOUT) without a backoff, the next acquire goes on with it
+ * (not a new one) and now_only never takes it; closing idle ones closes it.
+ */
+static void test_connect_resumed(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 2, 100 * BW_NS_PER_MS);
+    bw__netslot *a, *b;
+    bw_error e;
+    f.unfinished = 2;
+    CHECK_RC(bw__netpool_acquire(&p, 0, &a, &e), BW_ETIMEDOUT);
+    CHECK_STR(e.message, "fake: connecting: not done by the call's deadline");
+    CHECK_INT(p.backoff, 0); /* no failure of the server */
+    CHECK_INT(f.connects, 1);
+    CHECK_RC(bw__netpool_acquire(&p, 1, &a, &e), BW_ESTATE); /* now_only: nothing made yet */
+    CHECK_RC(bw__netpool_acquire(&p, 0, &a, &e), BW_ETIMEDOUT);
+    CHECK_INT(f.connects, 1); /* the same connection, gone on with */
+    CHECK_INT(f.calls, 2);
+    int rc = bw__netpool_acquire(&p, 0, &a, &e);
+    CHECK_OK(rc);
+    if (rc != BW_OK) {
+        bw__netpool_destroy(&p);
+        return;
+    }
+    CHECK_INT(f.connects, 1);
+    CHECK_INT(a->connect_step, 2);
+    CHECK(a->connect_until == 0);
+    bw__netpool_release(&p, a, 0, NULL);
+    CHECK_OK(bw__netpool_acquire(&p, 1, &b, &e)); /* made: now_only takes it */
+    CHECK(b == a);
+    b = a;
+    /* One being made in the other slot is closed with the idle ones on a failure. */
+    f.unfinished = 1;
+    bw__netslot *c;
+    CHECK_RC(bw__netpool_acquire(&p, 0, &c, &e), BW_ETIMEDOUT);
+    CHECK_INT(f.connects, 2);
+    bw_error down = {BW_ESYS, "", "fake: connection reset"};
+    bw__netpool_release(&p, b, 1, &down);
+    CHECK_INT(f.closes, 2);
+    for (int i = 0; i < p.size; i++)
+        CHECK(p.slots[i].conn == NULL && p.slots[i].connect_until == 0);
+    bw__netpool_destroy(&p);
+    CHECK_INT(f.closes, 2);
+}
+
 int main(void)
 {
     RUN(test_reuse);
@@ -198,5 +266,6 @@ int main(void)
     RUN(test_broken_closes_idle);
     RUN(test_busy_waits_its_deadline);
     RUN(test_forked_child);
+    RUN(test_connect_resumed);
     return TEST_SUMMARY();
 }

@@ -13,7 +13,12 @@
  * unaffected), a stopped server (SIGSTOP: postmaster and backends) failing
  * calls within the timeout, then answering again after SIGCONT, and a server
  * stopped as a crash would under load and started again (the store
- * reconnects, the circuits survive). Run by ctest under
+ * reconnects, the circuits survive); a 48 MB row never sent; through a
+ * fault proxy (support/faultproxy.h), every call within its timeout: on a
+ * blackholed server (reconnects included), on a link too slow to connect
+ * within one call (the next call goes on with the connection), against
+ * statements answered in 80 ms while another client writes the row. Run by
+ * ctest under
  * tests/support/with_postgres.sh, whose server it talks to ($BW_TEST_PORT),
  * stops ($BW_TEST_SERVER_PID) and restarts ($BW_TEST_PG_RESTART).
  */
@@ -23,12 +28,14 @@
 #include <stdatomic.h>
 #include <libpq-fe.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "faultproxy.h"
 #include "scan_pages.h"
 #include "entries.h"
 #include "base/systime.h"
@@ -152,7 +159,7 @@ static void test_open_errors(void)
     refused(url("postgresql://bwpass:wrong@127.0.0.1:%d/postgres"), BW_ESYS, NULL, "password authentication failed");
     refused(url("postgresql://postgres@127.0.0.1:%d/nosuchdb"), BW_ESYS, NULL, "does not exist");
     /* The right password opens, and makes the table as that role. */
-    bw_store *s = open_ok(url("postgresql://bwpass:bwsecret@127.0.0.1:%d/postgres?table=pw"));
+    bw_store *s = open_ok(url("postgresql://bwpass:bwsecret@127.0.0.1:%d/postgres?table=pw&timeout=10s"));
     if (s) {
         CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
         bw_store_close(s);
@@ -173,7 +180,8 @@ static void test_url_forms(void)
     /* libpq's keyword string, libpq's options passed through, and the postgres:// spelling. */
     bw_store *a = open_ok(
         url("postgresql:host=127.0.0.1 port=%d user=postgres dbname=postgres?table=forms&application_name=bw-kw"));
-    bw_store *b = open_ok(url("postgres://postgres@127.0.0.1:%d/postgres?table=forms&application_name=bw%%2Duri"));
+    bw_store *b =
+        open_ok(url("postgres://postgres@127.0.0.1:%d/postgres?table=forms&application_name=bw%%2Duri&timeout=10s"));
     if (!a || !b)
         return;
     CHECK_STR(bw_store_scheme(a), "postgresql");
@@ -191,7 +199,7 @@ static void test_url_forms(void)
     /* A schema-qualified table. */
     c = raw();
     sql(c, "CREATE SCHEMA bws");
-    bw_store *q = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=bws.Circuits"));
+    bw_store *q = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=bws.Circuits&timeout=10s"));
     if (q) {
         CHECK_OK(entry_put(q, "k", 1, 64, BW_STORE_NEVER, NULL));
         CHECK_STR(sql(c, "SELECT count(*) FROM bws.\"Circuits\""), "1"); /* quoted: its case kept */
@@ -202,7 +210,7 @@ static void test_url_forms(void)
 
 static void test_layout(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=lay&pool=2"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=lay&pool=2&timeout=10s"));
     if (!s)
         return;
     CHECK_OK(entry_put(s, "svc key", 42, 64, BW_STORE_NEVER, NULL));
@@ -274,8 +282,8 @@ static void test_layout(void)
 /* The automatic sweep: an update that finds it due deletes expired rows; sweep=off never. */
 static void test_auto_sweep(void)
 {
-    bw_store *on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw&sweep=20ms"));
-    bw_store *off = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw2&sweep=off"));
+    bw_store *on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw&sweep=20ms&timeout=10s"));
+    bw_store *off = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw2&sweep=off&timeout=10s"));
     if (!on || !off)
         return;
     PGconn *c = raw();
@@ -331,8 +339,8 @@ static bw_store_verdict counted_incr(void *arg, int64_t now, const bw_store_entr
 /* The row cache: what another client wrote meanwhile is a conflict (fn runs again on it), never overwritten. */
 static void test_stale_cache(void)
 {
-    bw_store *a = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache"));
-    bw_store *b = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache"));
+    bw_store *a = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache&timeout=10s"));
+    bw_store *b = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=cache&timeout=10s"));
     if (!a || !b)
         return;
     CHECK_OK(entry_put(a, "k", 1, 64, BW_STORE_NEVER, NULL)); /* a has seen k = 1 */
@@ -372,7 +380,7 @@ static void test_stale_cache(void)
 /* Round trips, as the server counts the statements it ran. */
 static void test_round_trips(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=rt"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=rt&timeout=10s"));
     if (!s)
         return;
     PGconn *c = raw();
@@ -419,7 +427,7 @@ static void test_round_trips(void)
 /* A store handle belongs to the process that opened it: a forked child gets BW_ESTATE, the parent goes on. */
 static void test_fork(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=fork&pool=1"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=fork&pool=1&timeout=10s"));
     if (!s)
         return;
     CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
@@ -591,7 +599,7 @@ static void *load_main(void *arg)
  */
 static void test_scan_pages_bounded(void)
 {
-    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=scanpages"));
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=scanpages&timeout=10s"));
     if (!s)
         return;
     check_scan_pages_bounded(s);
@@ -642,6 +650,224 @@ static void test_restart(void)
     bw_store_close(s);
 }
 
+/* ---- every reply bounded in memory, every call in time ---- */
+
+#define SLACK_MS 400 /* a loaded 2-CPU machine's scheduler, a sanitizer */
+
+static long maxrss_mb(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024;
+}
+
+/*
+ * A row far longer than an entry (another client wrote 48 MB of data) is
+ * never sent to the store: it reads as absent, an update replaces it, and the
+ * process does not grow by the row.
+ */
+static void test_huge_row(void)
+{
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=hugerow&timeout=10s"));
+    if (!s)
+        return;
+    CHECK_OK(entry_put(s, "small", 1, 64, BW_STORE_NEVER, NULL));
+    PGconn *c = raw();
+    sql(c, "INSERT INTO hugerow (name, data, expires_at) SELECT 'big', decode(repeat('ab', 48 * 1024 * 1024), 'hex'), "
+           "9223372036854775807");
+    PQfinish(c);
+    long base = maxrss_mb();
+    int64_t t0 = bw__mono_now();
+    CHECK_INT(entry_get(s, "big"), -2); /* not an entry: absent */
+    int64_t now;
+    bw_store_entry out[2];
+    int found[2] = {1, 1};
+    const char *names[2] = {"big", "small"};
+    CHECK_OK(bw__store_read_many(s, 2, names, &now, out, found));
+    CHECK_INT(found[0], 0);
+    CHECK_INT(found[1], 1);
+    CHECK_OK(entry_put(s, "big", 2, 64, BW_STORE_NEVER, NULL)); /* replaced through its version */
+    CHECK_INT(entry_get(s, "big"), 2);
+    int64_t took = bw__mono_now() - t0;
+    long grown = maxrss_mb() - base;
+    printf("# a 48 MB row: read, read_many and replaced in %lld ms, the process grew %ld MB\n", (long long)(took / MS),
+           grown);
+    if (grown > 24)
+        H_FAIL("the process grew %ld MB reading a row of 48 MB: it was sent", grown);
+    bw_store_close(s);
+}
+
+/* A store of table `table` through the proxy px, with `opts`; NULL (and a failed check) when it cannot open. */
+static bw_store *open_via(faultproxy *px, const char *table, const char *opts)
+{
+    char u[300];
+    snprintf(u, sizeof u, "postgresql://postgres@127.0.0.1:%d/postgres?table=%s&%s", faultproxy_port(px), table, opts);
+    return open_ok(u);
+}
+
+/* entry_put until it works, at most ms (a loaded machine may stall the server past a short timeout). */
+static int put_until(bw_store *s, int64_t value, int64_t ms, int64_t *longest, int *unfinished)
+{
+    bw_error e = {0, "", ""};
+    int rc = BW_ESYS;
+    for (int64_t t1 = bw__mono_now(); rc != BW_OK && bw__mono_now() - t1 < ms * MS;) {
+        int64_t t0 = bw__mono_now();
+        rc = entry_put(s, "k", value, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        if (longest && took > *longest)
+            *longest = took;
+        if (unfinished && rc == BW_ETIMEDOUT && strstr(e.message, "the next call goes on with it"))
+            ++*unfinished;
+        if (rc != BW_OK) {
+            struct timespec ts = {0, 5 * MS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
+}
+
+/*
+ * A blackholed server (the proxy swallows every byte both ways, accepting
+ * connections): every call returns within its timeout (100 ms) though
+ * connect_timeout is 1 s, the calls that reconnect included; once the proxy
+ * passes again, the store answers again.
+ */
+static void test_blackhole(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "hole", "timeout=100ms&connect_timeout=1s");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL));
+        faultproxy_blackhole(px);
+        long accepted = faultproxy_accepted(px);
+        int64_t longest = 0;
+        int calls = 0, ok = 0;
+        for (int64_t t1 = bw__mono_now(); bw__mono_now() - t1 < 2500 * MS; calls++) {
+            int64_t t0 = bw__mono_now();
+            ok += entry_put(s, "k", 2, 64, BW_STORE_NEVER, NULL) == BW_OK;
+            int64_t took = bw__mono_now() - t0;
+            longest = took > longest ? took : longest;
+            struct timespec ts = {0, 5 * MS};
+            nanosleep(&ts, NULL);
+        }
+        long reconnects = faultproxy_accepted(px) - accepted;
+        printf("# blackholed: %d calls, the longest %lld ms, %ld reconnects tried\n", calls, (long long)(longest / MS),
+               reconnects);
+        CHECK_INT(ok, 0);
+        CHECK(reconnects >= 1); /* the bound held for calls that reconnect too */
+        if (longest > (100 + SLACK_MS) * MS)
+            H_FAIL("a call on a blackholed server took %lld ms, more than its timeout (100 ms) + %d ms",
+                   (long long)(longest / MS), SLACK_MS);
+        faultproxy_pass(px);
+        CHECK_OK(put_until(s, 3, 5000, NULL, NULL));
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
+/*
+ * A slow link (the proxy delays every chunk 100 ms each way): a statement (a
+ * round trip, 200 ms) fits a call's timeout (500 ms), a new connection does
+ * not (the TLS request, the startup and the session's set-up: 3 round trips,
+ * 600 ms). The connection is reset: a call that reconnects fails within its
+ * timeout, leaving the connection being made, and the next one goes on with
+ * it (at least one does), so that the store gets connected again and the
+ * write goes through (the next call finishes the connection 300 ms before
+ * its deadline: room for the statement and a loaded machine).
+ */
+static void test_slow_reconnect(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "slowlink", "timeout=500ms&connect_timeout=10s&pool=1&gssencmode=disable");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL));
+        faultproxy_delay(px, 100);
+        faultproxy_reset(px);
+        int64_t longest = 0, t0 = bw__mono_now();
+        int unfinished = 0;
+        int rc = put_until(s, 2, 15000, &longest, &unfinished);
+        printf("# a slow link: connected again after %lld ms, %d calls going on with a connection being made, the "
+               "longest call %lld ms\n",
+               (long long)((bw__mono_now() - t0) / MS), unfinished, (long long)(longest / MS));
+        CHECK_OK(rc);
+        CHECK(unfinished >= 1); /* a connection was made across calls */
+        if (longest > (500 + SLACK_MS) * MS)
+            H_FAIL("a call took %lld ms, more than its timeout (500 ms) + %d ms", (long long)(longest / MS), SLACK_MS);
+        faultproxy_pass(px);
+        CHECK_INT(entry_get(s, "k"), 2);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
+/* Another client writing row `name` of `table` again and again (a fresh version each time), until told to stop. */
+typedef struct writer {
+    const char *table, *name;
+    atomic_int stop;
+    long writes;
+} writer;
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    PGconn *c = raw();
+    char q[200];
+    snprintf(q, sizeof q, "UPDATE %s SET version = DEFAULT WHERE name = '%s'", w->table, w->name);
+    while (!atomic_load(&w->stop)) {
+        PGresult *r = PQexec(c, q);
+        PQclear(r);
+        w->writes++;
+    }
+    PQfinish(c);
+    return NULL;
+}
+
+/*
+ * Statements answered in 80 ms (the proxy delays each way 40 ms) while
+ * another client writes the row all the time: every compare-and-set of an
+ * update is a conflict, and the update gives up within its timeout (100 ms).
+ */
+static void test_slow_conflicts(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "slowrace", "timeout=100ms&connect_timeout=1s&pool=1");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL)); /* the store has seen the row */
+        writer w = {"slowrace", "k", 0, 0};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, writer_main, &w) == 0);
+        faultproxy_delay(px, 40);
+        struct timespec ts = {0, 50 * MS};
+        nanosleep(&ts, NULL);
+        bw_error e = {0, "", ""};
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        atomic_store(&w.stop, 1);
+        pthread_join(th, NULL);
+        printf("# an update against 80 ms statements and another writer: %s after %lld ms (%s); %ld writes by the "
+               "other\n",
+               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", w.writes);
+        CHECK_INT(rc, BW_ETIMEDOUT);
+        if (took > (100 + SLACK_MS) * MS)
+            H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -663,6 +889,10 @@ int main(void)
     RUN(test_locked_row);
     RUN(test_stopped_server);
     RUN(test_scan_pages_bounded);
+    RUN(test_huge_row);
+    RUN(test_blackhole);
+    RUN(test_slow_reconnect);
+    RUN(test_slow_conflicts);
     RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }

@@ -4,15 +4,22 @@
  * names its field and range), rediss:// refused for want of TLS, a wrong
  * password and an unreachable server refused at open within the connect
  * deadline, the key layout (prefix + store key, expires_at then the data),
- * a value breakwater did not write read as absent, and a stopped server
+ * a value breakwater did not write read as absent (one longer than an entry
+ * never sent), and a stopped server
  * (SIGSTOP) failing calls within the timeout, then answering again after
  * SIGCONT; an update costs one round trip when the store has seen the key's
- * value, and a value another client changed since is only a conflict. Run by ctest under tests/support/with_redis.sh,
- * whose server it talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
+ * value, and a value another client changed since is only a conflict; on a
+ * fake server of its own (support/fakeredis.h), replies no real server sends
+ * (arrays and strings announcing billions, nesting, lines without an end, a
+ * trickle) refused or timed out within the deadline without the process
+ * growing, and an update against conflicts answered in 80 ms giving up
+ * within its timeout. Run by ctest under tests/support/with_redis.sh, whose
+ * server it talks to ($BW_TEST_PORT) and stops ($BW_TEST_SERVER_PID).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -20,6 +27,7 @@
 
 #include "harness.h"
 #include "entries.h"
+#include "fakeredis.h"
 #include "base/systime.h"
 #include "store/front.h"
 
@@ -111,7 +119,7 @@ static void test_layout(void)
 {
     bw_store *s = NULL;
     bw_error e;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/3?prefix=lay:&pool=2"), &s, &e));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/3?prefix=lay:&pool=2&timeout=10s"), &s, &e));
     CHECK_STR(bw_store_scheme(s), "redis");
     CHECK_OK(entry_put(s, "svc key", 42, 64, BW_STORE_NEVER, NULL));
     redisContext *c = raw();
@@ -142,6 +150,24 @@ static void test_layout(void)
     CHECK_INT(entry_get(s, "junk"), -2);
     CHECK_OK(entry_put(s, "junk", 7, 64, BW_STORE_NEVER, NULL));
     CHECK_INT(entry_get(s, "junk"), 7);
+    /* A value longer than an entry is never sent (the scripts answer it as ''): absent, then replaced. */
+    size_t big = 64 << 10;
+    char *v = malloc(big);
+    if (v) {
+        memset(v, 'v', big);
+        r = redisCommand(c, "SET %s %b", "lay:big", v, big);
+        CHECK(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        free(v);
+        int64_t now2;
+        bw_store_entry e2;
+        int found2 = 1;
+        CHECK_OK(bw__store_try_read(s, "big", &now2, &e2, &found2));
+        CHECK_INT(found2, 0);
+        CHECK_INT(entry_get(s, "big"), -2);
+        CHECK_OK(entry_put(s, "big", 8, 64, BW_STORE_NEVER, NULL));
+        CHECK_INT(entry_get(s, "big"), 8);
+    }
     redisFree(c);
     int d = -1;
     CHECK_OK(bw_store_sweep(s, 10, &d, NULL));
@@ -201,8 +227,8 @@ static void update_costs_(bw_store *s, redisContext *c, const char *key, int ver
 static void test_cached_update(void)
 {
     bw_store *a = NULL, *b = NULL;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &a, NULL));
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1"), &b, NULL));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1&timeout=10s"), &a, NULL));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=cache:&pool=1&timeout=10s"), &b, NULL));
     redisContext *c = raw();
     update_costs(a, c, "k", BW_STORE_PUT, 1, 2, 1, -2); /* unknown to the cache: a read, then the write */
     update_costs(a, c, "k", BW_STORE_PUT, 2, 1, 1, 1);  /* its own write: the write alone */
@@ -235,7 +261,7 @@ static void test_fork(void)
 {
     bw_store *s = NULL;
     bw_error e;
-    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:"), &s, &e));
+    CHECK_OK(bw_store_open(url("redis://127.0.0.1:%d/?prefix=fork:&timeout=10s"), &s, &e));
     CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
     fflush(NULL);
     pid_t child = fork();
@@ -285,6 +311,197 @@ static void test_stopped_server(void)
     bw_store_close(s);
 }
 
+/* ---- a hostile server (support/fakeredis.h): every reply bounded in memory and time ---- */
+
+#define HOSTILE_MB 48  /* the most the process may grow over all the hostile replies */
+#define SLACK_MS 400   /* a loaded 2-CPU machine's scheduler, a sanitizer */
+#define CONNECT_MS 300 /* the stores' connect_timeout here (their timeout is 100 ms) */
+
+static long maxrss_mb(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024;
+}
+
+typedef struct hostile {
+    const char *name;
+    const char *reply;
+    char fill;         /* then this byte, again and again (0: nothing) */
+    size_t fill_len;   /* in chunks of fill_len bytes */
+    long fill_max;     /* at most this many bytes in all */
+    int fill_every_ms; /* a chunk every so often (0: as fast as the client reads) */
+    int refused;       /* the store must say it refused the reply (not time out) */
+    int fill_strings;  /* the chunk is a string of 1032 bytes (an entry's longest), not fill bytes */
+} hostile;
+
+static const hostile hostiles[] = {
+    {"an array of 10^8 elements", "*100000000\r\n", 0, 0, 0, 0, 1, 0},
+    {"an array of 2*10^9 elements", "*2000000000\r\n", 0, 0, 0, 0, 1, 0},
+    {"a string of 2*10^9 bytes, sent as fast as read", "$2000000000\r\n", 'x', 4096, 128L << 20, 0, 1, 0},
+    {"arrays nested 4 deep", "*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", 0, 0, 0, 0, 1, 0},
+    {"an endless array of small items", "*1000000\r\n", 0, 0, 0, 0, 1, 0},
+    {"arrays of arrays of entry-long strings, each within the command's count", "*3\r\n*3\r\n", 'x', 0, 128L << 20, 0,
+     1, 1},
+    {"a status line without an end, sent as fast as read", "+", 'a', 4096, 128L << 20, 0, 1, 0},
+    {"a reply trickling a byte every 10 ms", "+", 'a', 1, 300, 10, 0, 0},
+};
+
+/* fr answers SCRIPT LOAD with h (at_open) or a SHA1, and EVALSHA with h (or with an error). */
+static void hostile_set(fakeredis *fr, const hostile *h, int at_open)
+{
+    size_t n = strlen(h->reply);
+    fakeredis_set(fr, at_open ? h->reply : NULL, n, at_open ? NULL : h->reply, n, 0);
+    char fill[4096];
+    size_t fl = h->fill ? h->fill_len : 0;
+    memset(fill, h->fill, sizeof fill);
+    if (h->fill_strings) {
+        memcpy(fill, "$1032\r\n", 7);
+        memcpy(fill + 7 + 1032, "\r\n", 2);
+        fl = 7 + 1032 + 2;
+    }
+    fakeredis_fill(fr, fill, fl, h->fill_max, h->fill_every_ms);
+}
+
+/*
+ * The call failed within bound_ms, saying it refused the reply when h is one
+ * to refuse; 0 when it broke a bound (the next case could exhaust the machine).
+ */
+static int hostile_check(const hostile *h, const char *what, int rc, const bw_error *e, int64_t took, int64_t bound_ms)
+{
+    int ok = 1;
+    if (rc == BW_OK) {
+        H_FAIL("%s: %s succeeded", h->name, what);
+        ok = 0;
+    }
+    if (took > bound_ms * MS) {
+        H_FAIL("%s: %s took %lld ms, more than %lld ms", h->name, what, (long long)(took / MS), (long long)bound_ms);
+        ok = 0;
+    }
+    if (rc != BW_OK && h->refused && (!strstr(e->message, "refused") || strstr(e->message, "emory")))
+        H_FAIL("%s: %s: the message does not say the reply was refused: %s", h->name, what, e->message);
+    return ok;
+}
+
+/*
+ * Replies a real server never sends, to the open's SCRIPT LOAD and to an
+ * update's and a read's script: arrays announcing 10^8 and 2*10^9 elements, a
+ * string announcing 2*10^9 bytes (then sent as fast as read), arrays nested
+ * deeper than breakwater's replies, more elements than a command can answer,
+ * a line that never ends, a reply that trickles. Each call fails within its
+ * deadline (the open: connect_timeout; a call: timeout), refusing the reply
+ * where it is too large, and the process stays small: nothing is allocated
+ * for what the server announced. A case that breaks the bounds ends the test,
+ * so that the machine is not exhausted by the next one.
+ */
+static void test_hostile_replies(void)
+{
+    fakeredis fr;
+    if (fakeredis_start(&fr) != 0) {
+        H_FAIL("fakeredis_start failed");
+        return;
+    }
+    char u[200];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=100ms&connect_timeout=%dms", fr.port, CONNECT_MS);
+    long base = maxrss_mb();
+    for (size_t i = 0; i < sizeof hostiles / sizeof hostiles[0]; i++) {
+        const hostile *h = &hostiles[i];
+        bw_error e = {0, "", ""};
+        bw_store *s = NULL;
+        hostile_set(&fr, h, 1);
+        int64_t t0 = bw__mono_now();
+        int rc = bw_store_open(u, &s, &e);
+        int64_t open_took = bw__mono_now() - t0;
+        if (s)
+            bw_store_close(s);
+        int ok = hostile_check(h, "the open", rc, &e, open_took, CONNECT_MS + SLACK_MS);
+        int64_t took[2] = {0, 0};
+        char said[2][216];
+        snprintf(said[0], sizeof said[0], "%s", e.message);
+        said[1][0] = 0;
+        hostile_set(&fr, h, 0);
+        for (int op = 0; ok && op < 2; op++) { /* an update, then a read, each on a store of its own */
+            s = NULL;
+            rc = bw_store_open(u, &s, &e);
+            if (rc != BW_OK) {
+                H_FAIL("%s: open: %s", h->name, e.message);
+                break;
+            }
+            int64_t now;
+            bw_store_entry out;
+            int found;
+            t0 = bw__mono_now();
+            rc =
+                op == 0 ? entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e) : bw__store_try_read(s, "k", &now, &out, &found);
+            took[op] = bw__mono_now() - t0;
+            if (op == 0)
+                snprintf(said[1], sizeof said[1], "%s", e.message);
+            else /* a read says no more than its code */
+                snprintf(e.message, sizeof e.message, "%s", h->refused ? "refused" : "");
+            ok = hostile_check(h, op == 0 ? "an update" : "a read", rc, &e, took[op], 100 + SLACK_MS);
+            if (s)
+                bw_store_close(s);
+        }
+        long grown = maxrss_mb() - base;
+        printf("# %s: the open failed after %lld ms, an update after %lld ms, a read after %lld ms; the process "
+               "grew %ld MB (the open: %s; the update: %s)\n",
+               h->name, (long long)(open_took / MS), (long long)(took[0] / MS), (long long)(took[1] / MS), grown,
+               said[0], said[1]);
+        fflush(stdout);
+        if (grown > HOSTILE_MB) {
+            H_FAIL("%s: the process grew %ld MB, more than %d MB", h->name, grown, HOSTILE_MB);
+            ok = 0;
+        }
+        if (!ok)
+            break; /* the next case could exhaust the machine */
+    }
+    fakeredis_stop(&fr);
+}
+
+/*
+ * A server answering every script in 80 ms, each compare-and-set with a
+ * conflict (other clients writing the key, say): a stored call's update (after
+ * its read, as a stored acquire then settle does) gives up within its timeout
+ * (100 ms), with BW_ETIMEDOUT, however many races it could still run.
+ */
+static void test_slow_conflicts(void)
+{
+    fakeredis fr;
+    if (fakeredis_start(&fr) != 0) {
+        H_FAIL("fakeredis_start failed");
+        return;
+    }
+    char conflict[100];
+    int n = snprintf(conflict, sizeof conflict, "*3\r\n$10\r\n%ld\r\n$1\r\n0\r\n$9\r\n", (long)time(NULL));
+    memcpy(conflict + n,
+           "\x7f\xff\xff\xff\xff\xff\xff\xff"
+           "A\r\n",
+           11); /* a value: BW_STORE_NEVER, 'A' */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
+    char u[200];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=100ms&connect_timeout=1s", fr.port);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    int64_t now;
+    bw_store_entry out;
+    int found;
+    if (s)
+        CHECK_OK(bw__store_try_read(s, "k", &now, &out, &found)); /* the acquire: the store has seen k */
+    if (s) {
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        printf("# an update after a read, against 80 ms conflicts: %s after %lld ms (%s); %ld commands answered\n",
+               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", atomic_load(&fr.commands));
+        CHECK_INT(rc, BW_ETIMEDOUT);
+        if (took > (100 + SLACK_MS) * MS)
+            H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
+        bw_store_close(s);
+    }
+    fakeredis_stop(&fr);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -301,5 +518,7 @@ int main(void)
     RUN(test_cached_update);
     RUN(test_fork);
     RUN(test_stopped_server);
+    RUN(test_hostile_replies);
+    RUN(test_slow_conflicts);
     return TEST_SUMMARY();
 }

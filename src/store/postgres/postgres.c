@@ -46,9 +46,9 @@
  *   otherwise answers the row as it is, with the server's clock, so a stale
  *   cache costs one conflict, never a wrong write. On a conflict fn runs again
  *   on the row the statement answered; from the second conflict on, after a
- *   random pause (at most 4 ms) and a fresh read. It gives up with
- *   BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10) times `timeout`
- *   passed. A KEEP (or a DELETE of nothing) decided on the cache is confirmed
+ *   random pause (at most 4 ms) and a fresh read. It goes on until its
+ *   deadline (below), then gives up with BW_ETIMEDOUT, saying how many races
+ *   it lost. A KEEP (or a DELETE of nothing) decided on the cache is confirmed
  *   by a read (fn runs again only when the entry it saw changed), so every
  *   verdict applied was computed on the row as the server had it. So a stored
  *   call (acquire: one read; settle: one update) costs 2 round trips.
@@ -56,7 +56,9 @@
  *   a text[] parameter in binary form: no quoting), at most READ_MANY_MAX
  *   names; a row whose expires_at <= now, whose data is not 1 to
  *   BW_STORE_DATA_MAX bytes or whose version is below 1 reads as absent (and
- *   an update replaces it through its version).
+ *   an update replaces it through its version). The statements answer data
+ *   of another length as NULL (DATA_SQL), so the server never sends more
+ *   than an entry of a row.
  * - sweep deletes at most `max` rows whose expires_at <= now, by ctid, in one
  *   statement (the expiry is checked again on the row deleted, so a row
  *   renewed meanwhile stays). The automatic sweep (?sweep=1h; off disables)
@@ -66,22 +68,35 @@
  *   deleted a full batch leaves it due for the next update, so the sweep keeps
  *   up with any write rate (an update writes at most one row).
  * - Deadlines: every wait is a poll() on the connection's socket with a
- *   deadline (connecting: connect_timeout; each statement: timeout), never a
- *   blocking libpq call, so a stopped server cannot hold a caller; the server
+ *   deadline, never a blocking libpq call, so a stopped server cannot hold a
+ *   caller. A call's wait for a pooled connection, a reconnect and its
+ *   statements share one deadline, `timeout` from its start (the pool's),
+ *   and no statement is sent once it passed. A connection takes at most
+ *   connect_timeout to make (libpq's connect, TLS and authentication, the
+ *   session's set-up), which may be more than a call's timeout: the call
+ *   whose deadline comes first leaves it in its slot (connect_slot), and the
+ *   next call goes on with it (libpq keeps where it stands), so a slow link
+ *   still gets connected while no call waits longer than `timeout`. At open,
+ *   connect_timeout bounds the connect and the table's check. The server
  *   also ends statements after 4/5 of `timeout` (statement_timeout, set on
  *   each session), so that a statement waiting for another client's row lock
  *   fails with BW_ETIMEDOUT and keeps its connection (the other circuits of
  *   the store are not held up by a backoff). A connection whose deadline
  *   passed, or that failed, is closed (PQfinish: nothing is waited for, it is
- *   non-blocking; no cancel request) with every idle connection of the pool, and for a backoff (10 ms doubling to 1 s,
- * reset by a success) calls fail at once with the last error. A write whose answer timed out may still have been
- * applied.
+ *   non-blocking; no cancel request) with every idle connection of the pool,
+ *   and for a backoff (10 ms doubling to 1 s, reset by a success) calls fail
+ *   at once with the last error. A write whose answer timed out may still
+ *   have been applied.
  * - The pool is the store layer's for network backends (store/netpool.h):
- *   this file registers how a connection is made (connect_one) and closed,
- *   and the pool does the rest (slots, the wait for one, backoff).
+ *   this file registers how a connection is made (connect_pooled) and
+ *   closed, and the pool does the rest (slots, the wait for one, backoff).
  * - Everything the server answers is checked: the result status, the number
  *   of rows and columns, each column's type and format, each value's length
- *   and range (the clock within year 2096).
+ *   (before anything is copied) and range (the clock within year 2096). What
+ *   libpq receives is bounded only by the deadline: it reads a whole message
+ *   (a row: up to 2 GB as the protocol's lengths allow) and a whole result
+ *   before this file sees them, so a hostile server can make it hold what it
+ *   sends within `timeout` (include/breakwater/store.h says so).
  *
  * Locking
  * - The pool's mutex (store/netpool.h) guards which slot is busy, its
@@ -116,8 +131,6 @@
 
 #define IDENT_MAX 63 /* bytes of a table (or schema) name: PostgreSQL's NAMEDATALEN - 1 */
 #define POOL_MAX BW__NETPOOL_MAX
-#define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
-#define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
 #define READ_MANY_MAX 100000
 #define SWEEP_BATCH 100                             /* rows an automatic sweep deletes at most */
 #define CACHE_SLOTS 256                             /* rows remembered, one per slot (direct-mapped) */
@@ -133,6 +146,9 @@
 
 /* The server's clock, in ns (µs resolution). */
 #define NOW_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8 * 1000"
+/* A row's data as the statements answer it: NULL when it is not 1 to BW_STORE_DATA_MAX bytes, so it is never sent. */
+#define DATA_SQL "CASE WHEN octet_length(c.data) BETWEEN 1 AND 1024 THEN c.data END"
+_Static_assert(BW_STORE_DATA_MAX == 1024, "DATA_SQL's bound is an entry's longest data");
 
 /* Each statement answers rows of: now, i or written version, version, data, expires_at. */
 enum { ST_READ, ST_PUT, ST_INS, ST_DEL, ST_SWEEP, ST_SCAN, ST_COUNT };
@@ -300,9 +316,9 @@ static int parse_options(pg *r, const bw__url *u, bw_error *err)
 static char *make_setup(const pg *r)
 {
     const char *t = r->table;
-    const char *tail = "SELECT n.now, w.version, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+    const char *tail = "SELECT n.now, w.version, c.version, " DATA_SQL ", c.expires_at FROM (SELECT " NOW_SQL
                        " AS now) n LEFT JOIN w ON true LEFT JOIN %s c ON c.name = $1 AND w.version IS NULL;\n";
-    char tl[700];
+    char tl[800];
     snprintf(tl, sizeof tl, tail, t); /* at most 131 bytes of table name: fits */
     /*
      * The server ends a statement at 4/5 of the timeout, so that one stuck
@@ -318,7 +334,7 @@ static char *make_setup(const pg *r)
     int len = snprintf(
         s, n,
         "SET statement_timeout = %ld;\n"
-        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, c.data, c.expires_at FROM (SELECT " NOW_SQL
+        "PREPARE bw_read(text[]) AS SELECT n.now, k.i, c.version, " DATA_SQL ", c.expires_at FROM (SELECT " NOW_SQL
         " AS now) n CROSS JOIN unnest($1) WITH ORDINALITY AS k(name, i) LEFT JOIN %s c ON c.name = k.name;\n"
         "PREPARE bw_put(text, int8, bytea, int8) AS WITH w AS (UPDATE %s SET data = $3, expires_at = $4, "
         "version = DEFAULT WHERE name = $1 AND version = $2 RETURNING version) %s"
@@ -367,18 +383,27 @@ static void ignore_notice(void *arg, const char *message)
 static int wait_sock(PGconn *c, int out, int64_t deadline)
 {
     int fd = PQsocket(c);
-    if (fd < 0)
-        return -1;
+    return fd < 0 ? -1 : bw__netpool_wait(fd, out, deadline);
+}
+
+/*
+ * Send what is queued on c and wait until a result can be taken without
+ * blocking (PQisBusy false), by `deadline`: 1, 0 when it passed first, -1 on
+ * an error (PQerrorMessage says). libpq keeps where it stands: a later call
+ * may go on.
+ */
+static int wait_ready(PGconn *c, int64_t deadline)
+{
     for (;;) {
-        int64_t left = deadline - bw__mono_now();
-        if (left <= 0)
-            return 0;
-        struct pollfd p = {fd, (short)(POLLIN | (out ? POLLOUT : 0)), 0};
-        int ms = (int)((left + 999999) / 1000000);
-        int n = poll(&p, 1, ms);
-        if (n > 0)
+        int f = PQflush(c);
+        if (f < 0)
+            return -1;
+        if (f == 0 && !PQisBusy(c))
             return 1;
-        if (n < 0 && errno != EINTR)
+        int w = wait_sock(c, f == 1, deadline);
+        if (w <= 0)
+            return w;
+        if (!PQconsumeInput(c))
             return -1;
     }
 }
@@ -392,37 +417,17 @@ static PGresult *finish_query(PGconn *c, int64_t deadline, const char *what, PGr
                               bw_error *err)
 {
     char m[200];
+    PGresult *last = NULL;
     for (;;) {
-        int f = PQflush(c);
-        if (f == 0)
-            break;
-        int w = f < 0 ? -1 : wait_sock(c, 1, deadline);
-        if (w == 1 && !PQconsumeInput(c))
-            w = -1;
+        int w = wait_ready(c, deadline);
         if (w <= 0) {
             *broken = 1;
+            PQclear(last);
             if (w == 0)
-                bw__fail(err, BW_ETIMEDOUT, "", "postgresql: %s: no answer in time (sending)", what);
+                bw__fail(err, BW_ETIMEDOUT, "", "postgresql: %s: no answer in time", what);
             else
                 bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
             return NULL;
-        }
-    }
-    PGresult *last = NULL;
-    for (;;) {
-        while (PQisBusy(c)) {
-            int w = wait_sock(c, 0, deadline);
-            if (w == 1 && !PQconsumeInput(c))
-                w = -1;
-            if (w <= 0) {
-                *broken = 1;
-                PQclear(last);
-                if (w == 0)
-                    bw__fail(err, BW_ETIMEDOUT, "", "postgresql: %s: no answer in time", what);
-                else
-                    bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", what, clean(PQerrorMessage(c), m, sizeof m));
-                return NULL;
-            }
         }
         PGresult *res = PQgetResult(c);
         if (!res)
@@ -487,7 +492,7 @@ static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error 
     /* The table name is validated and quoted: as a literal it holds no quote of its own. */
     snprintf(sql, sizeof sql,
              "BEGIN; SELECT pg_advisory_xact_lock(" LOCK_KEY "); SELECT to_regclass('%s') IS NOT NULL, "
-             "obj_description(to_regclass('%s'), 'pg_class');",
+             "left(obj_description(to_regclass('%s'), 'pg_class'), 100);",
              r->table, r->table);
     if (!PQsendQuery(c, sql)) {
         *broken = 1;
@@ -533,55 +538,92 @@ static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error 
     return rc;
 }
 
-/* A new connection: connected within connect_timeout, non-blocking, its session set up (and the table made). */
-static int connect_one(pg *r, PGconn **out, int first, bw_error *err)
+/* Where a connection being made stands (a slot's connect_step; 0: made). */
+enum { CS_WRITE = 1, CS_READ, CS_SETUP };
+
+/*
+ * Make, or go on making, the connection of slot s by `deadline`, and by its
+ * connect_timeout from its start (s->connect_until) at most: libpq's
+ * non-blocking connect (PQconnectPoll: its state is libpq's, s->connect_step
+ * says which way it waits), then the session's set-up script (and, `first`,
+ * the table made or checked before it), whose results may come to a later
+ * call. As the pool's connect: BW_OK made; an error with s->conn NULL:
+ * failed; BW_ETIMEDOUT with s->conn set: the call's deadline came first, and
+ * the next call on the slot goes on with it.
+ */
+static int connect_slot(pg *r, slot *s, int64_t deadline, int first, bw_error *err)
 {
-    int64_t deadline = bw__mono_now() + r->connect_ns;
     char m[200];
-    PGconn *c = PQconnectStart(r->conninfo);
-    if (!c)
-        return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    PostgresPollingStatusType st = PQstatus(c) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
-    int rc = BW_OK;
-    while (st != PGRES_POLLING_OK) {
+    int rc = BW_OK, w = 1, broken = 0;
+    if (!s->conn) {
+        s->conn = PQconnectStart(r->conninfo);
+        if (!s->conn)
+            return bw__fail(err, BW_ENOMEM, "", "out of memory");
+        s->connect_until = bw__mono_now() + r->connect_ns;
+        s->connect_step = CS_WRITE; /* as PQconnectPoll's PGRES_POLLING_WRITING */
+        if (PQstatus(s->conn) == CONNECTION_BAD)
+            rc = bw__fail(err, BW_ESYS, "", "postgresql: connecting: %.170s",
+                          clean(PQerrorMessage(s->conn), m, sizeof m));
+    }
+    PGconn *c = s->conn;
+    int64_t until = s->connect_until < deadline ? s->connect_until : deadline;
+    while (rc == BW_OK && s->connect_step != CS_SETUP) {
+        w = wait_sock(c, s->connect_step == CS_WRITE, until);
+        if (w == 0)
+            break;
+        PostgresPollingStatusType st = w < 0 ? PGRES_POLLING_FAILED : PQconnectPoll(c);
         if (st == PGRES_POLLING_FAILED) {
             rc = bw__fail(err, BW_ESYS, "", "postgresql: connecting: %.170s", clean(PQerrorMessage(c), m, sizeof m));
-            break;
+        } else if (st != PGRES_POLLING_OK) {
+            s->connect_step = st == PGRES_POLLING_WRITING ? CS_WRITE : CS_READ;
+        } else {
+            PQsetNoticeProcessor(c, ignore_notice, NULL);
+            if (PQsetnonblocking(c, 1) != 0)
+                rc = bw__fail(err, BW_ESYS, "", "postgresql: could not make the connection non-blocking");
+            if (rc == BW_OK && first)
+                rc = make_table(r, c, until, &broken, err);
+            if (rc == BW_OK && !PQsendQuery(c, r->setup))
+                rc = bw__fail(err, BW_ESYS, "", "postgresql: preparing the statements: %.150s",
+                              clean(PQerrorMessage(c), m, sizeof m));
+            s->connect_step = CS_SETUP;
         }
-        int w = wait_sock(c, st == PGRES_POLLING_WRITING, deadline);
-        if (w == 0) {
-            rc = bw__fail(err, BW_ETIMEDOUT, "",
-                          "postgresql: connecting: no answer within connect_timeout (%" PRId64 " ms)",
-                          r->connect_ns / 1000000);
-            break;
-        }
-        st = w < 0 ? PGRES_POLLING_FAILED : PQconnectPoll(c);
     }
-    int broken = 0;
-    if (rc == BW_OK) {
-        PQsetNoticeProcessor(c, ignore_notice, NULL);
-        if (PQsetnonblocking(c, 1) != 0)
-            rc = bw__fail(err, BW_ESYS, "", "postgresql: could not make the connection non-blocking");
+    while (rc == BW_OK && w != 0 && s->connect_step == CS_SETUP) { /* the set-up's results, one a statement */
+        w = wait_ready(c, until);
+        PGresult *res = w > 0 ? PQgetResult(c) : NULL;
+        if (w < 0 || (w > 0 && !res && PQstatus(c) == CONNECTION_BAD))
+            rc = bw__fail(err, BW_ESYS, "", "postgresql: preparing the statements: %.150s",
+                          clean(PQerrorMessage(c), m, sizeof m));
+        else if (res && PQresultStatus(res) != PGRES_COMMAND_OK)
+            rc = result_fail(res, "preparing the statements", err);
+        else if (w > 0 && !res)
+            s->connect_step = 0; /* made */
+        PQclear(res);
     }
-    if (rc == BW_OK && first)
-        rc = make_table(r, c, deadline, &broken, err);
+    if (rc == BW_OK && s->connect_step == 0) {
+        s->connect_until = 0;
+        return BW_OK;
+    }
+    if (rc == BW_OK && until < s->connect_until) /* the call's deadline came first: the next call goes on */
+        return bw__fail(err, BW_ETIMEDOUT, "",
+                        "postgresql: connecting: not done within the call's timeout (%" PRId64
+                        " ms); the next call goes on with it",
+                        r->timeout_ns / 1000000);
     if (rc == BW_OK)
-        rc = run_script(c, r->setup, deadline, "preparing the statements", &broken, err);
-    if (rc != BW_OK) {
-        PQfinish(c);
-        return rc;
-    }
-    *out = c;
-    return BW_OK;
+        rc =
+            bw__fail(err, BW_ETIMEDOUT, "", "postgresql: connecting: no answer within connect_timeout (%" PRId64 " ms)",
+                     r->connect_ns / 1000000);
+    PQfinish(c);
+    s->conn = NULL;
+    s->connect_until = 0;
+    s->connect_step = 0;
+    return rc;
 }
 
-/* The pool's callbacks (store/netpool.h): a connection made when a slot has none, and closed. */
-static int connect_pooled(void *backend, void **conn, bw_error *err)
+/* The pool's callbacks (store/netpool.h): a connection made (or gone on with) when a slot has none, and closed. */
+static int connect_pooled(void *backend, bw__netslot *s, int64_t deadline, bw_error *err)
 {
-    PGconn *c = NULL;
-    int rc = connect_one(backend, &c, 0, err);
-    *conn = c;
-    return rc;
+    return connect_slot(backend, s, deadline, 0, err);
 }
 
 static void close_one(void *backend, void *conn, int forked)
@@ -603,7 +645,7 @@ static void close_one(void *backend, void *conn, int forked)
     PQfinish(conn); /* non-blocking: a Terminate message if the socket takes it, then close */
 }
 
-static const bw__netpool_ops pool_ops = {connect_pooled, close_one, NULL};
+static const bw__netpool_ops pool_ops = {connect_pooled, close_one};
 
 /* ---- statements and their answers (untrusted: every field checked) ---- */
 
@@ -624,20 +666,23 @@ static int64_t rd64(const char *p)
 
 /*
  * Run prepared statement `st` with n parameters (binary but for text,
- * vals[i] NULL for SQL NULL); binary results. The result, or NULL with *err
+ * vals[i] NULL for SQL NULL) on slot s, by its call's deadline (none left:
+ * BW_ETIMEDOUT, nothing sent); binary results. The result, or NULL with *err
  * filled (and *broken when the connection is unusable).
  */
-static PGresult *exec(PGconn *c, int64_t timeout_ns, int st, int n, const char *const *vals, const int *lens,
-                      const int *fmts, int *broken, bw_error *err)
+static PGresult *exec(const pg *r, slot *s, int st, int n, const char *const *vals, const int *lens, const int *fmts,
+                      int *broken, bw_error *err)
 {
-    int64_t deadline = bw__mono_now() + timeout_ns;
+    if (bw__netpool_check(&r->conns, s, err) != BW_OK)
+        return NULL;
+    PGconn *c = s->conn;
     if (!PQsendQueryPrepared(c, st_name[st], n, vals, lens, fmts, 1)) {
         char m[200];
         *broken = 1;
         bw__fail(err, BW_ESYS, "", "postgresql: %s: %.150s", st_name[st], clean(PQerrorMessage(c), m, sizeof m));
         return NULL;
     }
-    PGresult *res = finish_query(c, deadline, st_name[st], NULL, broken, err);
+    PGresult *res = finish_query(c, s->deadline, st_name[st], NULL, broken, err);
     if (res && PQresultStatus(res) != PGRES_TUPLES_OK) {
         result_fail(res, st_name[st], err);
         PQclear(res);
@@ -807,7 +852,7 @@ static int read_rows(pg *r, slot *s, size_t n, const char *const *names, row *ro
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     const char *vals[1] = {arr};
     int lens[1] = {alen}, fmts[1] = {1};
-    PGresult *res = exec(s->conn, r->timeout_ns, ST_READ, 1, vals, lens, fmts, broken, err);
+    PGresult *res = exec(r, s, ST_READ, 1, vals, lens, fmts, broken, err);
     free(arr);
     if (!res)
         return err ? err->code : BW_ESYS;
@@ -893,17 +938,6 @@ static int pg_read(void *ctx, const char *name, int64_t *now, bw_store_entry *ou
     return rc;
 }
 
-/* Sleep a random time in [0, min(4 ms, 16 us << attempt)). */
-static void pause_jitter(uint64_t *rng, int attempt)
-{
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
-    struct timespec ts = {0, (long)(*rng % (uint64_t)cap)};
-    nanosleep(&ts, NULL);
-}
-
 /*
  * The conditional write of `verdict` against row w: 1 written (*w becomes
  * what was written), 0 a conflict (*w and *now become the row as the server
@@ -938,7 +972,7 @@ static int cas(pg *r, slot *s, const char *name, bw_store_verdict verdict, const
         lens[at++] = 8;
         n = at;
     }
-    PGresult *res = exec(s->conn, r->timeout_ns, st, n, vals, lens, fmts, broken, err);
+    PGresult *res = exec(r, s, st, n, vals, lens, fmts, broken, err);
     if (!res)
         return err ? err->code : BW_ESYS;
     int rc = check_shape(res, 1, err);
@@ -971,7 +1005,7 @@ static int sweep_pass(pg *r, slot *s, int max, int *deleted, int *broken, bw_err
         maxb[b] = (unsigned char)((uint32_t)max >> (24 - 8 * b));
     const char *vals[2] = {injected ? (const char *)nowb : NULL, (const char *)maxb};
     int lens[2] = {8, 4}, fmts[2] = {1, 1};
-    PGresult *res = exec(s->conn, r->timeout_ns, ST_SWEEP, 2, vals, lens, fmts, broken, err);
+    PGresult *res = exec(r, s, ST_SWEEP, 2, vals, lens, fmts, broken, err);
     if (!res)
         return err ? err->code : BW_ESYS;
     int64_t n = -1;
@@ -1028,17 +1062,10 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
         fresh = 1;
     }
-    int64_t start = bw__mono_now();
-    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
+    uint64_t rng = (uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)&rng;
     bw_store_entry cur, next;
-    for (int attempt = 0, conflicts = 0; rc == BW_OK; attempt++) {
-        if (attempt >= RETRIES && bw__mono_now() - start >= CONTENTION * r->timeout_ns) {
-            rc = bw__fail(&e, BW_ETIMEDOUT, "",
-                          "postgresql: an update of '%.100s' lost %d races in a row to other clients writing it, for "
-                          "longer than %d times the timeout",
-                          name, conflicts, CONTENTION);
-            break;
-        }
+    int conflicts = 0;
+    while (rc == BW_OK) { /* each pass runs a statement or ends: until the call's deadline */
         int found;
         entry_of(&w, now, &cur, &found);
         bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
@@ -1077,10 +1104,16 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
          */
         fresh = 1;
         if (++conflicts >= 2) {
-            pause_jitter(&rng, conflicts);
+            bw__netpool_pause(&rng, conflicts, s->deadline);
             rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
         }
     }
+    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two statements */
+        bw__fail(
+            &e, BW_ETIMEDOUT, "",
+            "postgresql: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
+            " ms)",
+            name, conflicts, r->timeout_ns / 1000000);
     if (rc == BW_OK && !broken)
         sweep_maybe(r, s, &broken);
     bw__netpool_release(&r->conns, s, broken, &e);
@@ -1119,7 +1152,7 @@ static int pg_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     int lens[3] = {(int)clen, 4, 8}, fmts[3] = {0, 1, 1};
     int broken = 0;
     bw_error e = {0, "", ""};
-    PGresult *res = exec(s->conn, r->timeout_ns, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
+    PGresult *res = exec(r, s, ST_SCAN, 3, vals, lens, fmts, &broken, &e);
     rc = res ? BW_OK : e.code;
     if (res &&
         (PQnfields(res) != 2 || PQntuples(res) > max || PQftype(res, 0) != OID_TEXT || PQftype(res, 1) != OID_BOOL))
@@ -1211,14 +1244,17 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     r->seed = bw__hash_seed(r);
     if (r->sweep_ns > 0)
         r->next_sweep = next_sweep(r, bw__mono_now());
-    /* Connect once now (the table made or checked), so a wrong URL fails here; the connection joins the pool. */
-    PGconn *c = NULL;
-    rc = connect_one(r, &c, 1, err);
+    /*
+     * Connect once now, by connect_timeout (the table made or checked), so a
+     * wrong URL fails here; the connection joins the pool.
+     */
+    slot first = {0};
+    rc = connect_slot(r, &first, INT64_MAX, 1, err);
     if (rc != BW_OK) {
         pg_close(r);
         return rc;
     }
-    bw__netpool_adopt(&r->conns, c);
+    bw__netpool_adopt(&r->conns, first.conn);
     static const bw_store_ops pg_ops = {BW_STORE_OPS_VERSION, "postgresql", pg_update, pg_sweep, pg_close, pg_read,
                                         pg_read_many,         pg_scan};
     *ops = pg_ops;

@@ -1,6 +1,7 @@
 /*
  * redis.c — the redis:// store: processes on any number of hosts share
- * circuits through one Redis server (hiredis, blocking contexts).
+ * circuits through one Redis server (hiredis, non-blocking contexts waited
+ * on with poll()).
  *
  * Design notes
  * - URL: redis://[user:password@]host[:port][/db] or, for a unix socket,
@@ -12,9 +13,11 @@
  *   that a wrong host, password or db fails at open.
  * - An entry is one Redis string under prefix + store key: 8 bytes of
  *   expires_at (big-endian, on the store's clock), then the entry's data. A
- *   value of any other length reads as absent (breakwater replaces it).
- *   Store keys only ever travel as arguments (redisCommandArgv, binary-safe),
- *   never inside a script's source.
+ *   value of any other length reads as absent (breakwater replaces it); the
+ *   scripts answer a value longer than an entry as '' (absent too, and
+ *   replaced as such), so that no reply of a script need carry one. Store
+ *   keys only ever travel as arguments (redisAppendCommandArgv,
+ *   binary-safe), never inside a script's source.
  * - The store's clock is the server's TIME (one clock for every client),
  *   returned by the same script that reads the entries; a test may inject its
  *   own clock (bw_store_set_clock), which is then read after the reply.
@@ -38,8 +41,8 @@
  *   answers the new value and TIME, and fn runs again on them (so fn may run
  *   more than once; the last run's verdict is the one applied); from the
  *   second conflict on, after a random pause (at most 4 ms) and a fresh read.
- *   It gives up with BW_ETIMEDOUT after RETRIES attempts once CONTENTION (10)
- *   times `timeout` has passed since it began (1 s by default). Scripts run by EVALSHA (their SHA1 from
+ *   It goes on until its deadline (below): then it gives up with
+ *   BW_ETIMEDOUT, saying how many races it lost. Scripts run by EVALSHA (their SHA1 from
  *   SCRIPT LOAD at open), falling back to EVAL when the server answers
  *   NOSCRIPT (a restart, SCRIPT FLUSH).
  * - Expiry is the server's: a PUT sets PX to the entry's remaining lifetime
@@ -48,17 +51,25 @@
  *   (it deletes nothing and says so). With an injected clock the PX is the
  *   remaining lifetime on that clock plus an hour (a test's manual clock does
  *   not follow real time: the expiry check stays client-side).
- * - Deadlines: connecting waits at most connect_timeout; a call's wait for a
- *   free connection of the pool and its commands share one deadline, timeout
- *   from its start (each command's SO_RCVTIMEO/SO_SNDTIMEO, through
- *   redisSetTimeout, is the time left: the pool's bound()); a conflict (the server
- *   answers, another client wrote) extends it up to CONTENTION times timeout. A connection that failed (a timeout, an
- * I/O or protocol error) is dropped with every idle connection of the pool (they lead to the same server), and for a
- * backoff (10 ms doubling to 1 s, reset by a success) calls fail at once with the last error instead of waiting again.
- * A write whose reply timed out may still have been applied by the server.
+ * - Deadlines: a call's wait for a free connection of the pool, a
+ *   reconnect, and every command and retry share one deadline, `timeout`
+ *   from its start (the pool's). Contexts are non-blocking: each wait is a
+ *   poll() on the socket until that deadline (roundtrip), and no command is
+ *   sent once it passed (bw__netpool_check). A connect waits at most
+ *   connect_timeout and the call's deadline, whichever comes first (so a
+ *   reconnect is one TCP connect plus AUTH and SELECT when set: a round trip
+ *   each, within the call's timeout); at open, connect_timeout bounds the
+ *   connect and the SCRIPT LOADs. A connection that failed (a timeout, an I/O
+ *   or protocol error, a refused reply) is dropped with every idle connection
+ *   of the pool (they lead to the same server), and for a backoff (10 ms
+ *   doubling to 1 s, reset by a success) calls fail at once with the last
+ *   error instead of waiting again. A write whose reply timed out may still
+ *   have been applied by the server.
+ * - Replies are bounded before hiredis allocates them (reply_cap, its own
+ *   block below): what each command can be answered, and no more.
  * - The pool is the store layer's for network backends (store/netpool.h): this
- *   file registers how a context is made (connect_one), closed and given a
- *   socket timeout, and the pool does the rest (slots, deadlines, backoff).
+ *   file registers how a context is made (connect_one) and closed, and the
+ *   pool does the rest (slots, deadlines, backoff).
  *
  * Locking
  * - The pool's mutex (store/netpool.h) guards which slot is busy, its context
@@ -81,7 +92,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "base/hash.h"
@@ -94,28 +106,36 @@
 #define PREFIX_MAX 100 /* bytes of the key prefix */
 #define SOCKET_MAX 107 /* bytes of a unix socket path (sun_path) */
 #define POOL_MAX BW__NETPOOL_MAX
-#define RETRIES 8     /* compare-and-set attempts of one update at least (then until its timeout passed) */
-#define CONTENTION 10 /* ... and until CONTENTION times its timeout passed */
-#define HEAD 8        /* expires_at before the data */
+#define HEAD 8                                        /* expires_at before the data */
 #define KEY_MAX (PREFIX_MAX + BW__STORE_KEY_MAX)      /* prefix + store key */
 #define INJECTED_SLACK_MS ((int64_t)3600 * 1000)      /* see the design notes */
 #define PX_MAX_MS ((int64_t)100 * 366 * 86400 * 1000) /* a lifetime's PX, at most ~100 years */
 #define TIME_SEC_MAX ((int64_t)4000000000)            /* server TIME seconds we accept (year 2096) */
 #define CACHE_SLOTS 256 /* values remembered for a first compare-and-set without a read (see the design notes) */
 
-/* TIME, then GET of every key (absent: false, a nil in the reply). */
+/*
+ * TIME, then GET of every key (absent: false, a nil in the reply; a value
+ * longer than an entry, HEAD + BW_STORE_DATA_MAX = 1032 bytes: '', which
+ * reads as absent too, and is replaced through CAS_SCRIPT, which sees it as
+ * '' as well).
+ */
 static const char GET_SCRIPT[] = "local t = redis.call('TIME')\n"
                                  "local r = {t[1], t[2]}\n"
-                                 "for i = 1, #KEYS do r[i + 2] = redis.call('GET', KEYS[i]) end\n"
+                                 "for i = 1, #KEYS do\n"
+                                 "  local v = redis.call('GET', KEYS[i])\n"
+                                 "  if v and #v > 1032 then v = '' end\n"
+                                 "  r[i + 2] = v\n"
+                                 "end\n"
                                  "return r\n";
 /*
  * ARGV: [1] '1' when KEYS[1] held exactly ARGV[2], '0' when it was absent;
  * [3] the new value ('' deletes); [4] its PX in ms ('0': no expiry; '-':
  * write nothing, only check). Returns 1 when written (or, checking, when the
  * key holds what ARGV[1..2] say), else {sec, usec, current value} for the
- * next attempt.
+ * next attempt. A value longer than an entry is '' here, as in GET_SCRIPT.
  */
 static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
+                                 "if v and #v > 1032 then v = '' end\n"
                                  "if (ARGV[1] == '1' and v == ARGV[2]) or (ARGV[1] == '0' and v == false) then\n"
                                  "  if ARGV[4] == '-' then return 1\n"
                                  "  elseif ARGV[3] == '' then redis.call('DEL', KEYS[1])\n"
@@ -325,13 +345,108 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
     return BW_OK;
 }
 
-/* ---- connections ---- */
+/* ---- replies: bounded before anything is allocated for them ---- */
 
-static struct timeval tv_of(int64_t ns)
+/*
+ * hiredis builds a reply as it reads it, through functions a program may
+ * supply: ours refuse (a NULL object, which hiredis takes as an error of the
+ * connection) what no command of this store can be answered, before hiredis
+ * allocates it. The command sets what its reply may hold (reply_cap, the
+ * reader's privdata while it waits for the reply): arrays at most `elements`
+ * long, the whole reply at most `bytes` as hiredis allocates it (ITEM_COST an
+ * item, a string's bytes, an array's pointers); and for every reply, strings
+ * of at most STRING_MAX bytes (an entry; a key, a SHA1, an error are shorter:
+ * the scripts answer a longer value as '', see GET_SCRIPT), arrays nested at
+ * most DEPTH_MAX deep (SCAN's [cursor, [keys]]). An item still arriving is at
+ * most PENDING_MAX bytes (its header and string) and counts in `bytes`: the
+ * reader holds no more. A refused reply is a protocol error: the connection
+ * is dropped, the call fails with BW_ESYS saying what was refused.
+ */
+#define STRING_MAX (HEAD + BW_STORE_DATA_MAX)
+#define DEPTH_MAX 2
+#define ITEM_COST (sizeof(redisReply) + sizeof(redisReply *))
+#define PENDING_MAX ((size_t)STRING_MAX + 32)
+/* SCAN may answer more keys than COUNT (a hash bucket's keys come together): its page's elements at most */
+#define SCAN_KEYS_MAX(count) (2 * (size_t)(count) + 64)
+_Static_assert(STRING_MAX >= KEY_MAX && STRING_MAX == 1032, "the scripts' '#v > 1032' is an entry's longest value");
+
+typedef struct reply_cap {
+    size_t elements, bytes; /* the command's caps */
+    size_t used;            /* bytes the reply holds so far */
+    char why[128];          /* the refusal ("": none) */
+} reply_cap;
+
+/*
+ * The caps of a reply of at most `elements` elements: the most it holds is
+ * SCAN's, two arrays (one of them `elements` long) and elements + 1 strings.
+ */
+static reply_cap cap_of(size_t elements)
 {
-    struct timeval tv = {(time_t)(ns / BW_NS_PER_S), (suseconds_t)(ns % BW_NS_PER_S / 1000)};
-    return tv;
+    reply_cap c = {
+        elements, 2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + STRING_MAX + 1),
+        0, ""};
+    return c;
 }
+
+static _Atomic(const redisReplyObjectFunctions *) hiredis_fns; /* hiredis's own, which ours call once they agree */
+
+static void *refuse(reply_cap *c, const char *fmt, size_t n, size_t max)
+{
+    if (c)
+        snprintf(c->why, sizeof c->why, fmt, n, max);
+    return NULL;
+}
+
+/* Count cost bytes against the reply's cap: 0, or -1 with the refusal written. */
+static int charge(reply_cap *c, size_t cost)
+{
+    if (!c || cost > c->bytes - c->used) {
+        refuse(c, "more than %zu bytes in all (this command's answer holds at most %zu)", c ? c->used + cost : 0,
+               c ? c->bytes : 0);
+        return -1;
+    }
+    c->used += cost;
+    return 0;
+}
+
+static void *bounded_string(const redisReadTask *t, char *str, size_t len)
+{
+    reply_cap *c = t->privdata;
+    if (len > STRING_MAX)
+        return refuse(c, "a string of %zu bytes (at most %zu)", len, STRING_MAX);
+    return charge(c, ITEM_COST + len + 1) ? NULL : atomic_load(&hiredis_fns)->createString(t, str, len);
+}
+
+static void *bounded_array(const redisReadTask *t, int elements)
+{
+    reply_cap *c = t->privdata;
+    size_t depth = 0;
+    for (const redisReadTask *p = t->parent; p; p = p->parent)
+        depth++;
+    if (depth >= DEPTH_MAX)
+        return refuse(c, "arrays nested %zu deep (at most %zu)", depth + 1, DEPTH_MAX);
+    if (!c || (size_t)elements > c->elements)
+        return refuse(c, "an array of %zu elements (this command's answer holds at most %zu)", (size_t)elements,
+                      c ? c->elements : 0);
+    return charge(c, ITEM_COST + (size_t)elements * sizeof(redisReply *))
+               ? NULL
+               : atomic_load(&hiredis_fns)->createArray(t, elements);
+}
+
+static void *bounded_integer(const redisReadTask *t, long long v)
+{
+    return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createInteger(t, v);
+}
+
+static void *bounded_nil(const redisReadTask *t)
+{
+    return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createNil(t);
+}
+
+static redisReplyObjectFunctions bounded_fns = {bounded_string, bounded_array, bounded_integer, bounded_nil,
+                                                freeReplyObject};
+
+/* ---- connections ---- */
 
 static const char *where(const rd *r, char *buf, size_t n)
 {
@@ -342,31 +457,66 @@ static const char *where(const rd *r, char *buf, size_t n)
     return buf;
 }
 
-/* The error of a context that failed (it is unusable now): BW_ETIMEDOUT for a timeout, else BW_ESYS. */
-static int ctx_fail(const rd *r, const redisContext *c, int saved_errno, const char *what, bw_error *err)
+/*
+ * Send the command appended to c and read its reply by `deadline`, bounded
+ * by cap (every wait a poll() on the socket: the context is non-blocking).
+ * The reply, or NULL with *err filled and *broken set (c failed, or is out
+ * of step with the server: it is dropped).
+ */
+static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, reply_cap *cap, const char *what,
+                             int *broken, bw_error *err)
 {
-    char w[140];
-    const char *msg = c ? c->errstr : "out of memory";
-    int timed = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
-                strstr(msg, "timed out") || strstr(msg, "temporarily unavailable");
-    if (timed)
-        return bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time (%s)", what, where(r, w, sizeof w),
-                        msg);
-    return bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, where(r, w, sizeof w), msg);
+    void *rep = NULL;
+    int w = 1, done = 0;
+    while (w > 0 && redisBufferWrite(c, &done) == REDIS_OK && !done)
+        w = bw__netpool_wait(c->fd, 1, deadline);
+    int e = errno;
+    c->reader->privdata = cap;
+    while (w > 0 && !c->err && redisGetReplyFromReader(c, &rep) == REDIS_OK && !rep) {
+        size_t pending = c->reader->len - c->reader->pos; /* of the item still arriving */
+        if (pending > PENDING_MAX) {
+            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX);
+            break;
+        }
+        if (pending > cap->bytes - cap->used) {
+            refuse(cap, "more than %zu bytes in all (this command's answer holds at most %zu)", cap->used + pending,
+                   cap->bytes);
+            break;
+        }
+        w = bw__netpool_wait(c->fd, 0, deadline);
+        e = errno;
+        if (w > 0)
+            redisBufferRead(c);
+    }
+    c->reader->privdata = NULL;
+    if (rep)
+        return rep;
+    *broken = 1;
+    char wh[140];
+    where(r, wh, sizeof wh);
+    if (cap->why[0])
+        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: the server's reply was refused: %.120s", what, wh, cap->why);
+    else if (w == 0)
+        bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time", what, wh);
+    else if (w < 0)
+        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh, strerror(e));
+    else
+        bw__fail(err, c->err == REDIS_ERR_OOM ? BW_ENOMEM : BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh,
+                 c->errstr);
+    return NULL;
 }
 
-/* A command on c: the reply, or NULL with *err filled (and c unusable when *broken). */
-static redisReply *command(const rd *r, redisContext *c, int argc, const char **argv, const size_t *len,
-                           const char *what, int *broken, bw_error *err)
+/* A command on c, its reply holding at most `elements` elements, by `deadline`: as roundtrip. */
+static redisReply *command(const rd *r, redisContext *c, int64_t deadline, size_t elements, int argc, const char **argv,
+                           const size_t *len, const char *what, int *broken, bw_error *err)
 {
-    errno = 0;
-    redisReply *rep = redisCommandArgv(c, argc, argv, len);
-    int e = errno;
-    if (!rep) {
+    reply_cap cap = cap_of(elements);
+    if (redisAppendCommandArgv(c, argc, argv, len) != REDIS_OK) {
         *broken = 1;
-        ctx_fail(r, c, e, what, err);
+        bw__fail(err, BW_ENOMEM, "", "out of memory");
+        return NULL;
     }
-    return rep;
+    return roundtrip(r, c, deadline, &cap, what, broken, err);
 }
 
 /* Fail with the server's error reply (the connection stays usable). */
@@ -377,13 +527,13 @@ static int reply_fail(const redisReply *rep, const char *what, bw_error *err)
 }
 
 /* A command whose reply must be +OK (AUTH, SELECT). */
-static int command_ok(const rd *r, redisContext *c, int argc, const char **argv, const char *what, int *broken,
-                      bw_error *err)
+static int command_ok(const rd *r, redisContext *c, int64_t deadline, int argc, const char **argv, const char *what,
+                      int *broken, bw_error *err)
 {
     size_t len[3];
     for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
-    redisReply *rep = command(r, c, argc, argv, len, what, broken, err);
+    redisReply *rep = command(r, c, deadline, 0, argc, argv, len, what, broken, err);
     if (!rep)
         return err ? err->code : BW_ESYS;
     int rc = rep->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rep, what, err);
@@ -391,37 +541,52 @@ static int command_ok(const rd *r, redisContext *c, int argc, const char **argv,
     return rc;
 }
 
-/* A new connection: connected, deadlines set, authenticated, its db selected. */
-static int connect_one(void *backend, void **out, bw_error *err)
+/*
+ * A new connection, made by `until` (`limit` names that bound in messages):
+ * connected (non-blocking), its replies bounded, authenticated, its db
+ * selected. *out, or an error with nothing made.
+ */
+static int connect_ctx(const rd *r, int64_t until, const char *limit, redisContext **out, bw_error *err)
 {
-    rd *r = backend;
-    struct timeval ctv = tv_of(r->connect_ns);
+    int64_t start = bw__mono_now();
+    char wh[140];
+    where(r, wh, sizeof wh);
     errno = 0;
-    redisContext *c =
-        r->sock[0] ? redisConnectUnixWithTimeout(r->sock, ctv) : redisConnectWithTimeout(r->host, r->port, ctv);
-    int e = errno;
+    redisContext *c = r->sock[0] ? redisConnectUnixNonBlock(r->sock) : redisConnectNonBlock(r->host, r->port);
     if (!c || c->err) {
-        int rc = ctx_fail(r, c, e, "connect to", err);
-        if (c)
-            redisFree(c);
+        int rc = bw__fail(err, c ? BW_ESYS : BW_ENOMEM, "", "redis: connect to %.100s: %.100s", wh,
+                          c ? c->errstr : "out of memory");
+        redisFree(c);
         return rc;
     }
-    int broken = 0, rc = BW_OK;
     int fl = fcntl(c->fd, F_GETFD);
     if (fl >= 0)
         fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC); /* hiredis does not: a child a process execs must not inherit it */
-    if (redisSetTimeout(c, tv_of(r->timeout_ns)) != REDIS_OK)
-        rc = ctx_fail(r, c, errno, "set the timeout of", err);
+    int ready = bw__netpool_wait(c->fd, 1, until), soerr = ready < 0 ? errno : 0;
+    socklen_t sl = sizeof soerr;
+    if (ready > 0 && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+        soerr = errno;
+    int rc = BW_OK, broken = 0;
+    if (ready == 0)
+        rc = bw__fail(err, BW_ETIMEDOUT, "", "redis: connect to %.100s: no answer within %s (%" PRId64 " ms)", wh,
+                      limit, (until - start) / 1000000);
+    else if (soerr)
+        rc = bw__fail(err, BW_ESYS, "", "redis: connect to %.100s: %.100s", wh, strerror(soerr));
+    if (rc == BW_OK) {
+        atomic_store(&hiredis_fns, c->reader->fn); /* hiredis's defaults: the same for every context */
+        c->reader->fn = &bounded_fns;
+        c->reader->maxbuf = REDIS_READER_MAX_BUF; /* an idle reader gives back a buffer larger than 16 KiB */
+    }
     if (rc == BW_OK && r->auth) {
         const char *argv[3] = {"AUTH", r->user, r->pass};
-        rc = r->auth == 2 ? command_ok(r, c, 3, argv, "AUTH", &broken, err)
-                          : (argv[1] = r->pass, command_ok(r, c, 2, argv, "AUTH", &broken, err));
+        rc = r->auth == 2 ? command_ok(r, c, until, 3, argv, "AUTH", &broken, err)
+                          : (argv[1] = r->pass, command_ok(r, c, until, 2, argv, "AUTH", &broken, err));
     }
     if (rc == BW_OK && r->db) {
         char db[16];
         snprintf(db, sizeof db, "%d", r->db);
         const char *argv[2] = {"SELECT", db};
-        rc = command_ok(r, c, 2, argv, "SELECT", &broken, err);
+        rc = command_ok(r, c, until, 2, argv, "SELECT", &broken, err);
     }
     if (rc != BW_OK) {
         redisFree(c);
@@ -431,7 +596,28 @@ static int connect_one(void *backend, void **out, bw_error *err)
     return BW_OK;
 }
 
-/* The pool's callbacks (store/netpool.h). */
+/*
+ * The pool's callbacks (store/netpool.h). A connection is made within the
+ * call's deadline and connect_timeout, whichever comes first; it is not
+ * resumed (a connect and at most AUTH and SELECT, a round trip each: made or
+ * failed by then).
+ */
+static int connect_one(void *backend, bw__netslot *s, int64_t deadline, bw_error *err)
+{
+    const rd *r = backend;
+    int64_t until = bw__mono_now() + r->connect_ns;
+    const char *limit = "connect_timeout";
+    if (deadline < until) {
+        until = deadline;
+        limit = "the call's timeout";
+    }
+    redisContext *c = NULL;
+    int rc = connect_ctx(r, until, limit, &c, err);
+    s->conn = c;
+    s->connect_until = 0;
+    return rc;
+}
+
 static void close_one(void *backend, void *conn, int forked)
 {
     (void)backend;
@@ -439,28 +625,23 @@ static void close_one(void *backend, void *conn, int forked)
     redisFree(conn);
 }
 
-static int set_timeout(void *backend, void *conn, int64_t ns, bw_error *err)
-{
-    redisContext *c = conn;
-    if (redisSetTimeout(c, tv_of(ns)) != REDIS_OK)
-        return ctx_fail(backend, c, errno, "set the timeout of", err);
-    return BW_OK;
-}
-
-static const bw__netpool_ops pool_ops = {connect_one, close_one, set_timeout};
+static const bw__netpool_ops pool_ops = {connect_one, close_one};
 
 /*
- * Run script `which` with keys and args on slot s, bounded by its call's
- * deadline: EVALSHA, then EVAL when the server lost the script. The reply, or
- * NULL with *err filled.
+ * Run script `which` with keys and args on slot s, by its call's deadline
+ * (none left: BW_ETIMEDOUT, nothing sent): EVALSHA, then EVAL when the server
+ * lost the script. Its reply holds what GET_SCRIPT answers for nkeys keys, or
+ * CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err
+ * filled.
  */
 static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
                               bw_error *err)
 {
-    if (bw__netpool_bound(&r->conns, s, broken, err) != BW_OK)
+    if (bw__netpool_check(&r->conns, s, err) != BW_OK)
         return NULL;
     redisContext *c = s->conn;
+    size_t elements = which == SC_GET ? 2 + nkeys : 3;
     size_t argc = 3 + nkeys + (size_t)nargs;
     const char *sv[3 + 8 + 8];
     size_t sl[3 + 8 + 8];
@@ -495,7 +676,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 7;
         argv[1] = r->sha[which];
         len[1] = 40;
-        rep = command(r, c, (int)argc, argv, len, "EVALSHA on", broken, err);
+        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVALSHA on", broken, err);
         if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
             rep = NULL;
@@ -508,7 +689,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 4;
         argv[1] = script_src[which];
         len[1] = strlen(script_src[which]);
-        rep = command(r, c, (int)argc, argv, len, "EVAL on", broken, err);
+        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVAL on", broken, err);
     }
     if (argv != sv) {
         free((void *)argv);
@@ -768,17 +949,6 @@ static void px_of(const rd *r, int64_t now, int64_t exp, char *buf, size_t n)
     snprintf(buf, n, "%" PRId64, ms);
 }
 
-/* Sleep a random time in [0, min(4 ms, 16 us << attempt)). */
-static void pause_jitter(uint64_t *rng, int attempt)
-{
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
-    struct timespec ts = {0, (long)(*rng % (uint64_t)cap)};
-    nanosleep(&ts, NULL);
-}
-
 /*
  * Apply verdict at keys[0] if it still holds exactly what fn saw (present:
  * seen[0..slen)) — CAS_SCRIPT: a PUT writes fn's `next`, a DELETE deletes, a
@@ -812,14 +982,6 @@ static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *kl
     return rep;
 }
 
-/* Another client wrote the key meanwhile: the server answers, so the call may go on for the contention bound. */
-static void contended(const rd *r, slot *s)
-{
-    int64_t until = bw__mono_now() + (CONTENTION - 1) * r->timeout_ns;
-    if (s->deadline < until)
-        s->deadline = until;
-}
-
 static int written(const redisReply *rep)
 {
     return rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
@@ -839,6 +1001,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     bw_error e = {0, "", ""};
     bw_store_entry cur, next;
     redisReply *rep = NULL;
+    int races = 0; /* lost to other clients */
     /*
      * The first attempt from the cache, without a read: fn runs on the value
      * last seen at the key and the estimated `now`, and the compare-and-set
@@ -859,16 +1022,15 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             else if (written(rep))
                 goto out;
             else
-                contended(r, s);
+                races++;
         }
     }
     if (rc == BW_OK && !rep) {
         rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
         rc = rep ? BW_OK : e.code;
     }
-    int64_t start = bw__mono_now();
-    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)&rng;
-    for (int attempt = 0; rc == BW_OK; attempt++) {
+    uint64_t rng = (uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)&rng;
+    for (int attempt = 0; rc == BW_OK; attempt++) { /* each attempt a command: until the call's deadline */
         int64_t now;
         int found;
         rc = reply_shape(rep, 1, &e);
@@ -876,13 +1038,6 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             rc = reply_now(r, rep, &now, &e);
         if (rc != BW_OK)
             break;
-        if (attempt >= RETRIES && bw__mono_now() - start >= CONTENTION * r->timeout_ns) {
-            rc = bw__fail(&e, BW_ETIMEDOUT, "",
-                          "redis: an update of '%.100s' lost %d races in a row to other clients writing it, for "
-                          "longer than %d times the timeout",
-                          name, attempt, CONTENTION);
-            break;
-        }
         const redisReply *v = rep->element[2];
         int present = v->type == REDIS_REPLY_STRING;
         decode(v, now, &cur, &found);
@@ -900,7 +1055,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         }
         if (written(c))
             break;
-        contended(r, s);
+        races++;
         /*
          * A conflict: the reply carries TIME and the value now there, for the
          * next attempt at once; after a second conflict in a row, a random
@@ -910,7 +1065,7 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
         if (attempt >= 1) {
             freeReplyObject(rep);
             rep = NULL;
-            pause_jitter(&rng, attempt);
+            bw__netpool_pause(&rng, attempt, s->deadline);
             rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
             if (!rep) {
                 rc = e.code;
@@ -921,6 +1076,11 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
+    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts */
+        bw__fail(&e, BW_ETIMEDOUT, "",
+                 "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
+                 " ms)",
+                 name, races, r->timeout_ns / 1000000);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
@@ -970,7 +1130,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     pattern[pl++] = '*';
     pattern[pl] = 0;
     char count[16];
-    snprintf(count, sizeof count, "%d", max < 10 ? 10 : max > 100000 ? 100000 : max);
+    int want = max < 10 ? 10 : max > 100000 ? 100000 : max;
+    snprintf(count, sizeof count, "%d", want);
     const char *argv[6] = {"SCAN", from, "MATCH", pattern, "COUNT", count};
     size_t len[6];
     for (int i = 0; i < 6; i++)
@@ -981,8 +1142,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
         return rc;
     int broken = 0;
     bw_error e = {0, "", ""};
-    redisReply *rep = bw__netpool_bound(&r->conns, s, &broken, &e) == BW_OK
-                          ? command(r, s->conn, 6, argv, len, "SCAN on", &broken, &e)
+    redisReply *rep = bw__netpool_check(&r->conns, s, &e) == BW_OK
+                          ? command(r, s->conn, s->deadline, SCAN_KEYS_MAX(want), 6, argv, len, "SCAN on", &broken, &e)
                           : NULL;
     const char **names = NULL;
     size_t cands = 0;
@@ -1039,19 +1200,21 @@ static void rd_close(void *ctx)
 
 /* ---- opening ---- */
 
-/* SCRIPT LOAD both scripts on the first connection (their SHA1s serve every connection). */
-static int load_scripts(rd *r, bw_error *err)
+/*
+ * Connect once, by connect_timeout, and SCRIPT LOAD both scripts on that
+ * connection (their SHA1s serve every connection), which then joins the pool.
+ */
+static int open_first(rd *r, bw_error *err)
 {
-    slot *s;
-    int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
-    if (rc != BW_OK)
-        return rc;
-    int broken = 0;
+    int64_t until = bw__mono_now() + r->connect_ns;
+    redisContext *c = NULL;
     bw_error e = {0, "", ""};
+    int rc = connect_ctx(r, until, "connect_timeout", &c, &e);
+    int broken = 0;
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, s->conn, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, c, until, 0, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
@@ -1064,7 +1227,15 @@ static int load_scripts(rd *r, bw_error *err)
                      : bw__fail(&e, BW_ESYS, "", "redis: SCRIPT LOAD answered something else than a SHA1");
         freeReplyObject(rep);
     }
-    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
+    if (rc == BW_OK) {
+        bw__netpool_adopt(&r->conns, c);
+        return BW_OK;
+    }
+    if (c)
+        redisFree(c);
+    if (err)
+        *err = e;
+    return rc;
 }
 
 static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops *ops, void **ctx, bw_error *err)
@@ -1099,7 +1270,7 @@ static int rd_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     r->seed = bw__hash_seed(r);
     atomic_init(&r->time_off, INT64_MIN);
     r->clock = clock;
-    rc = load_scripts(r, err);
+    rc = open_first(r, err);
     if (rc != BW_OK) {
         rd_close(r);
         return rc;
