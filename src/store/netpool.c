@@ -78,8 +78,16 @@ static void note_down(bw__netpool *p, const bw_error *e)
         }
     p->backoff = p->backoff ? (p->backoff * 2 < BACKOFF_MAX ? p->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
     p->down_until = bw__mono_now() + p->backoff;
-    p->down_code = e->code;
-    snprintf(p->down_why, sizeof p->down_why, "%.185s", e->message);
+    /*
+     * A failure is an error: a backend that gave none (code 0, BW_OK) would
+     * make every acquire of the backoff "succeed" without a slot.
+     */
+    int known = e && e->code != BW_OK;
+    p->down_code = known ? e->code : BW_ESYS;
+    if (known && e->message[0])
+        snprintf(p->down_why, sizeof p->down_why, "%.185s", e->message);
+    else
+        snprintf(p->down_why, sizeof p->down_why, "%.20s: the connection failed", p->name);
     pthread_cond_broadcast(&p->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
 }
 

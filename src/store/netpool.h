@@ -145,7 +145,8 @@ void bw__netpool_adopt(bw__netpool *p, void *conn);
 int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_error *err);
 
 /*
- * Give s back. `broken`: its connection failed (e says how): it is closed
+ * Give s back. `broken`: its connection failed (e says how; an e without an
+ * error code counts as BW_ESYS, "NAME: the connection failed"): it is closed
  * with every idle one and a backoff starts. Otherwise the server answered:
  * the backoff ends.
  */

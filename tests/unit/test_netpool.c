@@ -168,6 +168,31 @@ static void test_broken_closes_idle(void)
     CHECK_INT(f.closes, 3);
 }
 
+/*
+ * A release of a broken connection whose error says nothing (code 0: a
+ * backend that set `broken` without filling the error) still starts a
+ * backoff whose acquire fails: never BW_OK without a slot.
+ */
+static void test_broken_without_error(void)
+{
+    bw__netpool p;
+    fake f;
+    pool_make(&p, &f, 2, 100 * BW_NS_PER_MS);
+    bw__netslot *a;
+    CHECK_OK(bw__netpool_acquire(&p, 0, &a, NULL));
+    bw_error empty = {0, "", ""};
+    bw__netpool_release(&p, a, 1, &empty);
+    bw__netslot *b = NULL;
+    bw_error got = {0, "", ""};
+    int rc = bw__netpool_acquire(&p, 0, &b, &got);
+    CHECK_RC(rc, BW_ESYS);
+    CHECK(got.code == BW_ESYS);
+    CHECK(strstr(got.message, "fake: the connection failed (not retried for ") == got.message);
+    if (rc == BW_OK && b)
+        bw__netpool_release(&p, b, 0, NULL);
+    bw__netpool_destroy(&p);
+}
+
 static void test_busy_waits_its_deadline(void)
 {
     bw__netpool p;
@@ -264,6 +289,7 @@ int main(void)
     RUN(test_reuse);
     RUN(test_backoff);
     RUN(test_broken_closes_idle);
+    RUN(test_broken_without_error);
     RUN(test_busy_waits_its_deadline);
     RUN(test_forked_child);
     RUN(test_connect_resumed);

@@ -868,6 +868,44 @@ static void test_slow_conflicts(void)
     faultproxy_stop(px);
 }
 
+/*
+ * An automatic sweep cut by the call's deadline (the proxy delays 150 ms each
+ * way: the update's one statement answers in 300 ms of its 450, the sweep
+ * after it cannot): the update is done (BW_OK), its connection is dropped and
+ * the pool backs off, and a call during that backoff fails with the sweep's
+ * error (it used to be handed a slot that was never set: the pool's backoff
+ * kept the error code 0 of an update that had worked).
+ */
+static void test_cut_sweep(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "cutsweep", "timeout=450ms&connect_timeout=10s&pool=1&sweep=20ms");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL)); /* the store has seen the row: the next update is one statement */
+        struct timespec due = {0, 50 * MS};
+        nanosleep(&due, NULL); /* the sweep is due */
+        faultproxy_delay(px, 150);
+        bw_error e = {0, "", ""};
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
+        printf("# an update whose sweep the deadline cut: %s (%s)\n", bw_strerror(rc), rc ? e.message : "");
+        CHECK_OK(rc);
+        bw_error after = {0, "", ""};
+        rc = entry_put(s, "k", 3, 64, BW_STORE_NEVER, &after);
+        printf("# the next call, during the backoff: %s (%s)\n", bw_strerror(rc), rc ? after.message : "");
+        CHECK_RC(rc, BW_ETIMEDOUT);
+        CHECK(strstr(after.message, "not retried for") != NULL);
+        faultproxy_pass(px);
+        CHECK_OK(put_until(s, 4, 5000, NULL, NULL));
+        CHECK_INT(entry_get(s, "k"), 4);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -893,6 +931,7 @@ int main(void)
     RUN(test_blackhole);
     RUN(test_slow_reconnect);
     RUN(test_slow_conflicts);
+    RUN(test_cut_sweep);
     RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }

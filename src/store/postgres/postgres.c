@@ -1026,8 +1026,13 @@ static int64_t next_sweep(pg *r, int64_t mono)
     return mono + r->sweep_ns / 2 + (int64_t)(x % (uint64_t)(r->sweep_ns / 2 + 1));
 }
 
-/* The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot s, best effort. */
-static void sweep_maybe(pg *r, slot *s, int *broken)
+/*
+ * The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot
+ * s, best effort. A pass that broke the connection (cut by the call's
+ * deadline, a failed socket) sets *broken and says why in *e, for the
+ * release: the call itself stays done.
+ */
+static void sweep_maybe(pg *r, slot *s, int *broken, bw_error *e)
 {
     if (r->sweep_ns <= 0)
         return;
@@ -1038,7 +1043,11 @@ static void sweep_maybe(pg *r, slot *s, int *broken)
         r->next_sweep = next_sweep(r, mono);
     pthread_mutex_unlock(&r->cmu);
     int n = 0;
-    if (due && sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL) == BW_OK && n == SWEEP_BATCH) {
+    bw_error se = {0, "", ""};
+    int rc = due ? sweep_pass(r, s, SWEEP_BATCH, &n, broken, &se) : BW_ESTATE;
+    if (*broken)
+        *e = se;
+    if (rc == BW_OK && n == SWEEP_BATCH) {
         /* A full batch: more may have expired. The next update sweeps again, one bounded pass each. */
         pthread_mutex_lock(&r->cmu);
         r->next_sweep = mono;
@@ -1115,7 +1124,7 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             " ms)",
             name, conflicts, r->timeout_ns / 1000000);
     if (rc == BW_OK && !broken)
-        sweep_maybe(r, s, &broken);
+        sweep_maybe(r, s, &broken, &e);
     bw__netpool_release(&r->conns, s, broken, &e);
     if (rc == BW_OK)
         cache_put(r, name, &w);
