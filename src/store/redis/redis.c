@@ -357,7 +357,9 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
  * item, a string's bytes, an array's pointers); and for every reply, strings
  * of at most STRING_MAX bytes (an entry; a key, a SHA1, an error are shorter:
  * the scripts answer a longer value as '', see GET_SCRIPT), arrays nested at
- * most DEPTH_MAX deep (SCAN's [cursor, [keys]]). An item still arriving is at
+ * most DEPTH_MAX deep (SCAN's [cursor, [keys]]), and no RESP3 double or
+ * boolean (hiredis 1.x reads them; no command of this store, in RESP2, is
+ * answered one). An item still arriving is at
  * most PENDING_MAX bytes (its header and string) and counts in `bytes`: the
  * reader holds no more. A refused reply is a protocol error: the connection
  * is dropped, the call fails with BW_ESYS saying what was refused.
@@ -417,7 +419,18 @@ static void *bounded_string(const redisReadTask *t, char *str, size_t len)
     return charge(c, ITEM_COST + len + 1) ? NULL : atomic_load(&hiredis_fns)->createString(t, str, len);
 }
 
-static void *bounded_array(const redisReadTask *t, int elements)
+/*
+ * hiredis 1.x gives an array's length as a size_t (0.14: an int), and has
+ * RESP3's doubles and booleans besides; the table below names its functions,
+ * so that it builds against both.
+ */
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+typedef size_t array_len;
+#else
+typedef int array_len;
+#endif
+
+static void *bounded_array(const redisReadTask *t, array_len elements)
 {
     reply_cap *c = t->privdata;
     size_t depth = 0;
@@ -443,8 +456,46 @@ static void *bounded_nil(const redisReadTask *t)
     return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createNil(t);
 }
 
-static redisReplyObjectFunctions bounded_fns = {bounded_string, bounded_array, bounded_integer, bounded_nil,
-                                                freeReplyObject};
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+/*
+ * A double or a boolean (RESP3 ',' and '#'): no command of this store is
+ * answered one (a session speaks RESP2: a script's true is the integer 1), so
+ * a server that sends one is refused, as a protocol error.
+ */
+static void *refuse_resp3(const redisReadTask *t, const char *what)
+{
+    reply_cap *c = t->privdata;
+    if (c)
+        snprintf(c->why, sizeof c->why, "a %s (RESP3: no command of this store is answered one)", what);
+    return NULL;
+}
+
+static void *refused_double(const redisReadTask *t, double v, char *str, size_t len)
+{
+    (void)v;
+    (void)str;
+    (void)len;
+    return refuse_resp3(t, "double");
+}
+
+static void *refused_bool(const redisReadTask *t, int v)
+{
+    (void)v;
+    return refuse_resp3(t, "boolean");
+}
+#endif
+
+static redisReplyObjectFunctions bounded_fns = {
+    .createString = bounded_string,
+    .createArray = bounded_array,
+    .createInteger = bounded_integer,
+    .createNil = bounded_nil,
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+    .createDouble = refused_double,
+    .createBool = refused_bool,
+#endif
+    .freeObject = freeReplyObject,
+};
 
 /* ---- connections ---- */
 
