@@ -128,10 +128,13 @@
  *   passed. Then the call fails with BW_ETIMEDOUT and a breaker degrades to
  *   its local circuit. Making a connection takes
  *   at most `connect_timeout` (1 s): a call whose deadline comes first fails,
- *   and postgresql: goes on with that connection at the next call (libpq's
- *   connect, TLS and the session's set-up may take more round trips than a
- *   call's timeout allows), while redis: (a connect, then AUTH and SELECT
- *   when set: a round trip each) starts it again. bw_store_open waits at
+ *   and the next call goes on with that connection (libpq's connect, TLS and
+ *   the session's set-up, or redis:'s connect then AUTH and SELECT, sent
+ *   together: one round trip, may take more than a call's timeout allows);
+ *   a redis: connection made with less of the call's time left than its last
+ *   round trip is kept for the next call, that call failing before its
+ *   command, which the deadline would cut. Neither is a failure of the
+ *   server: no backoff, the other connections stay. bw_store_open waits at
  *   most `connect_timeout` (the connect, and redis:'s SCRIPT LOADs or
  *   postgresql:'s check of its table). A host name is resolved by the
  *   system's resolver (getaddrinfo), which these deadlines do not bound:

@@ -72,7 +72,9 @@ typedef struct bw__netpool_ops {
      * (refused, its connect timeout passed, ...), nothing is left. An error
      * (BW_ETIMEDOUT) with s->conn set: not finished by `deadline`, its
      * connect timeout (s->connect_until) still ahead: the next call on the
-     * slot goes on with it. A backend that cannot resume finishes or fails by
+     * slot goes on with it; with s->connect_until 0: made, but too late in
+     * the call for its command: the next call uses it (neither is a failure:
+     * no backoff). A backend that cannot resume finishes or fails by
      * `deadline`. *err filled on an error.
      */
     int (*connect)(void *backend, struct bw__netslot *s, int64_t deadline, bw_error *err);

@@ -18,6 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -28,6 +29,7 @@
 #include "harness.h"
 #include "entries.h"
 #include "fakeredis.h"
+#include "faultproxy.h"
 #include "base/systime.h"
 #include "store/front.h"
 
@@ -502,6 +504,93 @@ static void test_slow_conflicts(void)
     fakeredis_stop(&fr);
 }
 
+/* Two updates at once, of keys a and b, each on its own thread: their codes in rc[0], rc[1], messages in e[]. */
+typedef struct pair_call {
+    bw_store *s;
+    const char *key;
+    int64_t value;
+    int rc;
+    bw_error e;
+} pair_call;
+
+static void *pair_main(void *arg)
+{
+    pair_call *c = arg;
+    c->rc = entry_put(c->s, c->key, c->value, 64, BW_STORE_NEVER, &c->e);
+    return NULL;
+}
+
+static void put_pair(bw_store *s, int64_t value, pair_call out[2])
+{
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        pair_call c = {s, i ? "b" : "a", value, BW_ESYS, {0, "", ""}};
+        out[i] = c;
+        CHECK(pthread_create(&th[i], NULL, pair_main, &out[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+}
+
+/*
+ * A slow link (the proxy delays every chunk 100 ms each way: a round trip
+ * takes 200 ms) to a server that wants AUTH, on db 1, with a 350 ms timeout:
+ * a command fits a call, a reconnect with AUTH then SELECT (two round trips,
+ * 400 ms) did not. The first time two calls ran at once, the second slot's
+ * connect failed at the deadline and closed the working connection with
+ * every idle one, and every later reconnect failed the same way: the store
+ * never recovered. Now AUTH and SELECT go out together (one round trip), and
+ * a connection made too late for the call's command stays for the next call:
+ * after two calls at once, every call works, and two at once both do.
+ */
+static void test_slow_reconnect(void)
+{
+    redisContext *c = raw();
+    redisReply *rep = redisCommand(c, "ACL SETUSER bwslow on >slowpw ~* +@all");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    redisFree(c);
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    char u[200];
+    snprintf(u, sizeof u, "redis://bwslow:slowpw@127.0.0.1:%d/1?timeout=350ms&connect_timeout=10s&pool=2",
+             faultproxy_port(px));
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    if (s) {
+        CHECK_OK(entry_put(s, "a", 1, 64, BW_STORE_NEVER, NULL)); /* known to the store: an update is one command */
+        CHECK_OK(entry_put(s, "b", 1, 64, BW_STORE_NEVER, NULL));
+        faultproxy_delay(px, 100);
+        CHECK_OK(entry_put(s, "a", 2, 64, BW_STORE_NEVER, NULL)); /* a command fits */
+        pair_call two[2];
+        put_pair(s, 3, two);
+        printf("# two calls at once on a 200 ms link: %s (%s), %s (%s)\n", bw_strerror(two[0].rc),
+               two[0].rc ? two[0].e.message : "", bw_strerror(two[1].rc), two[1].rc ? two[1].e.message : "");
+        int ok = 0, calls = 0;
+        for (int64_t t0 = bw__mono_now(); bw__mono_now() - t0 < 3000 * MS && ok < 5; calls++) {
+            bw_error pe = {0, "", ""};
+            int rc = entry_put(s, calls % 2 ? "b" : "a", 4 + calls, 64, BW_STORE_NEVER, &pe);
+            ok = rc == BW_OK ? ok + 1 : 0;
+            if (rc != BW_OK && calls < 3)
+                printf("# then: %s (%s)\n", bw_strerror(rc), pe.message);
+        }
+        printf("# then %d calls one at a time for the last 5 to work\n", calls);
+        CHECK_INT(ok, 5);  /* the store recovered */
+        CHECK(calls <= 6); /* at once (at most the call that meets the backoff fails) */
+        put_pair(s, 100, two);
+        CHECK_OK(two[0].rc); /* both slots are connected now */
+        CHECK_OK(two[1].rc);
+        faultproxy_pass(px);
+        CHECK_INT(entry_get(s, "a"), 100);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -520,5 +609,6 @@ int main(void)
     RUN(test_stopped_server);
     RUN(test_hostile_replies);
     RUN(test_slow_conflicts);
+    RUN(test_slow_reconnect);
     return TEST_SUMMARY();
 }
