@@ -126,7 +126,11 @@
  *   reconnect, each command or statement, each retry after a race lost to
  *   another client, all share that deadline, and nothing is sent once it
  *   passed. Then the call fails with BW_ETIMEDOUT and a breaker degrades to
- *   its local circuit. Making a connection takes
+ *   its local circuit; but an update whose every compare-and-set lost to
+ *   another client writing the same entry, the server answering each time,
+ *   fails with BW_ECONFLICT (contention, not a failing store): a breaker
+ *   drops that write (BW_EVENT_STORE_WRITE_DROPPED; the local circuit learns
+ *   a settle's outcome) and stays on the store. Making a connection takes
  *   at most `connect_timeout` (1 s): a call whose deadline comes first fails,
  *   and the next call goes on with that connection (libpq's connect, TLS and
  *   the session's set-up, or redis:'s connect then AUTH and SELECT, sent
@@ -252,8 +256,9 @@ typedef struct bw_store_key {
  *   between, and applies the last call's verdict: so fn computes its result
  *   from its arguments only, with no effect that adds up across calls.
  *   Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when the store is full,
- *   BW_ETIMEDOUT when a wait ran out, ...) with *err filled (err may be
- *   NULL), in which case nothing changed (redis:, postgresql: a write whose
+ *   BW_ETIMEDOUT when a wait ran out, BW_ECONFLICT when other writers of the
+ *   entry won every race until the deadline, ...) with *err filled (err may
+ *   be NULL), in which case nothing changed (redis:, postgresql: a write whose
  *   reply timed out may still land). Whatever `cur` holds is untrusted: breakwater
  *   decodes it with every field range-checked, and replaces an entry it did not write with a fresh circuit
  *   (BW_EVENT_STORE_CORRUPT). `now` must lie within +-2^62 ns (+-146 years).
@@ -402,7 +407,9 @@ BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
  * (keyed.h). Returns BW_OK; BW_EINVAL for a
  * NULL store or fn, a bad name (*err says why), or an fn that returned an
  * unknown verdict or a PUT length outside [1, BW_STORE_DATA_MAX] (nothing is
- * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS, ...).
+ * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS,
+ * BW_ETIMEDOUT, BW_ECONFLICT when redis: or postgresql: lost every race to
+ * other writers of the entry within its timeout, ...).
  * Thread safety: any thread.
  */
 BW_API int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);

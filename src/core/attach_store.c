@@ -34,6 +34,12 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     int stored = l->c.mode == BW_STORE_STORED;
     pending ev;
     ev.n = 0;
+    if (rc == BW_ECONFLICT) {
+        /* Other writers of the entry won every race: contention, not a failing store. The write is dropped. */
+        bw__add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, rc, err ? err->message : "");
+        bw__deliver(b, &ev);
+        return;
+    }
     if (rc == BW_OK && op->corrupt)
         bw__add_event(b, &ev, BW_EVENT_STORE_CORRUPT, BW_OK, "the stored entry was malformed; it was replaced");
     if (rc == BW_OK && stored && !bw__link_degraded(l)) {

@@ -1117,9 +1117,9 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
         }
     }
-    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two statements */
-        bw__fail(
-            &e, BW_ETIMEDOUT, "",
+    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two: contention */
+        rc = bw__fail(
+            &e, BW_ECONFLICT, "",
             "postgresql: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
             " ms)",
             name, conflicts, r->timeout_ns / 1000000);

@@ -1277,11 +1277,12 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
-    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts */
-        bw__fail(&e, BW_ETIMEDOUT, "",
-                 "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
-                 " ms)",
-                 name, races, r->timeout_ns / 1000000);
+    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts: contention */
+        rc = bw__fail(
+            &e, BW_ECONFLICT, "",
+            "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
+            " ms)",
+            name, races, r->timeout_ns / 1000000);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
