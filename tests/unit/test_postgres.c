@@ -311,7 +311,7 @@ static void test_auto_sweep(void)
      * short-lived keys is swept as fast as it is written) rather than a
      * period (here at least 500 ms) later.
      */
-    on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw3&sweep=1s"));
+    on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw3&sweep=1s&timeout=10s"));
     if (!on)
         return;
     CHECK_OK(entry_put(on, "live", 1, 64, BW_STORE_NEVER, NULL)); /* makes the table */
