@@ -463,7 +463,8 @@ static void test_hostile_replies(void)
 /*
  * A server answering every script in 80 ms, each compare-and-set with a
  * conflict (other clients writing the key, say): a stored call's update (after
- * its read, as a stored acquire then settle does) gives up within its timeout
+ * its read, as a stored acquire then settle does; the read answered at once,
+ * so that it never races its own 100 ms) gives up within its timeout
  * (100 ms), with BW_ETIMEDOUT, however many races it could still run.
  */
 static void test_slow_conflicts(void)
@@ -478,8 +479,8 @@ static void test_slow_conflicts(void)
     memcpy(conflict + n,
            "\x7f\xff\xff\xff\xff\xff\xff\xff"
            "A\r\n",
-           11); /* a value: BW_STORE_NEVER, 'A' */
-    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
+           11);                                               /* a value: BW_STORE_NEVER, 'A' */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 0); /* the read that primes the store: at once */
     char u[200];
     snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=100ms&connect_timeout=1s", fr.port);
     bw_store *s = NULL;
@@ -490,6 +491,7 @@ static void test_slow_conflicts(void)
     int found;
     if (s)
         CHECK_OK(bw__store_try_read(s, "k", &now, &out, &found)); /* the acquire: the store has seen k */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
     if (s) {
         int64_t t0 = bw__mono_now();
         int rc = entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e);
