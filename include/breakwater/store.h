@@ -151,12 +151,14 @@
  *   `timeout` of a few times its answer time.
  * - Memory: redis: refuses, before anything is allocated for it, a reply
  *   holding more than its command can be answered: an array longer than the
- *   keys asked for + 2 (a SCAN page: twice its COUNT + 64), a string longer
- *   than 1,032 bytes (an entry's longest: the scripts answer a longer value
- *   at a key as absent, and an update replaces it; a key that long under
- *   the prefix fails a scan page), arrays nested more than 2 deep, or more
- *   bytes in all than such a reply; the call fails with BW_ESYS ("the
- *   server's reply was refused: ...") and the connection is dropped.
+ *   keys asked for + 2 (read_many asks 1,024 keys a command; a SCAN page:
+ *   twice its COUNT, at most 1,000, + 64), a string longer than 1,032 bytes
+ *   (an entry's longest: the scripts answer a longer value at a key as
+ *   absent, and an update replaces it) or, in a SCAN page, than a key
+ *   (prefix + 511 bytes), arrays nested more than 2 deep, or more bytes in
+ *   all than such a reply: about 1.4 MB at most, whatever the caller asks;
+ *   the call fails with BW_ESYS ("the server's reply was refused: ...") and
+ *   the connection is dropped.
  *   postgresql: its statements never ask for data longer than an entry
  *   (such a row reads as absent, and an update replaces it), and each
  *   value's length and the rows' number are checked before anything is
@@ -432,8 +434,8 @@ typedef struct bw_store_cursor {
  * duplicates. memory:, shm:, sqlite: and redis: list; a custom store lists
  * when its table has `scan` (version 3). Cost: memory: walks its table under
  * its mutex; shm: looks at most 65,536 slots a page under its lock; sqlite:
- * is one indexed query a page; redis: one SCAN MATCH prefix* COUNT max a page
- * (never KEYS). Returns BW_OK; BW_EINVAL (NULL s, cursor, keys or n, max < 1,
+ * is one indexed query a page; redis: one SCAN MATCH prefix* COUNT max a page,
+ * COUNT at most 1,000 (never KEYS). Returns BW_OK; BW_EINVAL (NULL s, cursor, keys or n, max < 1,
  * a cursor that is done, or one the store did not write); BW_ENOTSUP when the
  * store cannot list its keys; the store's errors (then the cursor has not
  * moved: the same call may be tried again).

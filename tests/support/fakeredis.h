@@ -5,7 +5,7 @@
  * strings) and answers by the command's name:
  *   AUTH, SELECT, PING   +OK
  *   SCRIPT (LOAD)        the test's `load` bytes (default: a 40-character SHA1)
- *   EVALSHA, EVAL        the test's `eval` bytes (default: -ERR)
+ *   EVALSHA, EVAL, SCAN  the test's `eval` bytes (default: -ERR)
  *   anything else        -ERR
  the EVALSHA and EVAL answers `delay_ms` after the command arrived, the others
  * at once; after an answer the test set (not a default one) it may go on
@@ -147,7 +147,7 @@ static inline void *fr_serve(void *arg)
             an = s->load_len;
             memcpy(answer, s->load, an);
             set = s->load_set;
-        } else if (!strcasecmp(name, "EVALSHA") || !strcasecmp(name, "EVAL")) {
+        } else if (!strcasecmp(name, "EVALSHA") || !strcasecmp(name, "EVAL") || !strcasecmp(name, "SCAN")) {
             an = s->eval_len;
             memcpy(answer, s->eval, an);
             eval = 1;

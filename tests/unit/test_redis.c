@@ -541,6 +541,117 @@ static void test_slow_conflicts(void)
     fakeredis_stop(&fr);
 }
 
+/*
+ * What a reply may hold stays near a megabyte, whatever the caller asks:
+ * a SCAN page asks for at most 1,000 keys (COUNT; a page asked for 5,000 of
+ * 3,000 keys holds about 1,000, and the pages together list every key), a
+ * key in it is at most prefix + 511 bytes (a 700-byte one, which an entry's
+ * 1,032-byte cap let through, is refused), and read_many reads 1,024 keys a
+ * command (2,100 keys: three EVALSHA, every entry right).
+ */
+static void test_reply_caps(void)
+{
+    redisContext *c = raw();
+    bw_store *s = NULL;
+    bw_error e;
+    char u[200];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?prefix=capped:&timeout=10s", port);
+    CHECK_OK(bw_store_open(u, &s, &e));
+    enum { KEYS = 3000, MANY = 2100 };
+    for (int i = 0; s && i < KEYS; i++) {
+        redisAppendCommand(c, "SET capped:sc%04d x", i);
+        if (i % 500 == 499 || i == KEYS - 1)
+            for (int j = i / 500 * 500; j <= i; j++) {
+                redisReply *r = NULL;
+                CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
+                freeReplyObject(r);
+            }
+    }
+    bw_store_key *keys = calloc(5000, sizeof *keys);
+    char *seen = calloc(KEYS, 1);
+    int pages = 0, first = -1, listed = 0;
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    while (s && keys && seen && !cur.done && pages < 1000) {
+        int n = 0;
+        int rc = bw_store_scan(s, &cur, keys, 5000, &n, &e);
+        if (rc != BW_OK) {
+            H_FAIL("bw_store_scan: %s (%s)", bw_strerror(rc), e.message);
+            break;
+        }
+        if (pages++ == 0)
+            first = n;
+        for (int i = 0; i < n; i++) {
+            int k = -1;
+            if (sscanf(keys[i].name, "sc%d", &k) == 1 && k >= 0 && k < KEYS && !seen[k]) {
+                seen[k] = 1;
+                listed++;
+            }
+        }
+    }
+    printf("# a scan of %d keys, 5,000 a page asked: %d pages, the first of %d keys\n", KEYS, pages, first);
+    CHECK_INT(listed, KEYS);
+    CHECK(first >= 1 && first <= 2 * 1000 + 64);
+    free(seen);
+    free(keys);
+    /* read_many: batches of 1,024 keys. */
+    char(*names)[16] = calloc(MANY, sizeof *names);
+    const char **np = calloc(MANY, sizeof *np);
+    bw_store_entry *out = calloc(MANY, sizeof *out);
+    int *found = calloc(MANY, sizeof *found);
+    for (int i = 0; s && names && np && out && found && i < MANY; i++) {
+        snprintf(names[i], sizeof names[i], "rm%04d", i);
+        np[i] = names[i];
+        if (i % 3 == 0)
+            CHECK_OK(entry_put(s, names[i], i, 64, BW_STORE_NEVER, NULL));
+    }
+    if (s && names && np && out && found) {
+        long c0 = evalsha_calls(c);
+        int64_t now;
+        CHECK_OK(bw__store_read_many(s, MANY, np, &now, out, found));
+        long trips = evalsha_calls(c) - c0;
+        printf("# read_many of %d keys: %ld commands\n", MANY, trips);
+        CHECK_INT(trips, 3);
+        int right = 0;
+        for (int i = 0; i < MANY; i++)
+            right += found[i] == (i % 3 == 0) && (!found[i] || entry_value(&out[i]) == i);
+        CHECK_INT(right, MANY);
+    }
+    free(found);
+    free(out);
+    free(np);
+    free(names);
+    if (s)
+        bw_store_close(s);
+    redisFree(c);
+    /* A SCAN answering a key longer than prefix + 511 bytes. */
+    fakeredis fr;
+    if (fakeredis_start(&fr) != 0) {
+        H_FAIL("fakeredis_start failed");
+        return;
+    }
+    char scan[1000];
+    int sn = snprintf(scan, sizeof scan, "*2\r\n$1\r\n0\r\n*1\r\n$700\r\nbreakwater:");
+    memset(scan + sn, 'k', 700 - 11);
+    memcpy(scan + sn + 700 - 11, "\r\n", 2);
+    fakeredis_set(&fr, NULL, 0, scan, (size_t)sn + 700 - 11 + 2, 0);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=1s", fr.port);
+    s = NULL;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    if (s) {
+        bw_store_key k[10];
+        bw_store_cursor sc;
+        memset(&sc, 0, sizeof sc);
+        int n = -1;
+        int rc = bw_store_scan(s, &sc, k, 10, &n, &e);
+        printf("# a SCAN key of 700 bytes: %s (%s)\n", bw_strerror(rc), rc ? e.message : "");
+        CHECK_RC(rc, BW_ESYS);
+        CHECK(strstr(e.message, "refused: a string of 700 bytes (at most 611)") != NULL);
+        bw_store_close(s);
+    }
+    fakeredis_stop(&fr);
+}
+
 /* Two updates at once, of keys a and b, each on its own thread: their codes in rc[0], rc[1], messages in e[]. */
 typedef struct pair_call {
     bw_store *s;
@@ -647,5 +758,6 @@ int main(void)
     RUN(test_hostile_replies);
     RUN(test_slow_conflicts);
     RUN(test_slow_reconnect);
+    RUN(test_reply_caps);
     return TEST_SUMMARY();
 }

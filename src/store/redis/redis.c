@@ -358,40 +358,51 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
  * allocates it. The command sets what its reply may hold (reply_cap, the
  * reader's privdata while it waits for the reply): arrays at most `elements`
  * long, the whole reply at most `bytes` as hiredis allocates it (ITEM_COST an
- * item, a string's bytes, an array's pointers); and for every reply, strings
- * of at most STRING_MAX bytes (an entry; a key, a SHA1, an error are shorter:
- * the scripts answer a longer value as '', see GET_SCRIPT), arrays nested at
+ * item, a string's bytes, an array's pointers), strings at most `strmax`
+ * bytes (STRING_MAX, an entry's longest, for the scripts, which answer a
+ * longer value as '', see GET_SCRIPT; KEY_MAX for SCAN's keys); and for every
+ * reply, arrays nested at
  * most DEPTH_MAX deep (SCAN's [cursor, [keys]]), and no RESP3 double or
  * boolean (hiredis 1.x reads them; no command of this store, in RESP2, is
- * answered one). An item still arriving is at
- * most PENDING_MAX bytes (its header and string) and counts in `bytes`: the
- * reader holds no more. A refused reply is a protocol error: the connection
+ * answered one). An item still arriving is at most `strmax` + 32 bytes (its
+ * header and string) and counts in `bytes`: the reader holds no more. A
+ * command's caps stay near a megabyte: read_many reads READ_BATCH keys a
+ * command, and a SCAN page asks for at most SCAN_COUNT_MAX. A refused reply is a protocol error: the connection
  * is dropped, the call fails with BW_ESYS saying what was refused.
  */
 #define STRING_MAX (HEAD + BW_STORE_DATA_MAX)
 #define DEPTH_MAX 2
 #define ITEM_COST (sizeof(redisReply) + sizeof(redisReply *))
-#define PENDING_MAX ((size_t)STRING_MAX + 32)
+#define PENDING_MAX(strmax) ((size_t)(strmax) + 32)
 /* SCAN may answer more keys than COUNT (a hash bucket's keys come together): its page's elements at most */
 #define SCAN_KEYS_MAX(count) (2 * (size_t)(count) + 64)
+#define SCAN_COUNT_MAX 1000 /* a SCAN page's COUNT at most: its reply's cap ~1.4 MB */
+#define READ_BATCH 1024     /* keys a GET_SCRIPT reads at most (the lane's batch): its reply's cap ~1.1 MB */
 _Static_assert(STRING_MAX >= KEY_MAX && STRING_MAX == 1032, "the scripts' '#v > 1032' is an entry's longest value");
 
 typedef struct reply_cap {
-    size_t elements, bytes; /* the command's caps */
-    size_t used;            /* bytes the reply holds so far */
-    char why[128];          /* the refusal ("": none) */
+    size_t elements, strmax, bytes; /* the command's caps */
+    size_t used;                    /* bytes the reply holds so far */
+    char why[128];                  /* the refusal ("": none) */
 } reply_cap;
 
 /*
- * The caps of a reply of at most `elements` elements: the most it holds is
- * SCAN's, two arrays (one of them `elements` long) and elements + 1 strings.
+ * The caps of a reply of at most `elements` elements, strings of at most
+ * `strmax` bytes: the most it holds is SCAN's, two arrays (one of them
+ * `elements` long) and elements + 1 strings.
  */
+static reply_cap cap_str(size_t elements, size_t strmax)
+{
+    reply_cap c = {elements, strmax,
+                   2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + strmax + 1), 0,
+                   ""};
+    return c;
+}
+
+/* The caps of a script's (or a status's) reply of at most `elements` elements: strings up to an entry. */
 static reply_cap cap_of(size_t elements)
 {
-    reply_cap c = {
-        elements, 2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + STRING_MAX + 1),
-        0, ""};
-    return c;
+    return cap_str(elements, STRING_MAX);
 }
 
 static _Atomic(const redisReplyObjectFunctions *) hiredis_fns; /* hiredis's own, which ours call once they agree */
@@ -418,8 +429,9 @@ static int charge(reply_cap *c, size_t cost)
 static void *bounded_string(const redisReadTask *t, char *str, size_t len)
 {
     reply_cap *c = t->privdata;
-    if (len > STRING_MAX)
-        return refuse(c, "a string of %zu bytes (at most %zu)", len, STRING_MAX);
+    size_t max = c ? c->strmax : STRING_MAX;
+    if (len > max)
+        return refuse(c, "a string of %zu bytes (at most %zu)", len, max);
     return charge(c, ITEM_COST + len + 1) ? NULL : atomic_load(&hiredis_fns)->createString(t, str, len);
 }
 
@@ -571,8 +583,8 @@ static int read_reply(rconn *k, int64_t deadline, void **rep, int *e)
         if (*rep)
             return 1;
         size_t pending = c->reader->len - c->reader->pos; /* of the item still arriving */
-        if (pending > PENDING_MAX) {
-            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX);
+        if (pending > PENDING_MAX(cap->strmax)) {
+            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX(cap->strmax));
             return -1;
         }
         if (pending > cap->bytes - cap->used) {
@@ -606,15 +618,15 @@ static int conn_fail(const rd *r, const rconn *k, int w, int e, const char *what
 }
 
 /*
- * Send the command appended to k and read its reply by `deadline`, holding at
- * most `elements` elements (cap_of; every wait a poll() on the socket: the
+ * Send the command appended to k and read its reply by `deadline`, bounded by
+ * cap (cap_of, cap_str; every wait a poll() on the socket: the
  * context is non-blocking). The reply, or NULL with *err filled and *broken
  * set (k failed, or is out of step with the server: it is dropped).
  */
-static redisReply *roundtrip(const rd *r, rconn *k, int64_t deadline, size_t elements, const char *what, int *broken,
+static redisReply *roundtrip(const rd *r, rconn *k, int64_t deadline, reply_cap cap, const char *what, int *broken,
                              bw_error *err)
 {
-    k->cap = cap_of(elements);
+    k->cap = cap;
     void *rep = NULL;
     int e = 0, w = send_out(k, deadline, &e);
     if (w > 0)
@@ -626,8 +638,8 @@ static redisReply *roundtrip(const rd *r, rconn *k, int64_t deadline, size_t ele
     return NULL;
 }
 
-/* A command on k, its reply holding at most `elements` elements, by `deadline`: as roundtrip. */
-static redisReply *command(const rd *r, rconn *k, int64_t deadline, size_t elements, int argc, const char **argv,
+/* A command on k, its reply bounded by cap, by `deadline`: as roundtrip. */
+static redisReply *command(const rd *r, rconn *k, int64_t deadline, reply_cap cap, int argc, const char **argv,
                            const size_t *len, const char *what, int *broken, bw_error *err)
 {
     if (redisAppendCommandArgv(k->c, argc, argv, len) != REDIS_OK) {
@@ -635,7 +647,7 @@ static redisReply *command(const rd *r, rconn *k, int64_t deadline, size_t eleme
         bw__fail(err, BW_ENOMEM, "", "out of memory");
         return NULL;
     }
-    return roundtrip(r, k, deadline, elements, what, broken, err);
+    return roundtrip(r, k, deadline, cap, what, broken, err);
 }
 
 /* Fail with the server's error reply (the connection stays usable). */
@@ -877,7 +889,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 7;
         argv[1] = r->sha[which];
         len[1] = 40;
-        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVALSHA on", broken, err);
+        rep = command(r, c, s->deadline, cap_of(elements), (int)argc, argv, len, "EVALSHA on", broken, err);
         if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
             rep = NULL;
@@ -890,7 +902,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 4;
         argv[1] = script_src[which];
         len[1] = strlen(script_src[which]);
-        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVAL on", broken, err);
+        rep = command(r, c, s->deadline, cap_of(elements), (int)argc, argv, len, "EVAL on", broken, err);
     }
     if (argv != sv) {
         free((void *)argv);
@@ -1064,44 +1076,57 @@ static int reply_shape(const redisReply *rep, size_t n, bw_error *err)
 
 /* ---- the operations ---- */
 
-/* Read n keys (GET_SCRIPT) on slot s. */
+/*
+ * Read n keys (GET_SCRIPT) on slot s, READ_BATCH a command (so that a reply's
+ * cap stays near a megabyte however many keys are asked): each batch decodes
+ * its entries at its own TIME, and *now is the first batch's (the earliest:
+ * every entry found is live then too). Releases s.
+ */
 static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
                      bw_error *err)
 {
     char kbuf[KEY_MAX + 1];
-    const char *k1;
+    const char *k1 = kbuf;
     size_t l1;
     char *block = NULL;
     const char **keys = &k1;
     size_t *klen = &l1;
-    if (n == 1) {
-        l1 = make_key(r, names[0], kbuf);
-        k1 = kbuf;
-    } else {
-        block = malloc(n * (KEY_MAX + sizeof *keys + sizeof *klen));
-        if (!block)
-            return bw__fail(err, BW_ENOMEM, "", "out of memory");
-        keys = (const char **)(void *)block;
-        klen = (size_t *)(void *)(block + n * sizeof *keys);
-        char *kb = block + n * (sizeof *keys + sizeof *klen);
-        for (size_t i = 0; i < n; i++) {
-            klen[i] = make_key(r, names[i], kb + i * KEY_MAX);
-            keys[i] = kb + i * KEY_MAX;
-        }
-    }
-    int broken = 0;
+    size_t batch = n < READ_BATCH ? n : READ_BATCH;
+    int broken = 0, rc = BW_OK;
     bw_error e = {0, "", ""};
-    redisReply *rep = run_script(r, s, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
-    int rc = rep ? reply_shape(rep, n, &e) : e.code;
-    if (rc == BW_OK)
-        rc = reply_now(r, rep, now, &e);
-    for (size_t i = 0; rc == BW_OK && i < n; i++) {
-        decode(rep->element[i + 2], *now, &out[i], &found[i]);
-        cache_put_reply(r, keys[i], klen[i], rep->element[i + 2]);
+    if (n > 1) {
+        block = malloc(batch * (KEY_MAX + sizeof *keys + sizeof *klen));
+        if (!block)
+            rc = bw__fail(&e, BW_ENOMEM, "", "out of memory");
+        keys = (const char **)(void *)block;
+        klen = (size_t *)(void *)(block + batch * sizeof *keys);
+    }
+    for (size_t off = 0; rc == BW_OK && off < n; off += batch) {
+        size_t m = n - off < batch ? n - off : batch;
+        if (n == 1) {
+            l1 = make_key(r, names[0], kbuf);
+        } else {
+            char *kb = block + batch * (sizeof *keys + sizeof *klen);
+            for (size_t i = 0; i < m; i++) {
+                klen[i] = make_key(r, names[off + i], kb + i * KEY_MAX);
+                keys[i] = kb + i * KEY_MAX;
+            }
+        }
+        redisReply *rep = run_script(r, s, SC_GET, m, keys, klen, 0, NULL, NULL, &broken, &e);
+        rc = rep ? reply_shape(rep, m, &e) : e.code;
+        int64_t t = 0;
+        if (rc == BW_OK)
+            rc = reply_now(r, rep, &t, &e);
+        if (rc == BW_OK && off == 0)
+            *now = t;
+        for (size_t i = 0; rc == BW_OK && i < m; i++) {
+            decode(rep->element[i + 2], t, &out[off + i], &found[off + i]);
+            cache_put_reply(r, keys[i], klen[i], rep->element[i + 2]);
+        }
+        if (rep)
+            freeReplyObject(rep);
     }
     free(block);
-    if (rep)
-        freeReplyObject(rep);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
@@ -1332,7 +1357,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     pattern[pl++] = '*';
     pattern[pl] = 0;
     char count[16];
-    int want = max < 10 ? 10 : max > 100000 ? 100000 : max;
+    int want = max < 10 ? 10 : max > SCAN_COUNT_MAX ? SCAN_COUNT_MAX : max;
     snprintf(count, sizeof count, "%d", want);
     const char *argv[6] = {"SCAN", from, "MATCH", pattern, "COUNT", count};
     size_t len[6];
@@ -1345,7 +1370,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     int broken = 0;
     bw_error e = {0, "", ""};
     redisReply *rep = bw__netpool_check(&r->conns, s, &e) == BW_OK
-                          ? command(r, s->conn, s->deadline, SCAN_KEYS_MAX(want), 6, argv, len, "SCAN on", &broken, &e)
+                          ? command(r, s->conn, s->deadline, cap_str(SCAN_KEYS_MAX(want), KEY_MAX), 6, argv, len,
+                                    "SCAN on", &broken, &e)
                           : NULL;
     const char **names = NULL;
     size_t cands = 0;
@@ -1416,7 +1442,7 @@ static int open_first(rd *r, bw_error *err)
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, c, until, 0, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, c, until, cap_of(0), 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
