@@ -843,9 +843,8 @@ static const bw__netpool_ops pool_ops = {connect_one, close_one};
 /*
  * Run script `which` with keys and args on slot s, by its call's deadline
  * (none left: BW_ETIMEDOUT, nothing sent): EVALSHA, then EVAL when the server
- * lost the script. Its reply holds what GET_SCRIPT answers for nkeys keys, or
- * CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err
- * filled.
+ * lost the script (when the deadline is still ahead: the same check). Its reply holds what GET_SCRIPT answers for nkeys
+ * keys, or CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err filled.
  */
 static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
@@ -897,6 +896,8 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
             noscript = 0;
         }
     }
+    if (noscript && !*broken && bw__netpool_check(&r->conns, s, err) != BW_OK)
+        noscript = 0; /* NOSCRIPT came when the deadline had passed: no EVAL (nothing sent, still in step) */
     if (noscript) {
         argv[0] = "EVAL";
         len[0] = 4;
