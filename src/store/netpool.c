@@ -192,13 +192,14 @@ int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err)
                     p->timeout_ns / 1000000);
 }
 
-int bw__netpool_wait(int fd, int out, int64_t deadline)
+int bw__netpool_wait(int fd, int what, int64_t deadline)
 {
     for (;;) {
         int64_t left = deadline - bw__mono_now();
         if (left <= 0)
             return 0;
-        struct pollfd pf = {fd, (short)(POLLIN | (out ? POLLOUT : 0)), 0};
+        short ev = what == BW__NETPOOL_OUT ? POLLOUT : what == BW__NETPOOL_INOUT ? (POLLIN | POLLOUT) : POLLIN;
+        struct pollfd pf = {fd, ev, 0};
         int n = poll(&pf, 1, (int)((left + 999999) / 1000000));
         if (n > 0)
             return 1;

@@ -166,12 +166,19 @@ int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const b
  */
 int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err);
 
+/* What bw__netpool_wait waits for. */
+enum {
+    BW__NETPOOL_IN = 0, /* readable */
+    BW__NETPOOL_OUT,    /* writable only: bytes the server sends meanwhile (left unread) do not end the wait */
+    BW__NETPOOL_INOUT   /* either (libpq's rule while it flushes: read what comes, so that neither side blocks) */
+};
+
 /*
- * Wait until fd is readable (or, `out`, readable or writable) or `deadline`
- * (a bw__mono_now instant) passes: 1 ready (or an error to read on it), 0
- * the deadline passed, -1 poll failed (errno).
+ * Wait until fd is ready as `what` says (BW__NETPOOL_IN, _OUT, _INOUT) or
+ * `deadline` (a bw__mono_now instant) passes: 1 ready (or an error or hang-up
+ * on it), 0 the deadline passed, -1 poll failed (errno).
  */
-int bw__netpool_wait(int fd, int out, int64_t deadline);
+int bw__netpool_wait(int fd, int what, int64_t deadline);
 
 /*
  * Sleep a random time in [0, min(4 ms, 16 us << attempt)) (rng: the

@@ -652,6 +652,68 @@ static void test_reply_caps(void)
     fakeredis_stop(&fr);
 }
 
+/* This thread's CPU time, in ms. */
+static int64_t thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A server that sends a byte and then reads nothing (on a unix socket, whose
+ * buffers hold ~200 KB): a command too large for them (read_many of 1,024
+ * keys of 500 bytes, ~0.5 MB) waits
+ * for room to write until its deadline (500 ms) without spinning: the wait is
+ * for POLLOUT only (it polled POLLIN too, which the unread byte kept ready,
+ * and spun on EAGAIN for the whole timeout).
+ */
+static void test_write_waits(void)
+{
+    fakeredis fr;
+    char path[64], u[200];
+    snprintf(path, sizeof path, "/tmp/bw-fakeredis-%d.sock", (int)getpid());
+    if (fakeredis_start_unix(&fr, path) != 0) {
+        H_FAIL("fakeredis_start_unix failed");
+        return;
+    }
+    snprintf(u, sizeof u, "redis://?socket=%s&timeout=500ms", path);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    enum { N = 1024 };
+    char(*names)[512] = calloc(N, sizeof *names);
+    const char **np = calloc(N, sizeof *np);
+    bw_store_entry *out = calloc(N, sizeof *out);
+    int *found = calloc(N, sizeof *found);
+    if (s && names && np && out && found) {
+        for (int i = 0; i < N; i++) {
+            memset(names[i], 'n', 500);
+            snprintf(names[i] + 500, 12, "%d", i);
+            np[i] = names[i];
+        }
+        fakeredis_mute(&fr, 1);
+        int64_t cpu0 = thread_cpu_ms(), t0 = bw__mono_now();
+        int64_t now;
+        int rc = bw__store_read_many(s, N, np, &now, out, found);
+        int64_t took = (bw__mono_now() - t0) / MS, cpu = thread_cpu_ms() - cpu0;
+        printf("# a command the server does not read: %s after %lld ms, %lld ms of CPU\n", bw_strerror(rc),
+               (long long)took, (long long)cpu);
+        CHECK_RC(rc, BW_ETIMEDOUT);
+        CHECK(took >= 490 && took <= 500 + SLACK_MS);
+        if (cpu > 50)
+            H_FAIL("the call spent %lld ms of CPU waiting %lld ms to write", (long long)cpu, (long long)took);
+    }
+    free(found);
+    free(out);
+    free(np);
+    free(names);
+    if (s)
+        bw_store_close(s);
+    fakeredis_stop(&fr);
+    unlink(path);
+}
+
 /* Two updates at once, of keys a and b, each on its own thread: their codes in rc[0], rc[1], messages in e[]. */
 typedef struct pair_call {
     bw_store *s;
@@ -759,5 +821,6 @@ int main(void)
     RUN(test_slow_conflicts);
     RUN(test_slow_reconnect);
     RUN(test_reply_caps);
+    RUN(test_write_waits);
     return TEST_SUMMARY();
 }

@@ -380,10 +380,10 @@ static void ignore_notice(void *arg, const char *message)
  * Wait until c's socket is readable (or writable when `out`) or `deadline`
  * passes: 1 ready, 0 timed out, -1 error.
  */
-static int wait_sock(PGconn *c, int out, int64_t deadline)
+static int wait_sock(PGconn *c, int what, int64_t deadline)
 {
     int fd = PQsocket(c);
-    return fd < 0 ? -1 : bw__netpool_wait(fd, out, deadline);
+    return fd < 0 ? -1 : bw__netpool_wait(fd, what, deadline);
 }
 
 /*
@@ -400,7 +400,7 @@ static int wait_ready(PGconn *c, int64_t deadline)
             return -1;
         if (f == 0 && !PQisBusy(c))
             return 1;
-        int w = wait_sock(c, f == 1, deadline);
+        int w = wait_sock(c, f == 1 ? BW__NETPOOL_INOUT : BW__NETPOOL_IN, deadline); /* what comes is read */
         if (w <= 0)
             return w;
         if (!PQconsumeInput(c))
@@ -568,7 +568,7 @@ static int connect_slot(pg *r, slot *s, int64_t deadline, int first, bw_error *e
     PGconn *c = s->conn;
     int64_t until = s->connect_until < deadline ? s->connect_until : deadline;
     while (rc == BW_OK && s->connect_step != CS_SETUP) {
-        w = wait_sock(c, s->connect_step == CS_WRITE, until);
+        w = wait_sock(c, s->connect_step == CS_WRITE ? BW__NETPOOL_INOUT : BW__NETPOOL_IN, until);
         if (w == 0)
             break;
         PostgresPollingStatusType st = w < 0 ? PGRES_POLLING_FAILED : PQconnectPoll(c);

@@ -559,7 +559,7 @@ static int send_out(rconn *k, int64_t deadline, int *e)
             return -1;
         if (done)
             return 1;
-        int w = bw__netpool_wait(k->c->fd, 1, deadline);
+        int w = bw__netpool_wait(k->c->fd, BW__NETPOOL_OUT, deadline); /* not POLLIN: unread bytes would spin */
         *e = errno;
         if (w <= 0)
             return w;
@@ -592,7 +592,7 @@ static int read_reply(rconn *k, int64_t deadline, void **rep, int *e)
                    cap->bytes);
             return -1;
         }
-        int w = bw__netpool_wait(c->fd, 0, deadline);
+        int w = bw__netpool_wait(c->fd, BW__NETPOOL_IN, deadline);
         *e = errno;
         if (w <= 0)
             return w;
@@ -702,7 +702,7 @@ static int conn_make(const rd *r, rconn *k, int *step, int64_t until, bw_error *
 {
     int e = 0, w;
     if (*step == CS_TCP) {
-        w = bw__netpool_wait(k->c->fd, 1, until);
+        w = bw__netpool_wait(k->c->fd, BW__NETPOOL_OUT, until); /* the connect's end (or its failure) */
         if (w == 0)
             return BW_OK;
         int soerr = w < 0 ? errno : 0;
