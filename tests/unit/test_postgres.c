@@ -279,6 +279,73 @@ static void test_layout(void)
     bw_store_close(s);
 }
 
+/* Indexes of `table` whose first column is expires_at (the sweep's), as text. */
+static const char *expiry_indexes(PGconn *c, const char *table)
+{
+    char q[400];
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = "
+             "i.indkey[0] WHERE i.indrelid = to_regclass('%s') AND a.attname = 'expires_at'",
+             table);
+    return sql(c, q);
+}
+
+/*
+ * The sweep's index on expires_at: a new table has it; a table made before it
+ * (no index) gets it at the next open, once; a user that may not make it (not
+ * the table's owner) still opens the store, and writes; a name too long for
+ * NAME_expires_at gets a shortened one.
+ */
+static void test_expiry_index(void)
+{
+    PGconn *c = raw();
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=idxnew&timeout=10s"));
+    if (s) {
+        CHECK_STR(expiry_indexes(c, "idxnew"), "1");
+        CHECK_STR(sql(c, "SELECT count(*) FROM pg_indexes WHERE indexname = 'idxnew_expires_at'"), "1");
+        bw_store_close(s);
+    }
+    static const char old[] = "CREATE TABLE %s (name text PRIMARY KEY, data bytea NOT NULL, version bigserial NOT "
+                              "NULL, expires_at int8 NOT NULL); COMMENT ON TABLE %s IS 'breakwater store schema 1'";
+    char q[400];
+    snprintf(q, sizeof q, old, "idxold", "idxold");
+    sql(c, q);
+    CHECK_STR(expiry_indexes(c, "idxold"), "0");
+    for (int i = 0; i < 2; i++) {
+        s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=idxold&timeout=10s"));
+        CHECK_STR(expiry_indexes(c, "idxold"), "1"); /* made at the first open, kept at the second */
+        if (s) {
+            CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+            bw_store_close(s);
+        }
+    }
+    snprintf(q, sizeof q, old, "idxro", "idxro");
+    sql(c, q);
+    sql(c, "CREATE ROLE bwro LOGIN");
+    sql(c, "GRANT SELECT, INSERT, UPDATE, DELETE ON idxro TO bwro");
+    sql(c, "GRANT USAGE ON SEQUENCE idxro_version_seq TO bwro");
+    s = open_ok(url("postgresql://bwro@127.0.0.1:%d/postgres?table=idxro&timeout=10s"));
+    CHECK_STR(expiry_indexes(c, "idxro"), "0"); /* not its owner: no index, and the store works */
+    if (s) {
+        CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+        CHECK_INT(entry_get(s, "k"), 1);
+        bw_store_close(s);
+    }
+    const char *longname = "idx_a_table_name_that_is_much_too_long_for_its_index_suffix_x"; /* 62 bytes */
+    char u[300];
+    snprintf(u, sizeof u, "postgresql://postgres@127.0.0.1:%%d/postgres?table=%s&timeout=10s", longname);
+    s = open_ok(url(u));
+    if (s) {
+        CHECK_STR(expiry_indexes(c, longname), "1");
+        CHECK_STR(sql(c,
+                      "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'idx_a_table_name_that_is_much_too_long_fo_"
+                      "%_expires_at' AND length(indexname) = 62"),
+                  "1");
+        bw_store_close(s);
+    }
+    PQfinish(c);
+}
+
 /* The automatic sweep: an update that finds it due deletes expired rows; sweep=off never. */
 static void test_auto_sweep(void)
 {
@@ -921,6 +988,7 @@ int main(void)
     RUN(test_url_forms);
     RUN(test_layout);
     RUN(test_auto_sweep);
+    RUN(test_expiry_index);
     RUN(test_stale_cache);
     RUN(test_round_trips);
     RUN(test_fork);
