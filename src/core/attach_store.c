@@ -104,10 +104,12 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     lc.ttl = cfg->store_ttl;
     if (b->key) {
         /*
-         * A keyed circuit's quiet entry (nothing but successes) lives as long as
-         * a quiet circuit stays resident unused (keyed_idle; keyed.h), and no
-         * longer than a time window keeps its calls: a flood of keys that only
-         * succeed does not fill the store. keyed_idle 0: no entry is kept.
+         * A keyed circuit's quiet entry (nothing but successes) lives keyed_idle
+         * (the time after which a quiet resident circuit becomes evictable;
+         * keyed.h), and no longer than a time window keeps its calls: a flood of
+         * keys that only succeed does not fill the store. keyed_idle 0: no entry
+         * is kept. The successes of an expired entry's window are forgotten
+         * (keyed.h says what that costs a sparse key).
          */
         int64_t q = cfg->keyed_idle;
         if (lc.scfg.policy == BW_POLICY_RATE && lc.scfg.window_kind == BW_WINDOW_TIME &&
