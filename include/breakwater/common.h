@@ -126,7 +126,12 @@ typedef enum bw_status {
        BW_UNREACHABLE. */
     BW_EFULL = -10,
     /* This build lacks the component the call needs (bw_components()). */
-    BW_ENOTSUP = -11
+    BW_ENOTSUP = -11,
+    /* A store's update lost every race to other writers of the same entry
+       within its timeout (redis:, postgresql:; store.h): the server answered
+       each time, contention kept the write out. Not a failure of the store: a
+       breaker drops that write (BW_EVENT_STORE_WRITE_DROPPED) and stays on it. */
+    BW_ECONFLICT = -12
 } bw_status;
 
 /*

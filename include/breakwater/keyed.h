@@ -31,9 +31,21 @@
  * counters, and never waits for its store.
  * What a key leaves in the store is bounded as its memory is: in stored mode a
  * quiet circuit's entry (defined below: nothing but successes) expires
- * keyed_idle after its last write (and no later than a time window's length),
- * as a quiet circuit is forgotten after keyed_idle unused; keyed_idle 0 keeps
- * no quiet entry at all. An entry with history (a failure, a slow call, OPEN,
+ * keyed_idle after its last write (and no later than a time window's length);
+ * keyed_idle 0 keeps no quiet entry at all. In memory a quiet circuit unused
+ * for keyed_idle is only evictable: it goes when a new key arrives while
+ * keyed_maxsize circuits are resident (below), and is kept, successes and
+ * all, while there is room. The store's entry expires whatever the room, and
+ * with it the successes in its window: for a key called less often than
+ * keyed_idle (or than a time window's length), the rate policy judges a
+ * failure on the calls since its entry expired alone, where a resident
+ * circuit would count the earlier successes too. With min_calls=1 and
+ * failure_rate=0.5, 9 successes then, keyed_idle later, a failure: 1 of 1
+ * failed, the stored circuit trips; 1 of 10 in memory, it stays CLOSED. Keep
+ * min_calls above what one quiet spell of a sparse key can bring (the
+ * default 10), or keyed_idle above its calls' interval, where that matters.
+ * (The consecutive policy loses nothing there: a failure clears the
+ * consecutive successes anyway.) An entry with history (a failure, a slow call, OPEN,
  * HALF_OPEN), an operator hold or a reset's fence keeps store_ttl as the
  * breaker's own circuit does (config.h). So a flood of new keys that only
  * succeed leaves at most the keys written within the last keyed_idle live in

@@ -65,7 +65,9 @@ typedef enum bw_event_type {
     BW_EVENT_FALLBACK = 6,            /* a fallback layer substituted a value: fallback_reason, status */
     BW_EVENT_STORE_DEGRADED = 7,      /* the breaker's store failed (status, message): it runs on local state */
     BW_EVENT_STORE_RECOVERED = 8,     /* the store took a write again: its shared state counts again */
-    BW_EVENT_STORE_WRITE_DROPPED = 9, /* a coordinated write found the queue full and was dropped */
+    BW_EVENT_STORE_WRITE_DROPPED = 9, /* a coordinated write found the queue full and was dropped, or a
+                                         write lost every race to other writers (status BW_ECONFLICT,
+                                         message): contention, the store is not degraded */
     BW_EVENT_STORE_CORRUPT = 10,      /* the breaker's entry in its store was malformed (message): it was
                                          replaced by a fresh circuit; fired once, by the update that replaced it */
     BW_EVENT_SHED = 11                /* pipeline: a breaker layer saw local saturation further in (status

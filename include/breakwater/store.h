@@ -126,12 +126,19 @@
  *   reconnect, each command or statement, each retry after a race lost to
  *   another client, all share that deadline, and nothing is sent once it
  *   passed. Then the call fails with BW_ETIMEDOUT and a breaker degrades to
- *   its local circuit. Making a connection takes
+ *   its local circuit; but an update whose every compare-and-set lost to
+ *   another client writing the same entry, the server answering each time,
+ *   fails with BW_ECONFLICT (contention, not a failing store): a breaker
+ *   drops that write (BW_EVENT_STORE_WRITE_DROPPED; the local circuit learns
+ *   a settle's outcome) and stays on the store. Making a connection takes
  *   at most `connect_timeout` (1 s): a call whose deadline comes first fails,
- *   and postgresql: goes on with that connection at the next call (libpq's
- *   connect, TLS and the session's set-up may take more round trips than a
- *   call's timeout allows), while redis: (a connect, then AUTH and SELECT
- *   when set: a round trip each) starts it again. bw_store_open waits at
+ *   and the next call goes on with that connection (libpq's connect, TLS and
+ *   the session's set-up, or redis:'s connect then AUTH and SELECT, sent
+ *   together: one round trip, may take more than a call's timeout allows);
+ *   a redis: connection made with less of the call's time left than its last
+ *   round trip is kept for the next call, that call failing before its
+ *   command, which the deadline would cut. Neither is a failure of the
+ *   server: no backoff, the other connections stay. bw_store_open waits at
  *   most `connect_timeout` (the connect, and redis:'s SCRIPT LOADs or
  *   postgresql:'s check of its table). A host name is resolved by the
  *   system's resolver (getaddrinfo), which these deadlines do not bound:
@@ -144,12 +151,14 @@
  *   `timeout` of a few times its answer time.
  * - Memory: redis: refuses, before anything is allocated for it, a reply
  *   holding more than its command can be answered: an array longer than the
- *   keys asked for + 2 (a SCAN page: twice its COUNT + 64), a string longer
- *   than 1,032 bytes (an entry's longest: the scripts answer a longer value
- *   at a key as absent, and an update replaces it; a key that long under
- *   the prefix fails a scan page), arrays nested more than 2 deep, or more
- *   bytes in all than such a reply; the call fails with BW_ESYS ("the
- *   server's reply was refused: ...") and the connection is dropped.
+ *   keys asked for + 2 (read_many asks 1,024 keys a command; a SCAN page:
+ *   twice its COUNT, at most 1,000, + 64), a string longer than 1,032 bytes
+ *   (an entry's longest: the scripts answer a longer value at a key as
+ *   absent, and an update replaces it) or, in a SCAN page, than a key
+ *   (prefix + 511 bytes), arrays nested more than 2 deep, or more bytes in
+ *   all than such a reply: about 1.4 MB at most, whatever the caller asks;
+ *   the call fails with BW_ESYS ("the server's reply was refused: ...") and
+ *   the connection is dropped.
  *   postgresql: its statements never ask for data longer than an entry
  *   (such a row reads as absent, and an update replaces it), and each
  *   value's length and the rows' number are checked before anything is
@@ -249,8 +258,9 @@ typedef struct bw_store_key {
  *   between, and applies the last call's verdict: so fn computes its result
  *   from its arguments only, with no effect that adds up across calls.
  *   Return BW_OK, or an error (BW_ESYS, BW_ELIMIT when the store is full,
- *   BW_ETIMEDOUT when a wait ran out, ...) with *err filled (err may be
- *   NULL), in which case nothing changed (redis:, postgresql: a write whose
+ *   BW_ETIMEDOUT when a wait ran out, BW_ECONFLICT when other writers of the
+ *   entry won every race until the deadline, ...) with *err filled (err may
+ *   be NULL), in which case nothing changed (redis:, postgresql: a write whose
  *   reply timed out may still land). Whatever `cur` holds is untrusted: breakwater
  *   decodes it with every field range-checked, and replaces an entry it did not write with a fresh circuit
  *   (BW_EVENT_STORE_CORRUPT). `now` must lie within +-2^62 ns (+-146 years).
@@ -399,7 +409,9 @@ BW_API int bw_store_set_clock(bw_store *s, bw_clock *clock);
  * (keyed.h). Returns BW_OK; BW_EINVAL for a
  * NULL store or fn, a bad name (*err says why), or an fn that returned an
  * unknown verdict or a PUT length outside [1, BW_STORE_DATA_MAX] (nothing is
- * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS, ...).
+ * written then); the store's own errors (BW_ELIMIT when full, BW_ESYS,
+ * BW_ETIMEDOUT, BW_ECONFLICT when redis: or postgresql: lost every race to
+ * other writers of the entry within its timeout, ...).
  * Thread safety: any thread.
  */
 BW_API int bw_store_update(bw_store *s, const char *name, bw_store_update_fn fn, void *arg, bw_error *err);
@@ -422,8 +434,8 @@ typedef struct bw_store_cursor {
  * duplicates. memory:, shm:, sqlite: and redis: list; a custom store lists
  * when its table has `scan` (version 3). Cost: memory: walks its table under
  * its mutex; shm: looks at most 65,536 slots a page under its lock; sqlite:
- * is one indexed query a page; redis: one SCAN MATCH prefix* COUNT max a page
- * (never KEYS). Returns BW_OK; BW_EINVAL (NULL s, cursor, keys or n, max < 1,
+ * is one indexed query a page; redis: one SCAN MATCH prefix* COUNT max a page,
+ * COUNT at most 1,000 (never KEYS). Returns BW_OK; BW_EINVAL (NULL s, cursor, keys or n, max < 1,
  * a cursor that is done, or one the store did not write); BW_ENOTSUP when the
  * store cannot list its keys; the store's errors (then the cursor has not
  * moved: the same call may be tried again).

@@ -47,6 +47,8 @@ const char *bw_strerror(int code)
         return "no free slot (bulkhead or time limiter full)";
     case BW_ENOTSUP:
         return "not supported by this build (a component is missing)";
+    case BW_ECONFLICT:
+        return "lost to other writers of the same entry (contention)";
     default:
         return "unknown error";
     }

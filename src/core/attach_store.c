@@ -34,6 +34,12 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     int stored = l->c.mode == BW_STORE_STORED;
     pending ev;
     ev.n = 0;
+    if (rc == BW_ECONFLICT) {
+        /* Other writers of the entry won every race: contention, not a failing store. The write is dropped. */
+        bw__add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, rc, err ? err->message : "");
+        bw__deliver(b, &ev);
+        return;
+    }
     if (rc == BW_OK && op->corrupt)
         bw__add_event(b, &ev, BW_EVENT_STORE_CORRUPT, BW_OK, "the stored entry was malformed; it was replaced");
     if (rc == BW_OK && stored && !bw__link_degraded(l)) {
@@ -98,10 +104,12 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
     lc.ttl = cfg->store_ttl;
     if (b->key) {
         /*
-         * A keyed circuit's quiet entry (nothing but successes) lives as long as
-         * a quiet circuit stays resident unused (keyed_idle; keyed.h), and no
-         * longer than a time window keeps its calls: a flood of keys that only
-         * succeed does not fill the store. keyed_idle 0: no entry is kept.
+         * A keyed circuit's quiet entry (nothing but successes) lives keyed_idle
+         * (the time after which a quiet resident circuit becomes evictable;
+         * keyed.h), and no longer than a time window keeps its calls: a flood of
+         * keys that only succeed does not fill the store. keyed_idle 0: no entry
+         * is kept. The successes of an expired entry's window are forgotten
+         * (keyed.h says what that costs a sparse key).
          */
         int64_t q = cfg->keyed_idle;
         if (lc.scfg.policy == BW_POLICY_RATE && lc.scfg.window_kind == BW_WINDOW_TIME &&

@@ -717,7 +717,12 @@ static void event_fields(line *l, const bw_event *e, uint64_t suppressed, uint64
         msg_add(m, size, &n, "store recovered");
         break;
     case BW_EVENT_STORE_WRITE_DROPPED:
-        msg_add(m, size, &n, "store write dropped (queue full)");
+        if (e->status == BW_ECONFLICT) {
+            field_str(l, "status", bw_strerror(e->status), LINE_BYTES);
+            msg_add(m, size, &n, "store write dropped (lost to other writers)");
+        } else {
+            msg_add(m, size, &n, "store write dropped (queue full)");
+        }
         break;
     case BW_EVENT_STORE_CORRUPT:
         msg_add(m, size, &n, "stored entry malformed, replaced by a fresh circuit");

@@ -40,7 +40,8 @@
  * keyed_idle, at most its time window: attach_store.c): min(quiet_ttl, ttl),
  * or no entry at all when quiet_ttl < 0 (keyed_idle 0). So a flood of keys
  * that only succeed leaves entries for quiet_ttl, not for a day; what holds a
- * failure keeps `ttl`.
+ * failure keeps `ttl`. An expired quiet entry takes its window's successes
+ * with it: a sparse key's next failure is judged on the calls since (keyed.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "share/circuit.h"

@@ -78,8 +78,16 @@ static void note_down(bw__netpool *p, const bw_error *e)
         }
     p->backoff = p->backoff ? (p->backoff * 2 < BACKOFF_MAX ? p->backoff * 2 : BACKOFF_MAX) : BACKOFF_MIN;
     p->down_until = bw__mono_now() + p->backoff;
-    p->down_code = e->code;
-    snprintf(p->down_why, sizeof p->down_why, "%.185s", e->message);
+    /*
+     * A failure is an error: a backend that gave none (code 0, BW_OK) would
+     * make every acquire of the backoff "succeed" without a slot.
+     */
+    int known = e && e->code != BW_OK;
+    p->down_code = known ? e->code : BW_ESYS;
+    if (known && e->message[0])
+        snprintf(p->down_why, sizeof p->down_why, "%.185s", e->message);
+    else
+        snprintf(p->down_why, sizeof p->down_why, "%.20s: the connection failed", p->name);
     pthread_cond_broadcast(&p->cv); /* every waiter fails at once (the backoff) instead of at its deadline */
 }
 
@@ -184,13 +192,14 @@ int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err)
                     p->timeout_ns / 1000000);
 }
 
-int bw__netpool_wait(int fd, int out, int64_t deadline)
+int bw__netpool_wait(int fd, int what, int64_t deadline)
 {
     for (;;) {
         int64_t left = deadline - bw__mono_now();
         if (left <= 0)
             return 0;
-        struct pollfd pf = {fd, (short)(POLLIN | (out ? POLLOUT : 0)), 0};
+        short ev = what == BW__NETPOOL_OUT ? POLLOUT : what == BW__NETPOOL_INOUT ? (POLLIN | POLLOUT) : POLLIN;
+        struct pollfd pf = {fd, ev, 0};
         int n = poll(&pf, 1, (int)((left + 999999) / 1000000));
         if (n > 0)
             return 1;

@@ -72,7 +72,9 @@ typedef struct bw__netpool_ops {
      * (refused, its connect timeout passed, ...), nothing is left. An error
      * (BW_ETIMEDOUT) with s->conn set: not finished by `deadline`, its
      * connect timeout (s->connect_until) still ahead: the next call on the
-     * slot goes on with it. A backend that cannot resume finishes or fails by
+     * slot goes on with it; with s->connect_until 0: made, but too late in
+     * the call for its command: the next call uses it (neither is a failure:
+     * no backoff). A backend that cannot resume finishes or fails by
      * `deadline`. *err filled on an error.
      */
     int (*connect)(void *backend, struct bw__netslot *s, int64_t deadline, bw_error *err);
@@ -145,7 +147,8 @@ void bw__netpool_adopt(bw__netpool *p, void *conn);
 int bw__netpool_acquire(bw__netpool *p, int now_only, bw__netslot **out, bw_error *err);
 
 /*
- * Give s back. `broken`: its connection failed (e says how): it is closed
+ * Give s back. `broken`: its connection failed (e says how; an e without an
+ * error code counts as BW_ESYS, "NAME: the connection failed"): it is closed
  * with every idle one and a backoff starts. Otherwise the server answered:
  * the backoff ends.
  */
@@ -163,12 +166,19 @@ int bw__netpool_done(bw__netpool *p, bw__netslot *s, int broken, int rc, const b
  */
 int bw__netpool_check(const bw__netpool *p, const bw__netslot *s, bw_error *err);
 
+/* What bw__netpool_wait waits for. */
+enum {
+    BW__NETPOOL_IN = 0, /* readable */
+    BW__NETPOOL_OUT,    /* writable only: bytes the server sends meanwhile (left unread) do not end the wait */
+    BW__NETPOOL_INOUT   /* either (libpq's rule while it flushes: read what comes, so that neither side blocks) */
+};
+
 /*
- * Wait until fd is readable (or, `out`, readable or writable) or `deadline`
- * (a bw__mono_now instant) passes: 1 ready (or an error to read on it), 0
- * the deadline passed, -1 poll failed (errno).
+ * Wait until fd is ready as `what` says (BW__NETPOOL_IN, _OUT, _INOUT) or
+ * `deadline` (a bw__mono_now instant) passes: 1 ready (or an error or hang-up
+ * on it), 0 the deadline passed, -1 poll failed (errno).
  */
-int bw__netpool_wait(int fd, int out, int64_t deadline);
+int bw__netpool_wait(int fd, int what, int64_t deadline);
 
 /*
  * Sleep a random time in [0, min(4 ms, 16 us << attempt)) (rng: the

@@ -760,6 +760,45 @@ static void test_stored_store_failure_falls_back(void)
     rec_free(log);
 }
 
+/*
+ * An update that lost every race to other writers (BW_ECONFLICT) is
+ * contention, not a failing store: the write is dropped (an event with that
+ * status), the local circuit serves that call, and the breaker is not
+ * degraded: the next call goes to the store again, not store_retry later.
+ */
+static void test_stored_contention_is_no_failure(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    recorder *log = rec_new();
+    bw_breaker *a = make("svc-contended", s, BW_STORE_STORED, 1, log, 0);
+    CHECK_OK(call(a, BW_SUCCESS));
+    failing_set_code(&f, BW_ECONFLICT);
+    int before = atomic_load(&f.calls);
+    CHECK_OK(call(a, BW_SUCCESS)); /* its acquire's update loses: the local circuit admits it, and counts it */
+    CHECK_OK(call(a, BW_SUCCESS));
+    CHECK_INT(atomic_load(&f.calls) - before, 2); /* every call still asks the store: no store_retry wait */
+    CHECK_INT(rec_count_line(log, 0, "degraded"), 0);
+    CHECK_INT(rec_count_line(log, 0, "dropped"), 2);
+    int d = rec_find(log, 0, "dropped");
+    if (d >= 0) {
+        CHECK_INT(rec_nth(log, d)->status, BW_ECONFLICT);
+        CHECK_STR(rec_nth(log, d)->message, FAILING_MESSAGE);
+    }
+    failing_set_code(&f, BW_OK);
+    CHECK_OK(call(a, BW_FAILURE)); /* the store serves again: its circuit trips (1 of its 2 calls failed) */
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK_INT(snap.shared, 1);
+    CHECK_INT(snap.state, BW_STATE_OPEN);
+    CHECK_INT(rec_count_line(log, 0, "recovered"), 0); /* it never degraded */
+    bw_breaker_free(a);
+    bw_store_close(s);
+    bw_store_close(inner);
+    rec_free(log);
+}
+
 /* ---- coordinated mode ---- */
 
 static void test_coordinated_trip_propagates(void)
@@ -1505,7 +1544,7 @@ static void test_coordinated_close_bounded_when_store_hangs(void)
 static void test_custom_versions(void)
 {
     bw_store *inner = open_store();
-    failing_store f = {inner, 0, 0};
+    failing_store f = {inner, 0, 0, 0};
     bw_store_ops ops = failing_ops;
     bw_store *s = NULL;
     bw_error e;
@@ -1702,6 +1741,7 @@ int main(int argc, char **argv)
     RUN(test_stored_corrupt_entry);
     RUN(test_stored_lifetimes);
     RUN(test_stored_store_failure_falls_back);
+    RUN(test_stored_contention_is_no_failure);
     RUN(test_stored_reads_without_writes);
     RUN(test_stored_hold_recovers);
     RUN(test_stored_entry_too_long);

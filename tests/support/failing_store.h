@@ -53,8 +53,9 @@ static inline bw_store *custom_store(const bw_store_ops *ops, void *ctx)
 
 typedef struct failing_store {
     bw_store *inner;  /* first: wrapped_sweep reads it */
-    atomic_int fail;  /* while set, every update fails with BW_ESYS and FAILING_MESSAGE */
+    atomic_int fail;  /* while set, every update fails with `code` and FAILING_MESSAGE */
     atomic_int calls; /* updates asked for, failed or not */
+    atomic_int code;  /* the failure's code: 0 for BW_ESYS (failing_set_code) */
 } failing_store;
 
 #define FAILING_MESSAGE "down on command"
@@ -64,9 +65,13 @@ static inline int failing_update(void *ctx, const char *name, bw_store_update_fn
     failing_store *f = ctx;
     atomic_fetch_add(&f->calls, 1);
     if (atomic_load(&f->fail)) {
-        if (err)
+        int code = atomic_load(&f->code) ? atomic_load(&f->code) : BW_ESYS;
+        if (err) {
+            err->code = code;
+            err->field[0] = 0;
             snprintf(err->message, sizeof err->message, FAILING_MESSAGE);
-        return BW_ESYS;
+        }
+        return code;
     }
     return bw_store_update(f->inner, name, fn, arg, err);
 }
@@ -85,6 +90,7 @@ static inline bw_store *failing_wrap(failing_store *f, bw_store *inner)
     f->inner = inner;
     atomic_store(&f->fail, 0);
     atomic_store(&f->calls, 0);
+    atomic_store(&f->code, 0);
     return custom_store(&failing_ops, f);
 }
 
@@ -92,6 +98,13 @@ static inline bw_store *failing_wrap(failing_store *f, bw_store *inner)
 static inline void failing_set(failing_store *f, int on)
 {
     atomic_store(&f->fail, on);
+}
+
+/* Make every update fail with `code` (BW_ECONFLICT: it lost every race to other writers), or work again (BW_OK). */
+static inline void failing_set_code(failing_store *f, int code)
+{
+    atomic_store(&f->code, code);
+    atomic_store(&f->fail, code != BW_OK);
 }
 
 /* ---- a store that counts what reaches the real one ---- */

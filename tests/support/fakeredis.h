@@ -5,13 +5,15 @@
  * strings) and answers by the command's name:
  *   AUTH, SELECT, PING   +OK
  *   SCRIPT (LOAD)        the test's `load` bytes (default: a 40-character SHA1)
- *   EVALSHA, EVAL        the test's `eval` bytes (default: -ERR)
+ *   EVALSHA, EVAL, SCAN  the test's `eval` bytes (default: -ERR)
  *   anything else        -ERR
  the EVALSHA and EVAL answers `delay_ms` after the command arrived, the others
  * at once; after an answer the test set (not a default one) it may go on
  * sending `fill` (at most `fill_max` bytes in all, every `fill_every_ms`, 0:
  * as fast as the client reads) until the client goes: a reply that never
- * ends. It counts the commands it answered. One thread per connection
+ * ends. It counts the commands it answered. Muted (fakeredis_mute), a
+ * connection that receives bytes answers one '+' and reads nothing more: a
+ * server that sends while it does not read. One thread per connection
  * (blocking I/O); every wait is bounded by the stop: fakeredis_stop shuts
  * every socket down and joins the threads. The answers may change while it
  * runs (fakeredis_set, under its mutex).
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,7 @@ typedef struct fakeredis {
     int load_set, eval_set; /* the test's, not the default: fill follows it */
     long fill_max;
     int delay_ms, fill_every_ms;
+    int mute; /* see fakeredis_mute */
     atomic_long commands;
 } fakeredis;
 
@@ -133,6 +137,19 @@ static inline void *fr_serve(void *arg)
             if (r <= 0)
                 break;
             len += (size_t)r;
+            pthread_mutex_lock(&s->mu);
+            int mute = s->mute;
+            pthread_mutex_unlock(&s->mu);
+            if (mute) { /* one byte sent, nothing more read, until the stop */
+                fr_send(c->fd, "+", 1);
+                for (int stop = 0; !stop;) {
+                    fr_sleep_ms(5);
+                    pthread_mutex_lock(&s->mu);
+                    stop = s->stopping;
+                    pthread_mutex_unlock(&s->mu);
+                }
+                break;
+            }
             continue;
         }
         memmove(buf, buf + used, len - (size_t)used);
@@ -147,7 +164,7 @@ static inline void *fr_serve(void *arg)
             an = s->load_len;
             memcpy(answer, s->load, an);
             set = s->load_set;
-        } else if (!strcasecmp(name, "EVALSHA") || !strcasecmp(name, "EVAL")) {
+        } else if (!strcasecmp(name, "EVALSHA") || !strcasecmp(name, "EVAL") || !strcasecmp(name, "SCAN")) {
             an = s->eval_len;
             memcpy(answer, s->eval, an);
             eval = 1;
@@ -231,6 +248,14 @@ static inline void fakeredis_set(fakeredis *s, const char *load, size_t load_len
     pthread_mutex_unlock(&s->mu);
 }
 
+/* on: a connection that receives bytes answers one '+' and stops reading (until the stop). */
+static inline void fakeredis_mute(fakeredis *s, int on)
+{
+    pthread_mutex_lock(&s->mu);
+    s->mute = on;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* After each answer, send fill (n bytes) again and again, at most max bytes, every every_ms (0: at once). */
 static inline void fakeredis_fill(fakeredis *s, const char *fill, size_t n, long max, int every_ms)
 {
@@ -244,6 +269,22 @@ static inline void fakeredis_fill(fakeredis *s, const char *fill, size_t n, long
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Serve on s->fd, bound already: 0, or -1 (s->fd closed). */
+static inline int fr_listen(fakeredis *s)
+{
+    if (listen(s->fd, 64) != 0) {
+        close(s->fd);
+        return -1;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    fakeredis_set(s, NULL, 0, NULL, 0, 0);
+    if (pthread_create(&s->acceptor, NULL, fr_accept, s) != 0) {
+        close(s->fd);
+        return -1;
+    }
+    return 0;
+}
+
 /* Listen on 127.0.0.1, a free port: 0, or -1. */
 static inline int fakeredis_start(fakeredis *s)
 {
@@ -254,20 +295,38 @@ static inline int fakeredis_start(fakeredis *s)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t al = sizeof a;
     s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(s->fd, 64) != 0 ||
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(s->fd, (struct sockaddr *)&a, &al) != 0) {
         if (s->fd >= 0)
             close(s->fd);
         return -1;
     }
     s->port = ntohs(a.sin_port);
-    pthread_mutex_init(&s->mu, NULL);
-    fakeredis_set(s, NULL, 0, NULL, 0, 0);
-    if (pthread_create(&s->acceptor, NULL, fr_accept, s) != 0) {
-        close(s->fd);
+    return fr_listen(s);
+}
+
+/*
+ * Listen on a unix socket at path (removed first; the caller removes it after
+ * the stop): 0, or -1. Its buffers are the system's default (~200 KB), not
+ * loopback TCP's, which grow to megabytes: a muted server fills them soon.
+ */
+static inline int fakeredis_start_unix(fakeredis *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a.sun_path)
+        return -1;
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    unlink(path);
+    s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (s->fd >= 0)
+            close(s->fd);
         return -1;
     }
-    return 0;
+    return fr_listen(s);
 }
 
 static inline void fakeredis_stop(fakeredis *s)

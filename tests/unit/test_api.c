@@ -26,8 +26,8 @@ static void test_version(void)
 
 static void test_strerror(void)
 {
-    const int codes[] = {BW_OK,      BW_REJECTED, BW_EINVAL, BW_ERANGE, BW_ENOMEM,    BW_EPARSE,
-                         BW_EPERMIT, BW_ESYS,     BW_ESTATE, BW_ELIMIT, BW_ETIMEDOUT, BW_EFULL};
+    const int codes[] = {BW_OK,   BW_REJECTED, BW_EINVAL, BW_ERANGE,    BW_ENOMEM, BW_EPARSE,  BW_EPERMIT,
+                         BW_ESYS, BW_ESTATE,   BW_ELIMIT, BW_ETIMEDOUT, BW_EFULL,  BW_ENOTSUP, BW_ECONFLICT};
     const int n = (int)(sizeof codes / sizeof codes[0]);
     for (int i = 0; i < n; i++) {
         CHECK(strcmp(bw_strerror(codes[i]), "unknown error") != 0);

@@ -22,6 +22,11 @@
  * large, to a second boundary, exactly to the deadline or 1 ns before it, and
  * short backward excursions), advance(), reset and the three overrides.
  *
+ * The rule book's bounds are the model's too: a consecutive round admits at
+ * most 1,000,000 probes and ends inconclusive at 1,000,000 completed, and an
+ * outcome with no probe in flight is stale (test_doc_probe_cap and
+ * test_doc_stale_without_probe_in_flight reach them; the walk does not).
+ *
  * Readings where the rule book is silent (chosen, and checked, here):
  * - a reopen (HALF_OPEN -> OPEN) zeroes the consecutive counters, like a trip;
  *   the round's probe counters are kept, as at a trip;
@@ -41,6 +46,8 @@
 #define NS_S INT64_C(1000000000)
 #define NS_MS INT64_C(1000000)
 #define NS_DAY (INT64_C(86400) * NS_S)
+/* docs/states.md: a consecutive round admits at most this many probes, and ends inconclusive at as many completed. */
+#define M_PROBES_MAX UINT32_C(1000000)
 /* The random walk never moves the clock past this (keeps every sum far from overflow). */
 #define CLOCK_LIMIT (INT64_MAX / 2)
 
@@ -293,7 +300,7 @@ static int m_acquire(model *m, int64_t now, uint64_t *gen)
             if (m->in_flight >= m->c.max_concurrent || m->admitted >= m->c.permitted)
                 return 0;
         } else {
-            if (m->in_flight >= m->c.half_open_capacity)
+            if (m->in_flight >= m->c.half_open_capacity || m->admitted >= M_PROBES_MAX)
                 return 0;
         }
         m->admitted++;
@@ -342,6 +349,8 @@ static int m_record(model *m, uint64_t gen, int outcome, int slow, int64_t now)
         }
         return 1;
     case BW_STATE_HALF_OPEN:
+        if (m->in_flight == 0)
+            return -1; /* no probe in flight: the outcome belongs to none of the round's, stale */
         m->in_flight--;
         if (outcome == BW_SUCCESS || outcome == BW_FAILURE) {
             m->completed++;
@@ -367,6 +376,8 @@ static int m_record(model *m, uint64_t gen, int outcome, int slow, int64_t now)
                 if (m->cerr >= m->c.error_threshold)
                     m_reopen(m, now, 1);
             }
+            if (!rate && m->state == BW_STATE_HALF_OPEN && m->completed >= M_PROBES_MAX)
+                m_reopen(m, now, 0); /* alternating for 1,000,000 probes: an inconclusive round */
         } else if (outcome == BW_IGNORED) {
             m->admitted--;
         } else { /* UNREACHABLE */
@@ -1216,6 +1227,67 @@ static void test_doc_consecutive_example(void)
     ctx_end(&x);
 }
 
+static void test_doc_stale_without_probe_in_flight(void)
+{
+    /* an outcome of the round's generation with no probe in flight belongs to no probe: dropped as stale */
+    static ctx x;
+    bw__mcfg c = base_cfg(BW_POLICY_CONSECUTIVE);
+    c.success_threshold = 3;
+    c.half_open_capacity = 2;
+    ctx_start(&x, "doc stale without a probe in flight", 0, &c, 0, 0);
+    op_acquire(&x), step_done(&x);
+    settle_last(&x, BW_FAILURE, 0), step_done(&x);
+    op_clock(&x, 5 * NS_S), step_done(&x);
+    op_acquire(&x), step_done(&x);
+    CHECK_INT(x.mod.state, BW_STATE_HALF_OPEN);
+    x.pool[x.npool] = x.pool[x.npool - 1]; /* the same permit twice: a stored one, say, settled again */
+    x.npool++;
+    settle_last(&x, BW_SUCCESS, 0), step_done(&x);
+    CHECK_INT(x.mod.in_flight, 0);
+    settle_last(&x, BW_SUCCESS, 0), step_done(&x); /* none in flight: stale, nothing counted */
+    CHECK_INT(x.mod.in_flight, 0);
+    CHECK_INT(x.mod.completed, 1);
+    CHECK_INT(x.mod.csucc, 1);
+    CHECK(!x.failed);
+    ctx_end(&x);
+}
+
+static void test_doc_probe_cap(void)
+{
+    /*
+     * Consecutive policy: a round admits at most 1,000,000 probes, and one
+     * whose failures and successes alternate for 1,000,000 completed probes
+     * reopens as an inconclusive round. One probe is held in flight all along,
+     * so the cap on admission is met first, then the round's end.
+     */
+    static ctx x;
+    bw__mcfg c = base_cfg(BW_POLICY_CONSECUTIVE);
+    c.error_threshold = 2;
+    c.success_threshold = 2;
+    c.half_open_capacity = 2;
+    ctx_start(&x, "doc probe cap", 0, &c, 0, 0);
+    op_acquire(&x), step_done(&x);
+    settle_last(&x, BW_FAILURE, 0), step_done(&x);
+    op_acquire(&x), step_done(&x);
+    settle_last(&x, BW_FAILURE, 0), step_done(&x);
+    CHECK_INT(x.mod.state, BW_STATE_OPEN);
+    op_clock(&x, 5 * NS_S), step_done(&x);
+    op_acquire(&x), step_done(&x); /* held in flight */
+    for (uint32_t i = 0; i < 999999 && !x.failed; i++) {
+        op_acquire(&x), step_done(&x);
+        settle_last(&x, i % 2 ? BW_SUCCESS : BW_FAILURE, 0), step_done(&x);
+    }
+    CHECK_INT(x.mod.state, BW_STATE_HALF_OPEN);
+    CHECK_INT(x.mod.admitted, 1000000);
+    CHECK_INT(op_acquire(&x), 0); /* the round's admissions are spent */
+    step_done(&x);
+    settle_last(&x, BW_SUCCESS, 0), step_done(&x); /* the one held: the 1,000,000th completed */
+    CHECK_INT(x.mod.state, BW_STATE_OPEN);
+    CHECK_INT(x.mod.failed_rounds, 0); /* inconclusive: the wait does not grow */
+    CHECK(!x.failed);
+    ctx_end(&x);
+}
+
 static void test_doc_half_open_deadline(void)
 {
     /* an undecided round ends at ho_since + max_wait_in_half_open as a failed round */
@@ -1298,6 +1370,8 @@ int main(int argc, char **argv)
     RUN(test_doc_time_window_example);
     RUN(test_doc_consecutive_example);
     RUN(test_doc_half_open_deadline);
+    RUN(test_doc_stale_without_probe_in_flight);
+    RUN(test_doc_probe_cap);
     RUN(test_backoff_ceiling);
     RUN(test_random_rate_count);
     RUN(test_random_rate_time);

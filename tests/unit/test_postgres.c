@@ -279,6 +279,73 @@ static void test_layout(void)
     bw_store_close(s);
 }
 
+/* Indexes of `table` whose first column is expires_at (the sweep's), as text. */
+static const char *expiry_indexes(PGconn *c, const char *table)
+{
+    char q[400];
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = "
+             "i.indkey[0] WHERE i.indrelid = to_regclass('%s') AND a.attname = 'expires_at'",
+             table);
+    return sql(c, q);
+}
+
+/*
+ * The sweep's index on expires_at: a new table has it; a table made before it
+ * (no index) gets it at the next open, once; a user that may not make it (not
+ * the table's owner) still opens the store, and writes; a name too long for
+ * NAME_expires_at gets a shortened one.
+ */
+static void test_expiry_index(void)
+{
+    PGconn *c = raw();
+    bw_store *s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=idxnew&timeout=10s"));
+    if (s) {
+        CHECK_STR(expiry_indexes(c, "idxnew"), "1");
+        CHECK_STR(sql(c, "SELECT count(*) FROM pg_indexes WHERE indexname = 'idxnew_expires_at'"), "1");
+        bw_store_close(s);
+    }
+    static const char old[] = "CREATE TABLE %s (name text PRIMARY KEY, data bytea NOT NULL, version bigserial NOT "
+                              "NULL, expires_at int8 NOT NULL); COMMENT ON TABLE %s IS 'breakwater store schema 1'";
+    char q[400];
+    snprintf(q, sizeof q, old, "idxold", "idxold");
+    sql(c, q);
+    CHECK_STR(expiry_indexes(c, "idxold"), "0");
+    for (int i = 0; i < 2; i++) {
+        s = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=idxold&timeout=10s"));
+        CHECK_STR(expiry_indexes(c, "idxold"), "1"); /* made at the first open, kept at the second */
+        if (s) {
+            CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+            bw_store_close(s);
+        }
+    }
+    snprintf(q, sizeof q, old, "idxro", "idxro");
+    sql(c, q);
+    sql(c, "CREATE ROLE bwro LOGIN");
+    sql(c, "GRANT SELECT, INSERT, UPDATE, DELETE ON idxro TO bwro");
+    sql(c, "GRANT USAGE ON SEQUENCE idxro_version_seq TO bwro");
+    s = open_ok(url("postgresql://bwro@127.0.0.1:%d/postgres?table=idxro&timeout=10s"));
+    CHECK_STR(expiry_indexes(c, "idxro"), "0"); /* not its owner: no index, and the store works */
+    if (s) {
+        CHECK_OK(entry_put(s, "k", 1, 64, BW_STORE_NEVER, NULL));
+        CHECK_INT(entry_get(s, "k"), 1);
+        bw_store_close(s);
+    }
+    const char *longname = "idx_a_table_name_that_is_much_too_long_for_its_index_suffix_x"; /* 62 bytes */
+    char u[300];
+    snprintf(u, sizeof u, "postgresql://postgres@127.0.0.1:%%d/postgres?table=%s&timeout=10s", longname);
+    s = open_ok(url(u));
+    if (s) {
+        CHECK_STR(expiry_indexes(c, longname), "1");
+        CHECK_STR(sql(c,
+                      "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'idx_a_table_name_that_is_much_too_long_fo_"
+                      "%_expires_at' AND length(indexname) = 62"),
+                  "1");
+        bw_store_close(s);
+    }
+    PQfinish(c);
+}
+
 /* The automatic sweep: an update that finds it due deletes expired rows; sweep=off never. */
 static void test_auto_sweep(void)
 {
@@ -311,7 +378,7 @@ static void test_auto_sweep(void)
      * short-lived keys is swept as fast as it is written) rather than a
      * period (here at least 500 ms) later.
      */
-    on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw3&sweep=1s"));
+    on = open_ok(url("postgresql://postgres@127.0.0.1:%d/postgres?table=autosw3&sweep=1s&timeout=10s"));
     if (!on)
         return;
     CHECK_OK(entry_put(on, "live", 1, 64, BW_STORE_NEVER, NULL)); /* makes the table */
@@ -868,6 +935,44 @@ static void test_slow_conflicts(void)
     faultproxy_stop(px);
 }
 
+/*
+ * An automatic sweep cut by the call's deadline (the proxy delays 150 ms each
+ * way: the update's one statement answers in 300 ms of its 450, the sweep
+ * after it cannot): the update is done (BW_OK), its connection is dropped and
+ * the pool backs off, and a call during that backoff fails with the sweep's
+ * error (it used to be handed a slot that was never set: the pool's backoff
+ * kept the error code 0 of an update that had worked).
+ */
+static void test_cut_sweep(void)
+{
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    bw_store *s = open_via(px, "cutsweep", "timeout=450ms&connect_timeout=10s&pool=1&sweep=20ms");
+    if (s) {
+        CHECK_OK(put_until(s, 1, 10000, NULL, NULL)); /* the store has seen the row: the next update is one statement */
+        struct timespec due = {0, 50 * MS};
+        nanosleep(&due, NULL); /* the sweep is due */
+        faultproxy_delay(px, 150);
+        bw_error e = {0, "", ""};
+        int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
+        printf("# an update whose sweep the deadline cut: %s (%s)\n", bw_strerror(rc), rc ? e.message : "");
+        CHECK_OK(rc);
+        bw_error after = {0, "", ""};
+        rc = entry_put(s, "k", 3, 64, BW_STORE_NEVER, &after);
+        printf("# the next call, during the backoff: %s (%s)\n", bw_strerror(rc), rc ? after.message : "");
+        CHECK_RC(rc, BW_ETIMEDOUT);
+        CHECK(strstr(after.message, "not retried for") != NULL);
+        faultproxy_pass(px);
+        CHECK_OK(put_until(s, 4, 5000, NULL, NULL));
+        CHECK_INT(entry_get(s, "k"), 4);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
+}
+
 int main(void)
 {
     const char *p = getenv("BW_TEST_PORT"), *pid = getenv("BW_TEST_SERVER_PID");
@@ -883,6 +988,7 @@ int main(void)
     RUN(test_url_forms);
     RUN(test_layout);
     RUN(test_auto_sweep);
+    RUN(test_expiry_index);
     RUN(test_stale_cache);
     RUN(test_round_trips);
     RUN(test_fork);
@@ -893,6 +999,7 @@ int main(void)
     RUN(test_blackhole);
     RUN(test_slow_reconnect);
     RUN(test_slow_conflicts);
+    RUN(test_cut_sweep);
     RUN(test_restart); /* last: the server's pid changes */
     return TEST_SUMMARY();
 }

@@ -18,6 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -28,6 +29,7 @@
 #include "harness.h"
 #include "entries.h"
 #include "fakeredis.h"
+#include "faultproxy.h"
 #include "base/systime.h"
 #include "store/front.h"
 
@@ -364,8 +366,10 @@ static void hostile_set(fakeredis *fr, const hostile *h, int at_open)
 }
 
 /*
- * The call failed within bound_ms, saying it refused the reply when h is one
- * to refuse; 0 when it broke a bound (the next case could exhaust the machine).
+ * The call failed within bound_ms: BW_ESYS when h is a reply to refuse, its
+ * message (e; NULL for a read, which says no more than its code) saying it
+ * refused it, else BW_ETIMEDOUT (a reply that never ends in time); 0 when it
+ * broke a bound (the next case could exhaust the machine).
  */
 static int hostile_check(const hostile *h, const char *what, int rc, const bw_error *e, int64_t took, int64_t bound_ms)
 {
@@ -373,12 +377,15 @@ static int hostile_check(const hostile *h, const char *what, int rc, const bw_er
     if (rc == BW_OK) {
         H_FAIL("%s: %s succeeded", h->name, what);
         ok = 0;
+    } else if (rc != (h->refused ? BW_ESYS : BW_ETIMEDOUT)) {
+        H_FAIL("%s: %s failed with %s, not %s", h->name, what, bw_strerror(rc),
+               bw_strerror(h->refused ? BW_ESYS : BW_ETIMEDOUT));
     }
     if (took > bound_ms * MS) {
         H_FAIL("%s: %s took %lld ms, more than %lld ms", h->name, what, (long long)(took / MS), (long long)bound_ms);
         ok = 0;
     }
-    if (rc != BW_OK && h->refused && (!strstr(e->message, "refused") || strstr(e->message, "emory")))
+    if (rc != BW_OK && e && h->refused && (!strstr(e->message, "refused") || strstr(e->message, "emory")))
         H_FAIL("%s: %s: the message does not say the reply was refused: %s", h->name, what, e->message);
     return ok;
 }
@@ -436,9 +443,8 @@ static void test_hostile_replies(void)
             took[op] = bw__mono_now() - t0;
             if (op == 0)
                 snprintf(said[1], sizeof said[1], "%s", e.message);
-            else /* a read says no more than its code */
-                snprintf(e.message, sizeof e.message, "%s", h->refused ? "refused" : "");
-            ok = hostile_check(h, op == 0 ? "an update" : "a read", rc, &e, took[op], 100 + SLACK_MS);
+            /* a read says no more than its code */
+            ok = hostile_check(h, op == 0 ? "an update" : "a read", rc, op == 0 ? &e : NULL, took[op], 100 + SLACK_MS);
             if (s)
                 bw_store_close(s);
         }
@@ -461,7 +467,8 @@ static void test_hostile_replies(void)
 /*
  * A server answering every script in 80 ms, each compare-and-set with a
  * conflict (other clients writing the key, say): a stored call's update (after
- * its read, as a stored acquire then settle does) gives up within its timeout
+ * its read, as a stored acquire then settle does; the read answered at once,
+ * so that it never races its own 100 ms) gives up within its timeout
  * (100 ms), with BW_ETIMEDOUT, however many races it could still run.
  */
 static void test_slow_conflicts(void)
@@ -476,8 +483,8 @@ static void test_slow_conflicts(void)
     memcpy(conflict + n,
            "\x7f\xff\xff\xff\xff\xff\xff\xff"
            "A\r\n",
-           11); /* a value: BW_STORE_NEVER, 'A' */
-    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
+           11);                                               /* a value: BW_STORE_NEVER, 'A' */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 0); /* the read that primes the store: at once */
     char u[200];
     snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=100ms&connect_timeout=1s", fr.port);
     bw_store *s = NULL;
@@ -488,6 +495,7 @@ static void test_slow_conflicts(void)
     int found;
     if (s)
         CHECK_OK(bw__store_try_read(s, "k", &now, &out, &found)); /* the acquire: the store has seen k */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 80);
     if (s) {
         int64_t t0 = bw__mono_now();
         int rc = entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e);
@@ -499,7 +507,298 @@ static void test_slow_conflicts(void)
             H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
         bw_store_close(s);
     }
+    /*
+     * Conflicts answered at once: the server is fine, every race is lost to
+     * other writers. The update gives up at its deadline with BW_ECONFLICT
+     * (contention, not a failing store), unless the deadline cut a command in
+     * flight (BW_ETIMEDOUT, the connection dropped): one of five tries at
+     * least ends between two commands.
+     */
+    fakeredis_set(&fr, NULL, 0, conflict, (size_t)n + 11, 0);
+    s = NULL;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    int conflicts = 0;
+    for (int i = 0; s && i < 5 && !conflicts; i++) {
+        int64_t t0 = bw__mono_now();
+        int rc = entry_put(s, "k", 1, 64, BW_STORE_NEVER, &e);
+        int64_t took = bw__mono_now() - t0;
+        printf("# an update against conflicts answered at once: %s after %lld ms (%s)\n", bw_strerror(rc),
+               (long long)(took / MS), rc ? e.message : "");
+        if (rc == BW_ECONFLICT) {
+            conflicts++;
+            CHECK(strstr(e.message, "lost") && strstr(e.message, "races to other clients"));
+        } else {
+            CHECK_INT(rc, BW_ETIMEDOUT);
+        }
+        if (took > (100 + SLACK_MS) * MS)
+            H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
+        struct timespec backoff = {0, 50 * MS}; /* past the pool's backoff, should a command have been cut */
+        nanosleep(&backoff, NULL);
+    }
+    CHECK_INT(conflicts, 1);
+    if (s)
+        bw_store_close(s);
     fakeredis_stop(&fr);
+}
+
+/*
+ * What a reply may hold stays near a megabyte, whatever the caller asks:
+ * a SCAN page asks for at most 1,000 keys (COUNT; a page asked for 5,000 of
+ * 3,000 keys holds about 1,000, and the pages together list every key), a
+ * key in it is at most prefix + 511 bytes (a 700-byte one, which an entry's
+ * 1,032-byte cap let through, is refused), and read_many reads 1,024 keys a
+ * command (2,100 keys: three EVALSHA, every entry right).
+ */
+static void test_reply_caps(void)
+{
+    redisContext *c = raw();
+    bw_store *s = NULL;
+    bw_error e;
+    char u[200];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?prefix=capped:&timeout=10s", port);
+    CHECK_OK(bw_store_open(u, &s, &e));
+    enum { KEYS = 3000, MANY = 2100 };
+    for (int i = 0; s && i < KEYS; i++) {
+        redisAppendCommand(c, "SET capped:sc%04d x", i);
+        if (i % 500 == 499 || i == KEYS - 1)
+            for (int j = i / 500 * 500; j <= i; j++) {
+                redisReply *r = NULL;
+                CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
+                freeReplyObject(r);
+            }
+    }
+    bw_store_key *keys = calloc(5000, sizeof *keys);
+    char *seen = calloc(KEYS, 1);
+    int pages = 0, first = -1, listed = 0;
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    while (s && keys && seen && !cur.done && pages < 1000) {
+        int n = 0;
+        int rc = bw_store_scan(s, &cur, keys, 5000, &n, &e);
+        if (rc != BW_OK) {
+            H_FAIL("bw_store_scan: %s (%s)", bw_strerror(rc), e.message);
+            break;
+        }
+        if (pages++ == 0)
+            first = n;
+        for (int i = 0; i < n; i++) {
+            int k = -1;
+            if (sscanf(keys[i].name, "sc%d", &k) == 1 && k >= 0 && k < KEYS && !seen[k]) {
+                seen[k] = 1;
+                listed++;
+            }
+        }
+    }
+    printf("# a scan of %d keys, 5,000 a page asked: %d pages, the first of %d keys\n", KEYS, pages, first);
+    CHECK_INT(listed, KEYS);
+    CHECK(first >= 1 && first <= 2 * 1000 + 64);
+    free(seen);
+    free(keys);
+    /* read_many: batches of 1,024 keys. */
+    char(*names)[16] = calloc(MANY, sizeof *names);
+    const char **np = calloc(MANY, sizeof *np);
+    bw_store_entry *out = calloc(MANY, sizeof *out);
+    int *found = calloc(MANY, sizeof *found);
+    for (int i = 0; s && names && np && out && found && i < MANY; i++) {
+        snprintf(names[i], sizeof names[i], "rm%04d", i);
+        np[i] = names[i];
+        if (i % 3 == 0)
+            CHECK_OK(entry_put(s, names[i], i, 64, BW_STORE_NEVER, NULL));
+    }
+    if (s && names && np && out && found) {
+        long c0 = evalsha_calls(c);
+        int64_t now;
+        CHECK_OK(bw__store_read_many(s, MANY, np, &now, out, found));
+        long trips = evalsha_calls(c) - c0;
+        printf("# read_many of %d keys: %ld commands\n", MANY, trips);
+        CHECK_INT(trips, 3);
+        int right = 0;
+        for (int i = 0; i < MANY; i++)
+            right += found[i] == (i % 3 == 0) && (!found[i] || entry_value(&out[i]) == i);
+        CHECK_INT(right, MANY);
+    }
+    free(found);
+    free(out);
+    free(np);
+    free(names);
+    if (s)
+        bw_store_close(s);
+    redisFree(c);
+    /* A SCAN answering a key longer than prefix + 511 bytes. */
+    fakeredis fr;
+    if (fakeredis_start(&fr) != 0) {
+        H_FAIL("fakeredis_start failed");
+        return;
+    }
+    char scan[1000];
+    int sn = snprintf(scan, sizeof scan, "*2\r\n$1\r\n0\r\n*1\r\n$700\r\nbreakwater:");
+    memset(scan + sn, 'k', 700 - 11);
+    memcpy(scan + sn + 700 - 11, "\r\n", 2);
+    fakeredis_set(&fr, NULL, 0, scan, (size_t)sn + 700 - 11 + 2, 0);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d/?timeout=1s", fr.port);
+    s = NULL;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    if (s) {
+        bw_store_key k[10];
+        bw_store_cursor sc;
+        memset(&sc, 0, sizeof sc);
+        int n = -1;
+        int rc = bw_store_scan(s, &sc, k, 10, &n, &e);
+        printf("# a SCAN key of 700 bytes: %s (%s)\n", bw_strerror(rc), rc ? e.message : "");
+        CHECK_RC(rc, BW_ESYS);
+        CHECK(strstr(e.message, "refused: a string of 700 bytes (at most 611)") != NULL);
+        bw_store_close(s);
+    }
+    fakeredis_stop(&fr);
+}
+
+/* This thread's CPU time, in ms. */
+static int64_t thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A server that sends a byte and then reads nothing (on a unix socket, whose
+ * buffers hold ~200 KB): a command too large for them (read_many of 1,024
+ * keys of 500 bytes, ~0.5 MB) waits
+ * for room to write until its deadline (500 ms) without spinning: the wait is
+ * for POLLOUT only (it polled POLLIN too, which the unread byte kept ready,
+ * and spun on EAGAIN for the whole timeout).
+ */
+static void test_write_waits(void)
+{
+    fakeredis fr;
+    char path[64], u[200];
+    snprintf(path, sizeof path, "/tmp/bw-fakeredis-%d.sock", (int)getpid());
+    if (fakeredis_start_unix(&fr, path) != 0) {
+        H_FAIL("fakeredis_start_unix failed");
+        return;
+    }
+    snprintf(u, sizeof u, "redis://?socket=%s&timeout=500ms", path);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    enum { N = 1024 };
+    char(*names)[512] = calloc(N, sizeof *names);
+    const char **np = calloc(N, sizeof *np);
+    bw_store_entry *out = calloc(N, sizeof *out);
+    int *found = calloc(N, sizeof *found);
+    if (s && names && np && out && found) {
+        for (int i = 0; i < N; i++) {
+            memset(names[i], 'n', 500);
+            snprintf(names[i] + 500, 12, "%d", i);
+            np[i] = names[i];
+        }
+        fakeredis_mute(&fr, 1);
+        int64_t cpu0 = thread_cpu_ms(), t0 = bw__mono_now();
+        int64_t now;
+        int rc = bw__store_read_many(s, N, np, &now, out, found);
+        int64_t took = (bw__mono_now() - t0) / MS, cpu = thread_cpu_ms() - cpu0;
+        printf("# a command the server does not read: %s after %lld ms, %lld ms of CPU\n", bw_strerror(rc),
+               (long long)took, (long long)cpu);
+        CHECK_RC(rc, BW_ETIMEDOUT);
+        CHECK(took >= 490 && took <= 500 + SLACK_MS);
+        if (cpu > 50)
+            H_FAIL("the call spent %lld ms of CPU waiting %lld ms to write", (long long)cpu, (long long)took);
+    }
+    free(found);
+    free(out);
+    free(np);
+    free(names);
+    if (s)
+        bw_store_close(s);
+    fakeredis_stop(&fr);
+    unlink(path);
+}
+
+/* Two updates at once, of keys a and b, each on its own thread: their codes in rc[0], rc[1], messages in e[]. */
+typedef struct pair_call {
+    bw_store *s;
+    const char *key;
+    int64_t value;
+    int rc;
+    bw_error e;
+} pair_call;
+
+static void *pair_main(void *arg)
+{
+    pair_call *c = arg;
+    c->rc = entry_put(c->s, c->key, c->value, 64, BW_STORE_NEVER, &c->e);
+    return NULL;
+}
+
+static void put_pair(bw_store *s, int64_t value, pair_call out[2])
+{
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        pair_call c = {s, i ? "b" : "a", value, BW_ESYS, {0, "", ""}};
+        out[i] = c;
+        CHECK(pthread_create(&th[i], NULL, pair_main, &out[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+}
+
+/*
+ * A slow link (the proxy delays every chunk 100 ms each way: a round trip
+ * takes 200 ms) to a server that wants AUTH, on db 1, with a 350 ms timeout:
+ * a command fits a call, a reconnect with AUTH then SELECT (two round trips,
+ * 400 ms) did not. The first time two calls ran at once, the second slot's
+ * connect failed at the deadline and closed the working connection with
+ * every idle one, and every later reconnect failed the same way: the store
+ * never recovered. Now AUTH and SELECT go out together (one round trip), and
+ * a connection made too late for the call's command stays for the next call:
+ * after two calls at once, every call works, and two at once both do.
+ */
+static void test_slow_reconnect(void)
+{
+    redisContext *c = raw();
+    redisReply *rep = redisCommand(c, "ACL SETUSER bwslow on >slowpw ~* +@all");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    redisFree(c);
+    faultproxy *px = NULL;
+    if (faultproxy_start("127.0.0.1", port, &px) != 0) {
+        H_FAIL("faultproxy_start failed");
+        return;
+    }
+    char u[200];
+    snprintf(u, sizeof u, "redis://bwslow:slowpw@127.0.0.1:%d/1?timeout=350ms&connect_timeout=10s&pool=2",
+             faultproxy_port(px));
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_OK(bw_store_open(u, &s, &e));
+    if (s) {
+        CHECK_OK(entry_put(s, "a", 1, 64, BW_STORE_NEVER, NULL)); /* known to the store: an update is one command */
+        CHECK_OK(entry_put(s, "b", 1, 64, BW_STORE_NEVER, NULL));
+        faultproxy_delay(px, 100);
+        CHECK_OK(entry_put(s, "a", 2, 64, BW_STORE_NEVER, NULL)); /* a command fits */
+        pair_call two[2];
+        put_pair(s, 3, two);
+        printf("# two calls at once on a 200 ms link: %s (%s), %s (%s)\n", bw_strerror(two[0].rc),
+               two[0].rc ? two[0].e.message : "", bw_strerror(two[1].rc), two[1].rc ? two[1].e.message : "");
+        int ok = 0, calls = 0;
+        for (int64_t t0 = bw__mono_now(); bw__mono_now() - t0 < 3000 * MS && ok < 5; calls++) {
+            bw_error pe = {0, "", ""};
+            int rc = entry_put(s, calls % 2 ? "b" : "a", 4 + calls, 64, BW_STORE_NEVER, &pe);
+            ok = rc == BW_OK ? ok + 1 : 0;
+            if (rc != BW_OK && calls < 3)
+                printf("# then: %s (%s)\n", bw_strerror(rc), pe.message);
+        }
+        printf("# then %d calls one at a time for the last 5 to work\n", calls);
+        CHECK_INT(ok, 5);  /* the store recovered */
+        CHECK(calls <= 6); /* at once (at most the call that meets the backoff fails) */
+        put_pair(s, 100, two);
+        CHECK_OK(two[0].rc); /* both slots are connected now */
+        CHECK_OK(two[1].rc);
+        faultproxy_pass(px);
+        CHECK_INT(entry_get(s, "a"), 100);
+        bw_store_close(s);
+    }
+    faultproxy_stop(px);
 }
 
 int main(void)
@@ -520,5 +819,8 @@ int main(void)
     RUN(test_stopped_server);
     RUN(test_hostile_replies);
     RUN(test_slow_conflicts);
+    RUN(test_slow_reconnect);
+    RUN(test_reply_caps);
+    RUN(test_write_waits);
     return TEST_SUMMARY();
 }

@@ -20,10 +20,12 @@
  * - One table: name text primary key, data bytea, version bigint (a bigserial:
  *   every write takes a fresh value of the table's sequence, so a version is
  *   never used twice for a name, not even after a delete and a new insert:
- *   no ABA), expires_at bigint (on the store's clock, ns). Made on first use
- *   under an advisory lock (CREATE TABLE + a COMMENT naming the schema
- *   version, SCHEMA); a table of that name without that comment is refused
- *   with BW_ESTATE. Store keys only ever travel as statement parameters.
+ *   no ABA), expires_at bigint (on the store's clock, ns), indexed for the
+ *   sweep (r->index). Made on first use under an advisory lock (CREATE TABLE,
+ *   its index, a COMMENT naming the schema version, SCHEMA); a table of that
+ *   name without that comment is refused with BW_ESTATE; one without the
+ *   index (made before it was) gets it at open, when the opener may. Store keys only ever travel as statement
+ * parameters.
  * - The store's clock is the server's clock_timestamp() (µs, given in ns on
  *   the realtime scale), returned by every statement; a test may inject its
  *   own clock (bw_store_set_clock), which is then read after the reply (and
@@ -175,6 +177,7 @@ typedef struct pg {
     const bw__store_clock *clock;
     char conninfo[CONNINFO_MAX];
     char table[2 * (IDENT_MAX + 2) + 2]; /* quoted: "schema"."table" or "table" */
+    char index[IDENT_MAX + 3];           /* its expiry index, quoted (in the table's schema): "table_expires_at" */
     char *setup;                         /* the session's SET and PREPAREs */
     int64_t connect_ns, timeout_ns;
     int64_t sweep_ns;   /* the automatic sweep's period; 0: none */
@@ -214,6 +217,21 @@ static int parse_table(pg *r, const char *t, bw_error *err)
         snprintf(r->table, sizeof r->table, "\"%.*s\".\"%s\"", (int)(dot - t), t, dot + 1);
     else
         snprintf(r->table, sizeof r->table, "\"%s\"", t);
+    /*
+     * The expiry index's name: NAME_expires_at, or for a name longer than 52
+     * bytes its first 42, '_', 8 hex digits of its hash, then _expires_at
+     * (an identifier holds 63 bytes).
+     */
+    const char *name = dot ? dot + 1 : t;
+    size_t nl = strlen(name);
+    if (nl + 11 <= IDENT_MAX) {
+        snprintf(r->index, sizeof r->index, "\"%s_expires_at\"", name);
+    } else {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (size_t i = 0; i < nl; i++)
+            h = (h ^ (unsigned char)name[i]) * 16777619u;
+        snprintf(r->index, sizeof r->index, "\"%.42s_%08x_expires_at\"", name, (unsigned)h);
+    }
     return BW_OK;
 }
 
@@ -380,10 +398,10 @@ static void ignore_notice(void *arg, const char *message)
  * Wait until c's socket is readable (or writable when `out`) or `deadline`
  * passes: 1 ready, 0 timed out, -1 error.
  */
-static int wait_sock(PGconn *c, int out, int64_t deadline)
+static int wait_sock(PGconn *c, int what, int64_t deadline)
 {
     int fd = PQsocket(c);
-    return fd < 0 ? -1 : bw__netpool_wait(fd, out, deadline);
+    return fd < 0 ? -1 : bw__netpool_wait(fd, what, deadline);
 }
 
 /*
@@ -400,7 +418,7 @@ static int wait_ready(PGconn *c, int64_t deadline)
             return -1;
         if (f == 0 && !PQisBusy(c))
             return 1;
-        int w = wait_sock(c, f == 1, deadline);
+        int w = wait_sock(c, f == 1 ? BW__NETPOOL_INOUT : BW__NETPOOL_IN, deadline); /* what comes is read */
         if (w <= 0)
             return w;
         if (!PQconsumeInput(c))
@@ -488,29 +506,32 @@ static int run_script(PGconn *c, const char *sql, int64_t deadline, const char *
 /* The table, made if missing (under an advisory lock: openers race), and its schema checked. */
 static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error *err)
 {
-    char sql[1200];
+    char sql[1400];
     /* The table name is validated and quoted: as a literal it holds no quote of its own. */
     snprintf(sql, sizeof sql,
              "BEGIN; SELECT pg_advisory_xact_lock(" LOCK_KEY "); SELECT to_regclass('%s') IS NOT NULL, "
-             "left(obj_description(to_regclass('%s'), 'pg_class'), 100);",
-             r->table, r->table);
+             "left(obj_description(to_regclass('%s'), 'pg_class'), 100), EXISTS (SELECT 1 FROM pg_index i JOIN "
+             "pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] WHERE i.indrelid = "
+             "to_regclass('%s') AND a.attname = 'expires_at');",
+             r->table, r->table, r->table);
     if (!PQsendQuery(c, sql)) {
         *broken = 1;
         return bw__fail(err, BW_ESYS, "", "postgresql: checking the table: could not send");
     }
     PGresult *bad = NULL;
     PGresult *res = finish_query(c, deadline, "checking the table", &bad, broken, err);
-    int rc = BW_OK, exists = 0;
+    int rc = BW_OK, exists = 0, indexed = 0;
     char comment[200] = "";
     if (bad)
         rc = result_fail(bad, "checking the table", err);
     else if (!res)
         rc = err ? err->code : BW_ESYS;
-    else if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 2)
+    else if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 3)
         rc = bw__fail(err, BW_ESYS, "", "postgresql: checking the table: an unexpected answer");
     else {
         exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
         snprintf(comment, sizeof comment, "%s", PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+        indexed = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
     }
     PQclear(bad);
     PQclear(res);
@@ -522,20 +543,41 @@ static int make_table(pg *r, PGconn *c, int64_t deadline, int *broken, bw_error 
     if (!exists) {
         snprintf(sql, sizeof sql,
                  "CREATE TABLE %s (name text PRIMARY KEY, data bytea NOT NULL, version bigserial NOT NULL, "
-                 "expires_at int8 NOT NULL); COMMENT ON TABLE %s IS '" SCHEMA "'; COMMIT;",
-                 r->table, r->table);
+                 "expires_at int8 NOT NULL); CREATE INDEX %s ON %s (expires_at); COMMENT ON TABLE %s IS '" SCHEMA
+                 "'; COMMIT;",
+                 r->table, r->index, r->table, r->table);
         rc = run_script(c, sql, deadline, "creating the table", broken, err);
         if (rc != BW_OK && !*broken)
             run_script(c, "ROLLBACK", deadline, "rolling back", broken, NULL);
         return rc;
     }
-    rc = run_script(c, "COMMIT", deadline, "checking the table", broken, err);
-    if (rc == BW_OK && strcmp(comment, SCHEMA) != 0)
-        return bw__fail(err, BW_ESTATE, "table",
-                        "postgresql: the table %.140s exists but is not a breakwater store of this version (its "
-                        "comment is '%.60s', not '" SCHEMA "')",
-                        r->table, comment);
-    return rc;
+    if (strcmp(comment, SCHEMA) != 0) {
+        rc = run_script(c, "COMMIT", deadline, "checking the table", broken, err);
+        return rc != BW_OK ? rc
+                           : bw__fail(err, BW_ESTATE, "table",
+                                      "postgresql: the table %.140s exists but is not a breakwater store of this "
+                                      "version (its comment is '%.60s', not '" SCHEMA "')",
+                                      r->table, comment);
+    }
+    if (!indexed) {
+        /*
+         * A table made before the sweep's index was gets it now, built under
+         * the advisory lock (holding its writers the milliseconds a table of
+         * circuits takes). A user that may not (not the table's owner) opens
+         * the store all the same: the sweep works without it, scanning.
+         */
+        snprintf(sql, sizeof sql, "CREATE INDEX IF NOT EXISTS %s ON %s (expires_at); COMMIT;", r->index, r->table);
+        bw_error ie = {0, "", ""};
+        if (run_script(c, sql, deadline, "indexing the table", broken, &ie) == BW_OK)
+            return BW_OK;
+        if (*broken) {
+            if (err)
+                *err = ie;
+            return ie.code;
+        }
+        return run_script(c, "ROLLBACK", deadline, "checking the table", broken, err);
+    }
+    return run_script(c, "COMMIT", deadline, "checking the table", broken, err);
 }
 
 /* Where a connection being made stands (a slot's connect_step; 0: made). */
@@ -568,7 +610,7 @@ static int connect_slot(pg *r, slot *s, int64_t deadline, int first, bw_error *e
     PGconn *c = s->conn;
     int64_t until = s->connect_until < deadline ? s->connect_until : deadline;
     while (rc == BW_OK && s->connect_step != CS_SETUP) {
-        w = wait_sock(c, s->connect_step == CS_WRITE, until);
+        w = wait_sock(c, s->connect_step == CS_WRITE ? BW__NETPOOL_INOUT : BW__NETPOOL_IN, until);
         if (w == 0)
             break;
         PostgresPollingStatusType st = w < 0 ? PGRES_POLLING_FAILED : PQconnectPoll(c);
@@ -1026,8 +1068,13 @@ static int64_t next_sweep(pg *r, int64_t mono)
     return mono + r->sweep_ns / 2 + (int64_t)(x % (uint64_t)(r->sweep_ns / 2 + 1));
 }
 
-/* The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot s, best effort. */
-static void sweep_maybe(pg *r, slot *s, int *broken)
+/*
+ * The automatic sweep, when due: one pass of at most SWEEP_BATCH rows on slot
+ * s, best effort. A pass that broke the connection (cut by the call's
+ * deadline, a failed socket) sets *broken and says why in *e, for the
+ * release: the call itself stays done.
+ */
+static void sweep_maybe(pg *r, slot *s, int *broken, bw_error *e)
 {
     if (r->sweep_ns <= 0)
         return;
@@ -1038,7 +1085,11 @@ static void sweep_maybe(pg *r, slot *s, int *broken)
         r->next_sweep = next_sweep(r, mono);
     pthread_mutex_unlock(&r->cmu);
     int n = 0;
-    if (due && sweep_pass(r, s, SWEEP_BATCH, &n, broken, NULL) == BW_OK && n == SWEEP_BATCH) {
+    bw_error se = {0, "", ""};
+    int rc = due ? sweep_pass(r, s, SWEEP_BATCH, &n, broken, &se) : BW_ESTATE;
+    if (*broken)
+        *e = se;
+    if (rc == BW_OK && n == SWEEP_BATCH) {
         /* A full batch: more may have expired. The next update sweeps again, one bounded pass each. */
         pthread_mutex_lock(&r->cmu);
         r->next_sweep = mono;
@@ -1108,14 +1159,14 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
             rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
         }
     }
-    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two statements */
-        bw__fail(
-            &e, BW_ETIMEDOUT, "",
+    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two: contention */
+        rc = bw__fail(
+            &e, BW_ECONFLICT, "",
             "postgresql: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
             " ms)",
             name, conflicts, r->timeout_ns / 1000000);
     if (rc == BW_OK && !broken)
-        sweep_maybe(r, s, &broken);
+        sweep_maybe(r, s, &broken, &e);
     bw__netpool_release(&r->conns, s, broken, &e);
     if (rc == BW_OK)
         cache_put(r, name, &w);

@@ -55,11 +55,15 @@
  *   reconnect, and every command and retry share one deadline, `timeout`
  *   from its start (the pool's). Contexts are non-blocking: each wait is a
  *   poll() on the socket until that deadline (roundtrip), and no command is
- *   sent once it passed (bw__netpool_check). A connect waits at most
- *   connect_timeout and the call's deadline, whichever comes first (so a
- *   reconnect is one TCP connect plus AUTH and SELECT when set: a round trip
- *   each, within the call's timeout); at open, connect_timeout bounds the
- *   connect and the SCRIPT LOADs. A connection that failed (a timeout, an I/O
+ *   sent once it passed (bw__netpool_check). A connection is a TCP connect,
+ *   then AUTH and SELECT (when set) written together: one round trip for
+ *   both. It takes at most connect_timeout; a call whose deadline comes
+ *   first leaves it in its slot and the next call goes on with it
+ *   (connect_one), and one made with less of the call's time left than its
+ *   last round trip is kept for the next call, that call failing before a
+ *   command the deadline would cut (so a link whose round trip is a good
+ *   part of the timeout still gets its connections made). At open,
+ *   connect_timeout bounds the connect and the SCRIPT LOADs. A connection that failed (a timeout, an I/O
  *   or protocol error, a refused reply) is dropped with every idle connection
  *   of the pool (they lead to the same server), and for a backoff (10 ms
  *   doubling to 1 s, reset by a success) calls fail at once with the last
@@ -149,7 +153,7 @@ static const char CAS_SCRIPT[] = "local v = redis.call('GET', KEYS[1])\n"
 enum { SC_GET, SC_CAS, SC_COUNT };
 static const char *const script_src[SC_COUNT] = {GET_SCRIPT, CAS_SCRIPT};
 
-/* A slot of the pool: its conn a redisContext, its deadline the call's (store/netpool.h). */
+/* A slot of the pool: its conn an rconn (below), its deadline the call's (store/netpool.h). */
 typedef bw__netslot slot;
 
 /* A value last seen at a key (a slot of the cache, under rd.cmu). */
@@ -354,38 +358,51 @@ static int parse_options(rd *r, const bw__url *u, bw_error *err)
  * allocates it. The command sets what its reply may hold (reply_cap, the
  * reader's privdata while it waits for the reply): arrays at most `elements`
  * long, the whole reply at most `bytes` as hiredis allocates it (ITEM_COST an
- * item, a string's bytes, an array's pointers); and for every reply, strings
- * of at most STRING_MAX bytes (an entry; a key, a SHA1, an error are shorter:
- * the scripts answer a longer value as '', see GET_SCRIPT), arrays nested at
- * most DEPTH_MAX deep (SCAN's [cursor, [keys]]). An item still arriving is at
- * most PENDING_MAX bytes (its header and string) and counts in `bytes`: the
- * reader holds no more. A refused reply is a protocol error: the connection
+ * item, a string's bytes, an array's pointers), strings at most `strmax`
+ * bytes (STRING_MAX, an entry's longest, for the scripts, which answer a
+ * longer value as '', see GET_SCRIPT; KEY_MAX for SCAN's keys); and for every
+ * reply, arrays nested at
+ * most DEPTH_MAX deep (SCAN's [cursor, [keys]]), and no RESP3 double or
+ * boolean (hiredis 1.x reads them; no command of this store, in RESP2, is
+ * answered one). An item still arriving is at most `strmax` + 32 bytes (its
+ * header and string) and counts in `bytes`: the reader holds no more. A
+ * command's caps stay near a megabyte: read_many reads READ_BATCH keys a
+ * command, and a SCAN page asks for at most SCAN_COUNT_MAX. A refused reply is a protocol error: the connection
  * is dropped, the call fails with BW_ESYS saying what was refused.
  */
 #define STRING_MAX (HEAD + BW_STORE_DATA_MAX)
 #define DEPTH_MAX 2
 #define ITEM_COST (sizeof(redisReply) + sizeof(redisReply *))
-#define PENDING_MAX ((size_t)STRING_MAX + 32)
+#define PENDING_MAX(strmax) ((size_t)(strmax) + 32)
 /* SCAN may answer more keys than COUNT (a hash bucket's keys come together): its page's elements at most */
 #define SCAN_KEYS_MAX(count) (2 * (size_t)(count) + 64)
+#define SCAN_COUNT_MAX 1000 /* a SCAN page's COUNT at most: its reply's cap ~1.4 MB */
+#define READ_BATCH 1024     /* keys a GET_SCRIPT reads at most (the lane's batch): its reply's cap ~1.1 MB */
 _Static_assert(STRING_MAX >= KEY_MAX && STRING_MAX == 1032, "the scripts' '#v > 1032' is an entry's longest value");
 
 typedef struct reply_cap {
-    size_t elements, bytes; /* the command's caps */
-    size_t used;            /* bytes the reply holds so far */
-    char why[128];          /* the refusal ("": none) */
+    size_t elements, strmax, bytes; /* the command's caps */
+    size_t used;                    /* bytes the reply holds so far */
+    char why[128];                  /* the refusal ("": none) */
 } reply_cap;
 
 /*
- * The caps of a reply of at most `elements` elements: the most it holds is
- * SCAN's, two arrays (one of them `elements` long) and elements + 1 strings.
+ * The caps of a reply of at most `elements` elements, strings of at most
+ * `strmax` bytes: the most it holds is SCAN's, two arrays (one of them
+ * `elements` long) and elements + 1 strings.
  */
+static reply_cap cap_str(size_t elements, size_t strmax)
+{
+    reply_cap c = {elements, strmax,
+                   2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + strmax + 1), 0,
+                   ""};
+    return c;
+}
+
+/* The caps of a script's (or a status's) reply of at most `elements` elements: strings up to an entry. */
 static reply_cap cap_of(size_t elements)
 {
-    reply_cap c = {
-        elements, 2 * ITEM_COST + (elements + 2) * sizeof(redisReply *) + (elements + 1) * (ITEM_COST + STRING_MAX + 1),
-        0, ""};
-    return c;
+    return cap_str(elements, STRING_MAX);
 }
 
 static _Atomic(const redisReplyObjectFunctions *) hiredis_fns; /* hiredis's own, which ours call once they agree */
@@ -412,12 +429,24 @@ static int charge(reply_cap *c, size_t cost)
 static void *bounded_string(const redisReadTask *t, char *str, size_t len)
 {
     reply_cap *c = t->privdata;
-    if (len > STRING_MAX)
-        return refuse(c, "a string of %zu bytes (at most %zu)", len, STRING_MAX);
+    size_t max = c ? c->strmax : STRING_MAX;
+    if (len > max)
+        return refuse(c, "a string of %zu bytes (at most %zu)", len, max);
     return charge(c, ITEM_COST + len + 1) ? NULL : atomic_load(&hiredis_fns)->createString(t, str, len);
 }
 
-static void *bounded_array(const redisReadTask *t, int elements)
+/*
+ * hiredis 1.x gives an array's length as a size_t (0.14: an int), and has
+ * RESP3's doubles and booleans besides; the table below names its functions,
+ * so that it builds against both.
+ */
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+typedef size_t array_len;
+#else
+typedef int array_len;
+#endif
+
+static void *bounded_array(const redisReadTask *t, array_len elements)
 {
     reply_cap *c = t->privdata;
     size_t depth = 0;
@@ -443,8 +472,46 @@ static void *bounded_nil(const redisReadTask *t)
     return charge(t->privdata, ITEM_COST) ? NULL : atomic_load(&hiredis_fns)->createNil(t);
 }
 
-static redisReplyObjectFunctions bounded_fns = {bounded_string, bounded_array, bounded_integer, bounded_nil,
-                                                freeReplyObject};
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+/*
+ * A double or a boolean (RESP3 ',' and '#'): no command of this store is
+ * answered one (a session speaks RESP2: a script's true is the integer 1), so
+ * a server that sends one is refused, as a protocol error.
+ */
+static void *refuse_resp3(const redisReadTask *t, const char *what)
+{
+    reply_cap *c = t->privdata;
+    if (c)
+        snprintf(c->why, sizeof c->why, "a %s (RESP3: no command of this store is answered one)", what);
+    return NULL;
+}
+
+static void *refused_double(const redisReadTask *t, double v, char *str, size_t len)
+{
+    (void)v;
+    (void)str;
+    (void)len;
+    return refuse_resp3(t, "double");
+}
+
+static void *refused_bool(const redisReadTask *t, int v)
+{
+    (void)v;
+    return refuse_resp3(t, "boolean");
+}
+#endif
+
+static redisReplyObjectFunctions bounded_fns = {
+    .createString = bounded_string,
+    .createArray = bounded_array,
+    .createInteger = bounded_integer,
+    .createNil = bounded_nil,
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+    .createDouble = refused_double,
+    .createBool = refused_bool,
+#endif
+    .freeObject = freeReplyObject,
+};
 
 /* ---- connections ---- */
 
@@ -458,65 +525,129 @@ static const char *where(const rd *r, char *buf, size_t n)
 }
 
 /*
- * Send the command appended to c and read its reply by `deadline`, bounded
- * by cap (every wait a poll() on the socket: the context is non-blocking).
- * The reply, or NULL with *err filled and *broken set (c failed, or is out
- * of step with the server: it is dropped).
+ * A connection: hiredis's context and the cap of the reply it reads, which
+ * is the reader's privdata for as long as the context lives (so a reply
+ * that a connection being made left half read goes on, in a later call,
+ * against the same cap). `due`: replies of the connect (AUTH, SELECT) still
+ * to come; `began`: when the connect's step under way began (bw__mono_now).
  */
-static redisReply *roundtrip(const rd *r, redisContext *c, int64_t deadline, reply_cap *cap, const char *what,
-                             int *broken, bw_error *err)
+typedef struct rconn {
+    redisContext *c;
+    reply_cap cap;
+    int due;
+    int64_t began;
+} rconn;
+
+static void conn_free(rconn *k)
 {
-    void *rep = NULL;
-    int w = 1, done = 0;
-    while (w > 0 && redisBufferWrite(c, &done) == REDIS_OK && !done)
-        w = bw__netpool_wait(c->fd, 1, deadline);
-    int e = errno;
-    c->reader->privdata = cap;
-    while (w > 0 && !c->err && redisGetReplyFromReader(c, &rep) == REDIS_OK && !rep) {
+    if (k) {
+        redisFree(k->c);
+        free(k);
+    }
+}
+
+/*
+ * Write what is appended to k by `deadline`: 1 written, 0 the deadline
+ * passed (the rest stays in hiredis's buffer), -1 failed (hiredis's error in
+ * k->c->err, else poll's errno in *e).
+ */
+static int send_out(rconn *k, int64_t deadline, int *e)
+{
+    for (;;) {
+        int done = 0;
+        if (redisBufferWrite(k->c, &done) != REDIS_OK)
+            return -1;
+        if (done)
+            return 1;
+        int w = bw__netpool_wait(k->c->fd, BW__NETPOOL_OUT, deadline); /* not POLLIN: unread bytes would spin */
+        *e = errno;
+        if (w <= 0)
+            return w;
+    }
+}
+
+/*
+ * Read the reply under way on k into *rep by `deadline`, bounded by k->cap:
+ * 1 a reply, 0 the deadline passed (what came stays in hiredis's reader), -1
+ * failed (refused: k->cap.why; hiredis's error: k->c->err; else poll's errno
+ * in *e).
+ */
+static int read_reply(rconn *k, int64_t deadline, void **rep, int *e)
+{
+    redisContext *c = k->c;
+    reply_cap *cap = &k->cap;
+    for (;;) {
+        *rep = NULL;
+        if (redisGetReplyFromReader(c, rep) != REDIS_OK)
+            return -1;
+        if (*rep)
+            return 1;
         size_t pending = c->reader->len - c->reader->pos; /* of the item still arriving */
-        if (pending > PENDING_MAX) {
-            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX);
-            break;
+        if (pending > PENDING_MAX(cap->strmax)) {
+            refuse(cap, "an item of more than %zu bytes (at most %zu)", pending, PENDING_MAX(cap->strmax));
+            return -1;
         }
         if (pending > cap->bytes - cap->used) {
             refuse(cap, "more than %zu bytes in all (this command's answer holds at most %zu)", cap->used + pending,
                    cap->bytes);
-            break;
+            return -1;
         }
-        w = bw__netpool_wait(c->fd, 0, deadline);
-        e = errno;
-        if (w > 0)
-            redisBufferRead(c);
+        int w = bw__netpool_wait(c->fd, BW__NETPOOL_IN, deadline);
+        *e = errno;
+        if (w <= 0)
+            return w;
+        if (redisBufferRead(c) != REDIS_OK)
+            return -1;
     }
-    c->reader->privdata = NULL;
-    if (rep)
-        return rep;
-    *broken = 1;
+}
+
+/* Fail with what went wrong on k (w, e: as send_out and read_reply said). */
+static int conn_fail(const rd *r, const rconn *k, int w, int e, const char *what, bw_error *err)
+{
     char wh[140];
     where(r, wh, sizeof wh);
-    if (cap->why[0])
-        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: the server's reply was refused: %.120s", what, wh, cap->why);
-    else if (w == 0)
-        bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time", what, wh);
-    else if (w < 0)
-        bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh, strerror(e));
-    else
-        bw__fail(err, c->err == REDIS_ERR_OOM ? BW_ENOMEM : BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh,
-                 c->errstr);
+    if (k->cap.why[0])
+        return bw__fail(err, BW_ESYS, "", "redis: %s %.100s: the server's reply was refused: %.120s", what, wh,
+                        k->cap.why);
+    if (w == 0)
+        return bw__fail(err, BW_ETIMEDOUT, "", "redis: %s %.100s: no answer in time", what, wh);
+    if (k->c->err)
+        return bw__fail(err, k->c->err == REDIS_ERR_OOM ? BW_ENOMEM : BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh,
+                        k->c->errstr);
+    return bw__fail(err, BW_ESYS, "", "redis: %s %.100s: %.100s", what, wh, strerror(e));
+}
+
+/*
+ * Send the command appended to k and read its reply by `deadline`, bounded by
+ * cap (cap_of, cap_str; every wait a poll() on the socket: the
+ * context is non-blocking). The reply, or NULL with *err filled and *broken
+ * set (k failed, or is out of step with the server: it is dropped).
+ */
+static redisReply *roundtrip(const rd *r, rconn *k, int64_t deadline, reply_cap cap, const char *what, int *broken,
+                             bw_error *err)
+{
+    k->cap = cap;
+    void *rep = NULL;
+    int e = 0, w = send_out(k, deadline, &e);
+    if (w > 0)
+        w = read_reply(k, deadline, &rep, &e);
+    if (w > 0)
+        return rep;
+    *broken = 1;
+    conn_fail(r, k, w, e, what, err);
     return NULL;
 }
 
-/* A command on c, its reply holding at most `elements` elements, by `deadline`: as roundtrip. */
-static redisReply *command(const rd *r, redisContext *c, int64_t deadline, size_t elements, int argc, const char **argv,
+/* A command on k, its reply bounded by cap, by `deadline`: as roundtrip. */
+static redisReply *command(const rd *r, rconn *k, int64_t deadline, reply_cap cap, int argc, const char **argv,
                            const size_t *len, const char *what, int *broken, bw_error *err)
 {
-    reply_cap cap = cap_of(elements);
-    if (redisAppendCommandArgv(c, argc, argv, len) != REDIS_OK) {
+    if (redisAppendCommandArgv(k->c, argc, argv, len) != REDIS_OK) {
         *broken = 1;
         bw__fail(err, BW_ENOMEM, "", "out of memory");
         return NULL;
     }
-    return roundtrip(r, c, deadline, &cap, what, broken, err);
+    return roundtrip(r, k, deadline, cap, what, broken, err);
 }
 
 /* Fail with the server's error reply (the connection stays usable). */
@@ -526,95 +657,177 @@ static int reply_fail(const redisReply *rep, const char *what, bw_error *err)
                     (int)(rep->len < 150 ? rep->len : 150), rep->str ? rep->str : "");
 }
 
-/* A command whose reply must be +OK (AUTH, SELECT). */
-static int command_ok(const rd *r, redisContext *c, int64_t deadline, int argc, const char **argv, const char *what,
-                      int *broken, bw_error *err)
-{
-    size_t len[3];
-    for (int i = 0; i < argc; i++)
-        len[i] = strlen(argv[i]);
-    redisReply *rep = command(r, c, deadline, 0, argc, argv, len, what, broken, err);
-    if (!rep)
-        return err ? err->code : BW_ESYS;
-    int rc = rep->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rep, what, err);
-    freeReplyObject(rep);
-    return rc;
-}
+/* Where a connection being made stands (a slot's connect_step; 0: made). */
+enum { CS_TCP = 1, CS_SEND, CS_REPLIES };
 
-/*
- * A new connection, made by `until` (`limit` names that bound in messages):
- * connected (non-blocking), its replies bounded, authenticated, its db
- * selected. *out, or an error with nothing made.
- */
-static int connect_ctx(const rd *r, int64_t until, const char *limit, redisContext **out, bw_error *err)
+/* A new connection, its TCP (or unix socket) connect under way, its replies bounded: *out, or an error. */
+static int conn_new(const rd *r, rconn **out, bw_error *err)
 {
-    int64_t start = bw__mono_now();
     char wh[140];
     where(r, wh, sizeof wh);
+    rconn *k = calloc(1, sizeof *k);
+    if (!k)
+        return bw__fail(err, BW_ENOMEM, "", "out of memory");
     errno = 0;
     redisContext *c = r->sock[0] ? redisConnectUnixNonBlock(r->sock) : redisConnectNonBlock(r->host, r->port);
     if (!c || c->err) {
         int rc = bw__fail(err, c ? BW_ESYS : BW_ENOMEM, "", "redis: connect to %.100s: %.100s", wh,
                           c ? c->errstr : "out of memory");
         redisFree(c);
+        free(k);
         return rc;
     }
     int fl = fcntl(c->fd, F_GETFD);
     if (fl >= 0)
         fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC); /* hiredis does not: a child a process execs must not inherit it */
-    int ready = bw__netpool_wait(c->fd, 1, until), soerr = ready < 0 ? errno : 0;
-    socklen_t sl = sizeof soerr;
-    if (ready > 0 && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
-        soerr = errno;
-    int rc = BW_OK, broken = 0;
-    if (ready == 0)
-        rc = bw__fail(err, BW_ETIMEDOUT, "", "redis: connect to %.100s: no answer within %s (%" PRId64 " ms)", wh,
-                      limit, (until - start) / 1000000);
-    else if (soerr)
-        rc = bw__fail(err, BW_ESYS, "", "redis: connect to %.100s: %.100s", wh, strerror(soerr));
-    if (rc == BW_OK) {
-        atomic_store(&hiredis_fns, c->reader->fn); /* hiredis's defaults: the same for every context */
-        c->reader->fn = &bounded_fns;
-        c->reader->maxbuf = REDIS_READER_MAX_BUF; /* an idle reader gives back a buffer larger than 16 KiB */
-    }
-    if (rc == BW_OK && r->auth) {
-        const char *argv[3] = {"AUTH", r->user, r->pass};
-        rc = r->auth == 2 ? command_ok(r, c, until, 3, argv, "AUTH", &broken, err)
-                          : (argv[1] = r->pass, command_ok(r, c, until, 2, argv, "AUTH", &broken, err));
-    }
-    if (rc == BW_OK && r->db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", r->db);
-        const char *argv[2] = {"SELECT", db};
-        rc = command_ok(r, c, until, 2, argv, "SELECT", &broken, err);
-    }
-    if (rc != BW_OK) {
-        redisFree(c);
-        return rc;
-    }
-    *out = c;
+    atomic_store(&hiredis_fns, c->reader->fn);  /* hiredis's defaults: the same for every context */
+    c->reader->fn = &bounded_fns;
+    c->reader->maxbuf = REDIS_READER_MAX_BUF; /* an idle reader gives back a buffer larger than 16 KiB */
+    c->reader->privdata = &k->cap;
+    k->c = c;
+    k->cap = cap_of(0);
+    k->began = bw__mono_now();
+    *out = k;
     return BW_OK;
 }
 
 /*
- * The pool's callbacks (store/netpool.h). A connection is made within the
- * call's deadline and connect_timeout, whichever comes first; it is not
- * resumed (a connect and at most AUTH and SELECT, a round trip each: made or
- * failed by then).
+ * Make, or go on making, connection k by `until` (*step: where it stands,
+ * CS_TCP at first): the connect, then AUTH and SELECT (when set) written
+ * together (one round trip for both), their replies read. BW_OK with *step 0:
+ * made; BW_OK with *step set: not done by `until` (what came is kept: the
+ * connect can go on later); an error: it failed (*err filled).
+ */
+static int conn_make(const rd *r, rconn *k, int *step, int64_t until, bw_error *err)
+{
+    int e = 0, w;
+    if (*step == CS_TCP) {
+        w = bw__netpool_wait(k->c->fd, BW__NETPOOL_OUT, until); /* the connect's end (or its failure) */
+        if (w == 0)
+            return BW_OK;
+        int soerr = w < 0 ? errno : 0;
+        socklen_t sl = sizeof soerr;
+        if (w > 0 && getsockopt(k->c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr) {
+            char wh[140];
+            return bw__fail(err, BW_ESYS, "", "redis: connect to %.100s: %.100s", where(r, wh, sizeof wh),
+                            strerror(soerr));
+        }
+        char db[16];
+        snprintf(db, sizeof db, "%d", r->db);
+        const char *auth[3] = {"AUTH", r->auth == 2 ? r->user : r->pass, r->pass}, *sel[2] = {"SELECT", db};
+        size_t alen[3] = {4, strlen(auth[1]), strlen(auth[2])}, slen[2] = {6, strlen(db)};
+        k->due = 0;
+        if (r->auth && redisAppendCommandArgv(k->c, r->auth == 2 ? 3 : 2, auth, alen) == REDIS_OK)
+            k->due++;
+        if (r->db && redisAppendCommandArgv(k->c, 2, sel, slen) == REDIS_OK)
+            k->due++;
+        if (k->due != (r->auth != 0) + (r->db != 0))
+            return bw__fail(err, BW_ENOMEM, "", "out of memory");
+        k->began = bw__mono_now();
+        *step = k->due ? CS_SEND : 0;
+    }
+    if (*step == CS_SEND) {
+        w = send_out(k, until, &e);
+        if (w == 0)
+            return BW_OK;
+        if (w < 0)
+            return conn_fail(r, k, w, e, r->auth ? "AUTH on" : "SELECT on", err);
+        k->cap = cap_of(0);
+        *step = CS_REPLIES;
+    }
+    while (*step == CS_REPLIES) {
+        const char *what = r->auth && k->due == (r->db ? 2 : 1) ? "AUTH" : "SELECT";
+        void *rep = NULL;
+        w = read_reply(k, until, &rep, &e);
+        if (w == 0)
+            return BW_OK;
+        if (w < 0)
+            return conn_fail(r, k, w, e, what[0] == 'A' ? "AUTH on" : "SELECT on", err);
+        redisReply *rp = rep;
+        int rc = rp->type == REDIS_REPLY_STATUS ? BW_OK : reply_fail(rp, what, err);
+        freeReplyObject(rp);
+        if (rc != BW_OK)
+            return rc;
+        k->cap = cap_of(0);
+        if (--k->due == 0)
+            *step = 0;
+    }
+    return BW_OK;
+}
+
+/* A new connection made by `until` (at open: connect_timeout), in *out; an error with nothing made. */
+static int connect_by(const rd *r, int64_t until, rconn **out, bw_error *err)
+{
+    rconn *k = NULL;
+    int step = CS_TCP, rc = conn_new(r, &k, err);
+    if (rc == BW_OK)
+        rc = conn_make(r, k, &step, until, err);
+    if (rc == BW_OK && step) {
+        char wh[140];
+        rc = bw__fail(err, BW_ETIMEDOUT, "",
+                      "redis: connect to %.100s: no answer within connect_timeout (%" PRId64 " ms)",
+                      where(r, wh, sizeof wh), r->connect_ns / 1000000);
+    }
+    if (rc != BW_OK) {
+        conn_free(k);
+        return rc;
+    }
+    *out = k;
+    return BW_OK;
+}
+
+/*
+ * The pool's callbacks (store/netpool.h). A connection takes at most
+ * connect_timeout to make; the call whose deadline comes first leaves it in
+ * its slot (s->connect_step says where it stands), and the next call on the
+ * slot goes on with it. One made with less of the call's time left than its
+ * last step took (a round trip, the connect's or AUTH and SELECT's) is made,
+ * but that call gives up (BW_ETIMEDOUT) before its command, which the
+ * deadline would cut, dropping the connection: the next call uses it.
  */
 static int connect_one(void *backend, bw__netslot *s, int64_t deadline, bw_error *err)
 {
     const rd *r = backend;
-    int64_t until = bw__mono_now() + r->connect_ns;
-    const char *limit = "connect_timeout";
-    if (deadline < until) {
-        until = deadline;
-        limit = "the call's timeout";
+    char wh[140];
+    where(r, wh, sizeof wh);
+    if (!s->conn) {
+        rconn *k = NULL;
+        int rc = conn_new(r, &k, err);
+        if (rc != BW_OK)
+            return rc;
+        s->conn = k;
+        s->connect_until = bw__mono_now() + r->connect_ns;
+        s->connect_step = CS_TCP;
     }
-    redisContext *c = NULL;
-    int rc = connect_ctx(r, until, limit, &c, err);
-    s->conn = c;
+    rconn *k = s->conn;
+    int64_t until = s->connect_until < deadline ? s->connect_until : deadline;
+    int rc = conn_make(r, k, &s->connect_step, until, err);
+    if (rc == BW_OK && s->connect_step == 0) {
+        s->connect_until = 0;
+        int64_t now = bw__mono_now(), took = now - k->began;
+        if (deadline - now < took)
+            return bw__fail(err, BW_ETIMEDOUT, "",
+                            "redis: connect to %.100s: made with %" PRId64 " ms of the call's timeout (%" PRId64
+                            " ms) left, less than its last round trip (%" PRId64 " ms): the next call uses it",
+                            wh, (deadline > now ? deadline - now : 0) / 1000000, r->timeout_ns / 1000000,
+                            took / 1000000);
+        return BW_OK;
+    }
+    if (rc == BW_OK && until < s->connect_until) /* the call's deadline came first: the next call goes on */
+        return bw__fail(err, BW_ETIMEDOUT, "",
+                        "redis: connect to %.100s: not done within the call's timeout (%" PRId64
+                        " ms); the next call goes on with it",
+                        wh, r->timeout_ns / 1000000);
+    if (rc == BW_OK)
+        rc = bw__fail(err, BW_ETIMEDOUT, "",
+                      "redis: connect to %.100s: no answer within connect_timeout (%" PRId64 " ms)", wh,
+                      r->connect_ns / 1000000);
+    conn_free(k);
+    s->conn = NULL;
     s->connect_until = 0;
+    s->connect_step = 0;
     return rc;
 }
 
@@ -622,7 +835,7 @@ static void close_one(void *backend, void *conn, int forked)
 {
     (void)backend;
     (void)forked; /* redisFree closes this process's descriptor only: nothing is said to the server */
-    redisFree(conn);
+    conn_free(conn);
 }
 
 static const bw__netpool_ops pool_ops = {connect_one, close_one};
@@ -630,9 +843,8 @@ static const bw__netpool_ops pool_ops = {connect_one, close_one};
 /*
  * Run script `which` with keys and args on slot s, by its call's deadline
  * (none left: BW_ETIMEDOUT, nothing sent): EVALSHA, then EVAL when the server
- * lost the script. Its reply holds what GET_SCRIPT answers for nkeys keys, or
- * CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err
- * filled.
+ * lost the script (when the deadline is still ahead: the same check). Its reply holds what GET_SCRIPT answers for nkeys
+ * keys, or CAS_SCRIPT's {sec, usec, value}, at most. The reply, or NULL with *err filled.
  */
 static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, const char *const *keys,
                               const size_t *klen, int nargs, const char **args, const size_t *alen, int *broken,
@@ -640,7 +852,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
 {
     if (bw__netpool_check(&r->conns, s, err) != BW_OK)
         return NULL;
-    redisContext *c = s->conn;
+    rconn *c = s->conn;
     size_t elements = which == SC_GET ? 2 + nkeys : 3;
     size_t argc = 3 + nkeys + (size_t)nargs;
     const char *sv[3 + 8 + 8];
@@ -676,7 +888,7 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
         len[0] = 7;
         argv[1] = r->sha[which];
         len[1] = 40;
-        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVALSHA on", broken, err);
+        rep = command(r, c, s->deadline, cap_of(elements), (int)argc, argv, len, "EVALSHA on", broken, err);
         if (rep && rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep); /* the server lost it (a restart, SCRIPT FLUSH): EVAL loads it again */
             rep = NULL;
@@ -684,12 +896,14 @@ static redisReply *run_script(const rd *r, slot *s, int which, size_t nkeys, con
             noscript = 0;
         }
     }
+    if (noscript && !*broken && bw__netpool_check(&r->conns, s, err) != BW_OK)
+        noscript = 0; /* NOSCRIPT came when the deadline had passed: no EVAL (nothing sent, still in step) */
     if (noscript) {
         argv[0] = "EVAL";
         len[0] = 4;
         argv[1] = script_src[which];
         len[1] = strlen(script_src[which]);
-        rep = command(r, c, s->deadline, elements, (int)argc, argv, len, "EVAL on", broken, err);
+        rep = command(r, c, s->deadline, cap_of(elements), (int)argc, argv, len, "EVAL on", broken, err);
     }
     if (argv != sv) {
         free((void *)argv);
@@ -863,44 +1077,57 @@ static int reply_shape(const redisReply *rep, size_t n, bw_error *err)
 
 /* ---- the operations ---- */
 
-/* Read n keys (GET_SCRIPT) on slot s. */
+/*
+ * Read n keys (GET_SCRIPT) on slot s, READ_BATCH a command (so that a reply's
+ * cap stays near a megabyte however many keys are asked): each batch decodes
+ * its entries at its own TIME, and *now is the first batch's (the earliest:
+ * every entry found is live then too). Releases s.
+ */
 static int read_keys(rd *r, slot *s, size_t n, const char *const *names, int64_t *now, bw_store_entry *out, int *found,
                      bw_error *err)
 {
     char kbuf[KEY_MAX + 1];
-    const char *k1;
+    const char *k1 = kbuf;
     size_t l1;
     char *block = NULL;
     const char **keys = &k1;
     size_t *klen = &l1;
-    if (n == 1) {
-        l1 = make_key(r, names[0], kbuf);
-        k1 = kbuf;
-    } else {
-        block = malloc(n * (KEY_MAX + sizeof *keys + sizeof *klen));
-        if (!block)
-            return bw__fail(err, BW_ENOMEM, "", "out of memory");
-        keys = (const char **)(void *)block;
-        klen = (size_t *)(void *)(block + n * sizeof *keys);
-        char *kb = block + n * (sizeof *keys + sizeof *klen);
-        for (size_t i = 0; i < n; i++) {
-            klen[i] = make_key(r, names[i], kb + i * KEY_MAX);
-            keys[i] = kb + i * KEY_MAX;
-        }
-    }
-    int broken = 0;
+    size_t batch = n < READ_BATCH ? n : READ_BATCH;
+    int broken = 0, rc = BW_OK;
     bw_error e = {0, "", ""};
-    redisReply *rep = run_script(r, s, SC_GET, n, keys, klen, 0, NULL, NULL, &broken, &e);
-    int rc = rep ? reply_shape(rep, n, &e) : e.code;
-    if (rc == BW_OK)
-        rc = reply_now(r, rep, now, &e);
-    for (size_t i = 0; rc == BW_OK && i < n; i++) {
-        decode(rep->element[i + 2], *now, &out[i], &found[i]);
-        cache_put_reply(r, keys[i], klen[i], rep->element[i + 2]);
+    if (n > 1) {
+        block = malloc(batch * (KEY_MAX + sizeof *keys + sizeof *klen));
+        if (!block)
+            rc = bw__fail(&e, BW_ENOMEM, "", "out of memory");
+        keys = (const char **)(void *)block;
+        klen = (size_t *)(void *)(block + batch * sizeof *keys);
+    }
+    for (size_t off = 0; rc == BW_OK && off < n; off += batch) {
+        size_t m = n - off < batch ? n - off : batch;
+        if (n == 1) {
+            l1 = make_key(r, names[0], kbuf);
+        } else {
+            char *kb = block + batch * (sizeof *keys + sizeof *klen);
+            for (size_t i = 0; i < m; i++) {
+                klen[i] = make_key(r, names[off + i], kb + i * KEY_MAX);
+                keys[i] = kb + i * KEY_MAX;
+            }
+        }
+        redisReply *rep = run_script(r, s, SC_GET, m, keys, klen, 0, NULL, NULL, &broken, &e);
+        rc = rep ? reply_shape(rep, m, &e) : e.code;
+        int64_t t = 0;
+        if (rc == BW_OK)
+            rc = reply_now(r, rep, &t, &e);
+        if (rc == BW_OK && off == 0)
+            *now = t;
+        for (size_t i = 0; rc == BW_OK && i < m; i++) {
+            decode(rep->element[i + 2], t, &out[off + i], &found[off + i]);
+            cache_put_reply(r, keys[i], klen[i], rep->element[i + 2]);
+        }
+        if (rep)
+            freeReplyObject(rep);
     }
     free(block);
-    if (rep)
-        freeReplyObject(rep);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
@@ -1076,11 +1303,12 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 out:
     if (rep)
         freeReplyObject(rep);
-    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts */
-        bw__fail(&e, BW_ETIMEDOUT, "",
-                 "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
-                 " ms)",
-                 name, races, r->timeout_ns / 1000000);
+    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts: contention */
+        rc = bw__fail(
+            &e, BW_ECONFLICT, "",
+            "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
+            " ms)",
+            name, races, r->timeout_ns / 1000000);
     return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
 }
 
@@ -1130,7 +1358,7 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     pattern[pl++] = '*';
     pattern[pl] = 0;
     char count[16];
-    int want = max < 10 ? 10 : max > 100000 ? 100000 : max;
+    int want = max < 10 ? 10 : max > SCAN_COUNT_MAX ? SCAN_COUNT_MAX : max;
     snprintf(count, sizeof count, "%d", want);
     const char *argv[6] = {"SCAN", from, "MATCH", pattern, "COUNT", count};
     size_t len[6];
@@ -1143,7 +1371,8 @@ static int rd_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     int broken = 0;
     bw_error e = {0, "", ""};
     redisReply *rep = bw__netpool_check(&r->conns, s, &e) == BW_OK
-                          ? command(r, s->conn, s->deadline, SCAN_KEYS_MAX(want), 6, argv, len, "SCAN on", &broken, &e)
+                          ? command(r, s->conn, s->deadline, cap_str(SCAN_KEYS_MAX(want), KEY_MAX), 6, argv, len,
+                                    "SCAN on", &broken, &e)
                           : NULL;
     const char **names = NULL;
     size_t cands = 0;
@@ -1207,14 +1436,14 @@ static void rd_close(void *ctx)
 static int open_first(rd *r, bw_error *err)
 {
     int64_t until = bw__mono_now() + r->connect_ns;
-    redisContext *c = NULL;
+    rconn *c = NULL;
     bw_error e = {0, "", ""};
-    int rc = connect_ctx(r, until, "connect_timeout", &c, &e);
+    int rc = connect_by(r, until, &c, &e);
     int broken = 0;
     for (int i = 0; rc == BW_OK && i < SC_COUNT; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_src[i]};
         size_t len[3] = {6, 4, strlen(script_src[i])};
-        redisReply *rep = command(r, c, until, 0, 3, argv, len, "SCRIPT LOAD on", &broken, &e);
+        redisReply *rep = command(r, c, until, cap_of(0), 3, argv, len, "SCRIPT LOAD on", &broken, &e);
         if (!rep) {
             rc = e.code;
             break;
@@ -1231,8 +1460,7 @@ static int open_first(rd *r, bw_error *err)
         bw__netpool_adopt(&r->conns, c);
         return BW_OK;
     }
-    if (c)
-        redisFree(c);
+    conn_free(c);
     if (err)
         *err = e;
     return rc;
