@@ -48,6 +48,10 @@
  *                      call (an open, an update, a sweep...) for other
  *                      connections' locks, after which it fails with BW_ESYS
  *                      ("busy") and a breaker degrades to its local circuit.
+ *                      PATH is breakwater's own file: a SQLite database of
+ *                      another program (tables but no bw_meta) is refused
+ *                      with BW_ESTATE before anything changes it (its mode,
+ *                      journal mode and tables stay as they were).
  *                      The files belong to their user: PATH, PATH-wal and
  *                      PATH-shm are created with mode 0600 whatever the
  *                      umask, and an existing store's are made 0600; a
@@ -321,8 +325,10 @@ typedef struct bw_store_ops {
  * says which library to install or link),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment, sqlite: database or
- * postgresql: table of another layout or schema version, and for a shm:
- * segment or sqlite: file of another user, or a symbolic link in its place.
+ * postgresql: table of another layout or schema version, for a sqlite: PATH
+ * that is another program's SQLite database (tables, no bw_meta: left as it
+ * was), and for a shm: segment or sqlite: file of another user, or a
+ * symbolic link in its place.
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);

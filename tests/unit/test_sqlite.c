@@ -653,6 +653,85 @@ static void test_file_modes(void)
     CHECK_INT(file_mode_of(p, "-shm"), -1);
 }
 
+/* The whole of a file (malloc'd, *n bytes), or NULL. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (!f)
+        return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (*n == cap) {
+            unsigned char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!b)
+                break;
+            buf = b;
+        }
+        size_t got = fread(buf + *n, 1, cap - *n, f);
+        if (got == 0)
+            break;
+        *n += got;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* path holds exactly the n bytes of want. */
+static int same_bytes(const char *path, const unsigned char *want, size_t n)
+{
+    size_t m;
+    unsigned char *got = slurp(path, &m);
+    int same = got && m == n && memcmp(got, want, n) == 0;
+    free(got);
+    return same;
+}
+
+/*
+ * Another program's SQLite database is refused and left as it was: its mode,
+ * its bytes, its journal mode; no table added, no file made beside it (it was
+ * converted to WAL, given bw_meta and bw_circuits, and made 0600).
+ */
+static void test_foreign_database(void)
+{
+    char p[256], msg[256], want[400], mode[16];
+    size_t n;
+    /* A rollback-journal database of mode 0644, as the app.db. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES(1, 'ann');"),
+              SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    unsigned char *before = slurp(p, &n);
+    CHECK(before != NULL);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "sqlite: %s is a SQLite database of another program, not a breakwater store: give breakwater its own "
+             "file",
+             p);
+    CHECK_STR(msg, want);
+    CHECK_INT(file_mode(p), 0644);
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(file_mode_of(p, "-wal"), -1);
+    CHECK_INT(file_mode_of(p, "-shm"), -1);
+    CHECK_INT(file_mode_of(p, "-journal"), -1);
+    raw_text(p, "PRAGMA journal_mode", mode, sizeof mode);
+    CHECK_STR(mode, "delete");
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+    free(before);
+
+    /* A WAL database of mode 0600: refused, its bytes unchanged. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "PRAGMA journal_mode=WAL; CREATE TABLE orders(id INTEGER PRIMARY KEY);"), SQLITE_OK);
+    CHECK_INT(chmod(p, 0600), 0);
+    before = slurp(p, &n);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "a SQLite database of another program");
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+    free(before);
+}
+
 /* A symbolic link at the path (or at its -wal) is refused; a link among its directories is followed. */
 static void test_symlinks(void)
 {
@@ -914,6 +993,7 @@ int main(void)
     RUN(test_busy_and_errors);
     RUN(test_malformed_rows);
     RUN(test_file_modes);
+    RUN(test_foreign_database);
     RUN(test_symlinks);
     RUN(test_foreign_owner);
     RUN(test_lock_wait_bounded);

@@ -60,7 +60,12 @@
  *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
  *                 data BLOB NOT NULL) WITHOUT ROWID
  *     index bw_circuits_expires ON bw_circuits(expires_at)
- *   A database whose schema_version is not 1 is refused with BW_ESTATE. Every
+ *   The schema is made only in an empty database (no object in
+ *   sqlite_master): a database with objects but no bw_meta table is another
+ *   program's and is refused with BW_ESTATE, read before anything could
+ *   change it (journal_mode=WAL, the tables, the files' modes), and again
+ *   inside the transaction that makes the schema. A database whose
+ *   schema_version is not 1 is refused with BW_ESTATE. Every
  *   statement is prepared once at open with bound parameters: a name is only
  *   ever a bound value, never part of SQL text.
  * - Expiry and the sweep: an entry whose expires_at <= now reads as absent (the
@@ -519,9 +524,51 @@ static int exec(sq *c, const char *sql, const char *what, bw_error *err)
     return rc == SQLITE_OK ? BW_OK : db_fail(c, rc, what, err);
 }
 
+/* What a database holds, by its schema (classify). */
+enum { DB_EMPTY, DB_STORE, DB_FOREIGN };
+
 /*
- * Read schema_version: 1 when found (*v filled, *found), 0 when the bw_meta table
- * or the row is absent. Reports a value that is not 1 as BW_ESTATE.
+ * What db holds: DB_STORE when it has a bw_meta table (breakwater's), else
+ * DB_FOREIGN when its schema has anything at all (another program's
+ * database), else DB_EMPTY. A SQLite result code when the schema cannot be
+ * read (SQLITE_NOTADB: not a database).
+ */
+static int classify(sqlite3 *db, int *kind)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT count(*), coalesce(sum(type = 'table' AND name = 'bw_meta'), 0) FROM sqlite_master", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *kind = sqlite3_column_int64(st, 1) > 0 ? DB_STORE : sqlite3_column_int64(st, 0) > 0 ? DB_FOREIGN : DB_EMPTY;
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int foreign_fail(const char *path, bw_error *err)
+{
+    return bw__fail(err, BW_ESTATE, "path",
+                    "sqlite: %.100s is a SQLite database of another program, not a breakwater store: give breakwater "
+                    "its own file",
+                    path);
+}
+
+/* What the database holds (classify), another program's database failing with BW_ESTATE. */
+static int check_kind(sq *c, const char *path, int *kind, bw_error *err)
+{
+    int rc = classify(c->db, kind);
+    if (rc != SQLITE_OK)
+        return db_fail(c, rc, "read the schema", err);
+    return *kind == DB_FOREIGN ? foreign_fail(path, err) : BW_OK;
+}
+
+/*
+ * Read schema_version from bw_meta (the database is a DB_STORE): *found = 1
+ * when its row is there, and a value that is not 1 is BW_ESTATE.
  */
 static int read_version(sq *c, const char *path, int *found, bw_error *err)
 {
@@ -529,7 +576,7 @@ static int read_version(sq *c, const char *path, int *found, bw_error *err)
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(c->db, "SELECT value FROM bw_meta WHERE key = 'schema_version'", -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return BW_OK; /* no bw_meta table: a new database */
+        return db_fail(c, rc, "read schema_version", err);
     int ret = BW_OK;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -546,22 +593,26 @@ static int read_version(sq *c, const char *path, int *found, bw_error *err)
     return ret;
 }
 
-/* Check the schema, creating it on first use (inside BEGIN IMMEDIATE). */
-static int ensure_schema(sq *c, const char *path, bw_error *err)
+/*
+ * Check the schema, creating it on first use (inside BEGIN IMMEDIATE, where
+ * what the database holds is read again: another process may have made the
+ * store, or another program its tables, since).
+ */
+static int ensure_schema(sq *c, const char *path, int kind, bw_error *err)
 {
-    int found;
-    int rc = read_version(c, path, &found, err);
+    int found = 0;
+    int rc = kind == DB_STORE ? read_version(c, path, &found, err) : BW_OK;
     if (rc != BW_OK || found)
         return rc; /* the common case: no write lock needed */
     rc = exec(c, "BEGIN IMMEDIATE", "begin creating the schema", err);
     if (rc != BW_OK)
         return rc;
-    rc = exec(c, "CREATE TABLE IF NOT EXISTS bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID", "create the schema",
-              err);
-    if (rc == BW_OK)
-        rc = read_version(c, path, &found, err); /* another process may have won the race */
+    rc = check_kind(c, path, &kind, err);
+    if (rc == BW_OK && kind == DB_STORE)
+        rc = read_version(c, path, &found, err);
     if (rc == BW_OK && !found)
         rc = exec(c,
+                  "CREATE TABLE IF NOT EXISTS bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
                   "CREATE TABLE bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, "
                   "data BLOB NOT NULL) WITHOUT ROWID;"
                   "CREATE INDEX bw_circuits_expires ON bw_circuits(expires_at);"
@@ -697,12 +748,13 @@ static int resolve(const char *path, char **out, bw_error *err)
 
 /*
  * The files of the store (see the top of the file). Before SQLite opens them
- * (after = 0): the database made or checked; the files beside it checked and
- * narrowed (made too, 0600, for a new database, so that nobody else's can be
- * slipped in); *narrow then says whether the database's group or others have
- * access or SQLite may make a file beside it (with the database's mode). After
- * the open (after = 1), the database being a breakwater store: every one of
- * them checked again and narrowed.
+ * (after = 0): the database made or checked; the files beside it checked
+ * (made too, 0600, for a new database, so that nobody else's can be slipped
+ * in), not narrowed: the database may be another program's; *narrow then says
+ * whether any of them is open to the group or others or SQLite may make a file
+ * beside the database (with its mode). After the open (after = 1), the
+ * database being a breakwater store: every one of them checked again and
+ * narrowed.
  */
 static int own_files(const char *real, const char *path, int after, int *narrow, bw_error *err)
 {
@@ -720,9 +772,9 @@ static int own_files(const char *real, const char *path, int after, int *narrow,
         memcpy(f + rn, side[i], strlen(side[i]) + 1);
         memcpy(shown, path, pn);
         memcpy(shown + pn, side[i], strlen(side[i]) + 1);
-        rc = own_file(f, shown, (made && i < 2 ? OWN_CREATE : 0) | OWN_NARROW, &made_side, &mode, err);
-        if (i < 2 && mode == 0)
-            *narrow = 1; /* absent: SQLite makes it */
+        rc = own_file(f, shown, (made && i < 2 ? OWN_CREATE : 0) | (after ? OWN_NARROW : 0), &made_side, &mode, err);
+        if ((i < 2 && mode == 0) || (mode & 077))
+            *narrow = 1; /* absent: SQLite makes it; or open to others */
     }
     free(f);
     free(shown);
@@ -764,11 +816,15 @@ static int open_db(sq *c, const char *path, bw_error *err)
     sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
-    rc = set_wal(c, path, err);
+    /* Another program's database is refused before anything changes it (WAL mode, tables, modes). */
+    int kind;
+    rc = check_kind(c, path, &kind, err);
+    if (rc == BW_OK)
+        rc = set_wal(c, path, err);
     if (rc == BW_OK)
         rc = exec(c, "PRAGMA synchronous=NORMAL", "set synchronous=NORMAL", err);
     if (rc == BW_OK)
-        rc = ensure_schema(c, path, err);
+        rc = ensure_schema(c, path, kind, err);
     for (int i = 0; rc == BW_OK && i < ST_COUNT; i++) {
         src = sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
         if (src != SQLITE_OK)
