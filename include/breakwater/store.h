@@ -52,14 +52,19 @@
  *                      another program (tables but no bw_meta) is refused
  *                      with BW_ESTATE before anything changes it (its mode,
  *                      journal mode and tables stay as they were).
- *                      The files belong to their user: PATH, PATH-wal and
- *                      PATH-shm are created with mode 0600 whatever the
- *                      umask, and an existing store's are made 0600; a
- *                      symbolic link at PATH (or PATH-wal, PATH-shm,
- *                      PATH-journal) is refused, as is a file there of
- *                      another user or that is not a regular file
- *                      (BW_ESTATE); links among PATH's directories are
- *                      followed. Closing a store whose last commit left 128
+ *                      The files belong to their user: PATH, PATH-wal,
+ *                      PATH-shm and PATH-journal are created with mode 0600
+ *                      whatever the umask (the files beside PATH by
+ *                      breakwater, O_EXCL, as SQLite opens them), and an
+ *                      existing store's are made 0600 before SQLite opens a
+ *                      file beside it; a symbolic link at PATH (or PATH-wal,
+ *                      PATH-shm, PATH-journal) is refused, as is a file there
+ *                      of another user or that is not a regular file, or a
+ *                      file beside PATH with more than one name (BW_ESTATE);
+ *                      those beside PATH are checked as SQLite opens them, so
+ *                      that none can be slipped in after the check (in a
+ *                      sticky directory such as /tmp); links among PATH's
+ *                      directories are followed. Closing a store whose last commit left 128
  *                      frames (about 512 KB) or more in the WAL empties it,
  *                      without waiting for other connections: the WAL stays
  *                      bounded also when every call is a process of its own

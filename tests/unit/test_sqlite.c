@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -730,6 +731,238 @@ static void test_foreign_database(void)
     CHECK(before && same_bytes(p, before, n));
     CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
     free(before);
+
+    /* A WAL database of mode 0644 that its program holds open, its schema still in its WAL: the database alone
+       reads as empty (it may be an older store), so it is narrowed before SQLite opens its -wal, then refused,
+       and given its mode back. */
+    db_path(p, sizeof p);
+    sqlite3 *app = NULL;
+    CHECK_INT(sqlite3_open(p, &app), SQLITE_OK);
+    CHECK_INT(
+        sqlite3_exec(app, "PRAGMA journal_mode=WAL; CREATE TABLE sessions(id INTEGER PRIMARY KEY);", NULL, NULL, NULL),
+        SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "a SQLite database of another program");
+    CHECK_INT(file_mode(p), 0644);
+    CHECK_INT(sqlite3_exec(app, "INSERT INTO sessions VALUES(1)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(app);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+}
+
+/*
+ * The host's default VFS, as a program that registers its own would have it:
+ * the unix VFS, passed through, watching what SQLite opens (the store's VFS is
+ * built on the default one, so it sees the store's opens too). Armed, it
+ * records at each -wal's open the modes of the database, the -wal and the
+ * -shm; given a file, it links it in at the moment SQLite looks for a name
+ * ending with plant_suffix (xAccess), as another user racing the store would.
+ */
+static sqlite3_vfs shim, *shim_real;
+static struct {
+    int armed, wal_opens;
+    unsigned db, wal, shm; /* the modes seen, or-ed */
+} seen;
+static char plant_src[300];
+static const char *plant_suffix;
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int shim_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+    int rc = shim_real->xOpen(v, name, f, flags, out);
+    if (seen.armed && name && (flags & SQLITE_OPEN_WAL) && ends_with(name, "-wal")) {
+        char db[300];
+        snprintf(db, sizeof db, "%.*s", (int)(strlen(name) - 4), name);
+        int m[3] = {file_mode(db), file_mode(name), file_mode_of(db, "-shm")};
+        seen.wal_opens++;
+        seen.db |= m[0] > 0 ? (unsigned)m[0] : 0;
+        seen.wal |= m[1] > 0 ? (unsigned)m[1] : 0;
+        seen.shm |= m[2] > 0 ? (unsigned)m[2] : 0;
+    }
+    return rc;
+}
+
+static int shim_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    if (plant_suffix && plant_src[0] && ends_with(name, plant_suffix)) {
+        if (link(plant_src, name) != 0)
+            H_FAIL("could not plant %s at %s", plant_src, name);
+        plant_src[0] = 0;
+    }
+    return shim_real->xAccess(v, name, flags, out);
+}
+
+/* Make the shim the default VFS, before the first store opens (the store's VFS copies the default then). */
+static void shim_install(void)
+{
+    shim_real = sqlite3_vfs_find(NULL);
+    shim = *shim_real;
+    shim.pNext = NULL;
+    shim.zName = "test-shim";
+    shim.xOpen = shim_open;
+    shim.xAccess = shim_access;
+    if (sqlite3_vfs_register(&shim, 1) != SQLITE_OK)
+        H_FAIL("could not register the test's VFS");
+}
+
+/* Open sqlite:path with the shim recording: 1 when at every -wal's open the three files were 0600. */
+static int opened_all_0600(const char *path)
+{
+    char msg[256];
+    memset(&seen, 0, sizeof seen);
+    seen.armed = 1;
+    int rc = try_open(path, "", msg, sizeof msg);
+    seen.armed = 0;
+    if (rc != BW_OK)
+        H_FAIL("%s: %s", path, msg);
+    if (seen.wal_opens == 0 || seen.db != 0600 || seen.wal != 0600 || seen.shm != 0600) {
+        H_FAIL("%s: at SQLite's %d opens of the WAL: database %04o, -wal %04o, -shm %04o; want 0600", path,
+               seen.wal_opens, seen.db, seen.wal, seen.shm);
+        return 0;
+    }
+    return file_mode(path) == 0600 && file_mode_of(path, "-wal") == 0600 && file_mode_of(path, "-shm") == 0600;
+}
+
+/*
+ * An older store of mode 0644 is narrowed before SQLite opens a file beside
+ * it, which SQLite makes (or, empty, gives) the database's mode: its -wal and
+ * -shm were made 0644 and narrowed only after the schema was read, time
+ * enough for another user to open them and keep the descriptor.
+ */
+static void test_side_files_never_wide(void)
+{
+    char p[256], msg[256];
+    /* A checkpointed store whose -wal and -shm are gone (as after the sqlite3 shell closed it). */
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(raw_exec(p, "PRAGMA wal_checkpoint(TRUNCATE)"), SQLITE_OK);
+    CHECK_INT(file_mode_of(p, "-wal"), -1);
+    CHECK_INT(file_mode_of(p, "-shm"), -1);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+    /* Its schema still in its WAL (0644 too; no -shm): the database alone reads as empty. */
+    char f[300];
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(chmod(f, 0644), 0);
+    snprintf(f, sizeof f, "%s-shm", p);
+    CHECK_INT(unlink(f), 0);
+    CHECK(opened_all_0600(p));
+    op o;
+    bw_store *s = open_url("sqlite:%s", p);
+    CHECK_INT(get(s, "w", &o), 1); /* try_open's entry, read through the WAL */
+    bw_store_close(s);
+    /* An empty database in rollback mode, and an empty file, both 0644: stores, made 0600 before the WAL. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "PRAGMA user_version = 7"), SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+    db_path(p, sizeof p);
+    FILE *t = fopen(p, "w");
+    CHECK(t != NULL);
+    if (t)
+        fclose(t);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+}
+
+/*
+ * A hot journal: a scratch database's -journal, left by a process that died
+ * inside a transaction after writing pages (SQLite plays it back into the
+ * database at the next first read). Its path in out.
+ */
+static int make_hot_journal(char *out, size_t n)
+{
+    char scratch[256];
+    db_path(scratch, sizeof scratch);
+    snprintf(out, n, "%s-journal", scratch);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3 *db;
+        if (sqlite3_open(scratch, &db) != SQLITE_OK ||
+            sqlite3_exec(db,
+                         "CREATE TABLE evil(x); INSERT INTO evil VALUES(randomblob(3000));"
+                         "INSERT INTO evil SELECT randomblob(3000) FROM evil;"
+                         "INSERT INTO evil SELECT randomblob(3000) FROM evil;"
+                         "BEGIN; UPDATE evil SET x = randomblob(3000);",
+                         NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_db_cacheflush(db) != SQLITE_OK)
+            _exit(1);
+        _exit(0); /* dies inside the transaction */
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    struct stat st;
+    return status == 0 && stat(out, &st) == 0 && st.st_size > 0;
+}
+
+/*
+ * A file beside the store that is not its own is refused before SQLite reads
+ * it, also one slipped in at the moment SQLite looks for it (after the
+ * store's own look): a hot -journal that is a hard link (it was played back
+ * into the store, which then opened on the journal's pages), a -wal of another
+ * store (its frames were read as this store's).
+ */
+static void test_planted_files(void)
+{
+    char p[256], q[256], hot[300], msg[256], want[400], f[300];
+    size_t n;
+    CHECK(make_hot_journal(hot, sizeof hot));
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    unsigned char *before = slurp(p, &n);
+    snprintf(f, sizeof f, "%s-journal", p);
+    /* Planted before the open. */
+    CHECK_INT(link(hot, f), 0);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "sqlite: %s-journal has 2 names (hard links): refused; remove it (SQLite's file beside the database "
+             "has one name)",
+             p);
+    CHECK_STR(msg, want);
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(unlink(f), 0);
+    /* Planted when SQLite looks for a hot journal. */
+    snprintf(plant_src, sizeof plant_src, "%s", hot);
+    plant_suffix = "-journal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK(plant_src[0] == 0); /* it was planted */
+    CHECK_HAS(msg, "-journal has 2 names (hard links): refused");
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(unlink(f), 0);
+    /* Another store's -wal, planted when SQLite looks for this one's (gone: checkpointed by another tool). */
+    db_path(q, sizeof q);
+    CHECK_INT(try_open(q, "", msg, sizeof msg), BW_OK);
+    bw_store *s = open_url("sqlite:%s", q);
+    put(s, "theirs", BW_STORE_NEVER, 4, 9);
+    bw_store_close(s);
+    CHECK_INT(raw_exec(p, "PRAGMA wal_checkpoint(TRUNCATE)"), SQLITE_OK);
+    free(before);
+    before = slurp(p, &n);
+    snprintf(plant_src, sizeof plant_src, "%s-wal", q);
+    plant_suffix = "-wal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK(plant_src[0] == 0);
+    CHECK_HAS(msg, "-wal has 2 names (hard links): refused");
+    CHECK(before && same_bytes(p, before, n));
+    plant_suffix = NULL;
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(unlink(f), 0);
+    /* The planted files gone, the store opens on its own data. */
+    op o;
+    s = open_url("sqlite:%s", p);
+    CHECK_INT(get(s, "theirs", &o), 0);
+    CHECK_INT(get(s, "w", &o), 1);
+    bw_store_close(s);
+    free(before);
 }
 
 /* A symbolic link at the path (or at its -wal) is refused; a link among its directories is followed. */
@@ -800,14 +1033,21 @@ static void test_foreign_owner(void)
     CHECK_STR(msg, want);
     CHECK_INT(chown(p, 0, 0), 0);
     CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
-    /* Files another user slipped in beside it: each refused, none narrowed or written. */
+    /* Files another user slipped in beside it: each refused, none narrowed or written; the -journal a hot one,
+       not played back. */
     static const char *const sides[] = {"-wal", "-shm", "-journal"};
+    char hot[300];
+    size_t n, hn = 0;
+    CHECK(make_hot_journal(hot, sizeof hot));
+    unsigned char *hj = slurp(hot, &hn), *before = slurp(p, &n);
     for (int i = 0; i < 3; i++) {
+        size_t len = i == 2 ? hn : 0;
         snprintf(f, sizeof f, "%s%s", p, sides[i]);
         unlink(f);
         int fd = open(f, O_WRONLY | O_CREAT | O_EXCL, 0666);
         CHECK(fd >= 0);
         if (fd >= 0) {
+            CHECK(len == 0 || (hj && write(fd, hj, len) == (ssize_t)len));
             CHECK_INT(fchown(fd, NOBODY, NOBODY), 0);
             CHECK_INT(fchmod(fd, 0666), 0);
             close(fd);
@@ -817,9 +1057,12 @@ static void test_foreign_owner(void)
         CHECK_HAS(msg, want);
         CHECK_INT(file_mode(f), 0666);
         struct stat st;
-        CHECK(stat(f, &st) == 0 && st.st_size == 0);
+        CHECK(stat(f, &st) == 0 && (size_t)st.st_size == len);
+        CHECK(before && same_bytes(p, before, n));
         CHECK_INT(unlink(f), 0);
     }
+    free(hj);
+    free(before);
     CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
 }
 
@@ -981,6 +1224,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    shim_install();
     RUN(test_open_creates_schema);
     RUN(test_reopen_keeps_entries);
     RUN(test_url_errors);
@@ -994,6 +1238,8 @@ int main(void)
     RUN(test_malformed_rows);
     RUN(test_file_modes);
     RUN(test_foreign_database);
+    RUN(test_side_files_never_wide);
+    RUN(test_planted_files);
     RUN(test_symlinks);
     RUN(test_foreign_owner);
     RUN(test_lock_wait_bounded);
