@@ -46,7 +46,8 @@
  *                      update while a pass deletes a full 100).
  *                      busy_timeout, in [0, 1h], bounds all the waits of one
  *                      call (an open, an update, a sweep...) for other
- *                      connections' locks, after which it fails with BW_ESYS
+ *                      connections' locks and for other threads' calls on
+ *                      the same store, after which it fails with BW_ESYS
  *                      ("busy") and a breaker degrades to its local circuit.
  *                      PATH is breakwater's own file: a SQLite database of
  *                      another program (tables but no bw_meta) is refused

@@ -17,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -1120,6 +1121,103 @@ static void test_lock_wait_bounded(void)
     CHECK_INT(try_open(p, "?busy_timeout=300ms", msg, sizeof msg), BW_OK);
 }
 
+/* An update whose function holds the store (its mutex and the write lock) until released, or for `hold_ms`. */
+typedef struct holder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inside, release;
+    int64_t hold_ms;
+    bw_store *s;
+    int rc;
+} holder;
+
+static bw_store_verdict hold_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now, (void)cur, (void)next;
+    holder *h = arg;
+    pthread_mutex_lock(&h->mu);
+    h->inside = 1;
+    pthread_cond_broadcast(&h->cv);
+    int64_t end = mono_ms() + h->hold_ms;
+    while (!h->release && mono_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return BW_STORE_KEEP;
+}
+
+static void *hold_thread(void *arg)
+{
+    holder *h = arg;
+    h->rc = bw_store_update(h->s, "held", hold_fn, h, NULL);
+    return NULL;
+}
+
+/*
+ * The wait for another thread's call on the same store ends at busy_timeout
+ * too: a thread whose update function holds the store for 3 s (as a slow
+ * disk, or a long update function, would) made another thread's update wait
+ * those 3 s (the mutex was taken with pthread_mutex_lock); it now fails
+ * "busy" after busy_timeout (500 ms).
+ */
+static void test_thread_wait_bounded(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s?busy_timeout=500ms", db_path(p, sizeof p));
+    if (!s)
+        return;
+    holder h = {.hold_ms = 3000, .s = s};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, hold_thread, &h), 0);
+    pthread_mutex_lock(&h.mu);
+    while (!h.inside)
+        pthread_cond_wait(&h.cv, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    op o = {.verdict = BW_STORE_KEEP};
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    int64_t t0 = mono_ms();
+    CHECK_RC(bw_store_update(s, "other", do_op, &o, &e), BW_ESYS);
+    int64_t took = mono_ms() - t0;
+    CHECK_HAS(e.message, "busy");
+    if (took < 450 || took > 500 + 1000)
+        H_FAIL("the update waiting for another thread's took %lld ms, want 500 ms (+ at most 1 s)", (long long)took);
+    /* And a sweep, and a scan page. */
+    t0 = mono_ms();
+    CHECK_RC(bw_store_sweep(s, 10, NULL, &e), BW_ESYS);
+    took = mono_ms() - t0;
+    if (took > 500 + 1000)
+        H_FAIL("the sweep took %lld ms, want at most 1.5 s", (long long)took);
+    bw_store_cursor cur = {{0}, 0};
+    bw_store_key keys[4];
+    int n = -1;
+    t0 = mono_ms();
+    CHECK_RC(bw_store_scan(s, &cur, keys, 4, &n, &e), BW_ESYS);
+    took = mono_ms() - t0;
+    CHECK_INT(n, 0);
+    if (took > 500 + 1000)
+        H_FAIL("the scan took %lld ms, want at most 1.5 s", (long long)took);
+    pthread_mutex_lock(&h.mu);
+    h.release = 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(t, NULL);
+    CHECK_OK(h.rc);
+    CHECK_OK(bw_store_update(s, "other", do_op, &o, NULL)); /* the store free again */
+    pthread_cond_destroy(&h.cv);
+    pthread_mutex_destroy(&h.mu);
+    bw_store_close(s);
+}
+
 /* Bytes this process read and wrote through system calls (/proc/self/io), or -1. */
 static int64_t io_bytes(void)
 {
@@ -1243,6 +1341,7 @@ int main(void)
     RUN(test_symlinks);
     RUN(test_foreign_owner);
     RUN(test_lock_wait_bounded);
+    RUN(test_thread_wait_bounded);
     RUN(test_wal_bounded);
     cleanup();
     return TEST_SUMMARY();

@@ -8,8 +8,9 @@
  *   only lose the last commits, never corrupt the file) and a busy timeout
  *   (?busy_timeout=5s, at most 1h): one call of the store (an open, an update,
  *   a read, a sweep, a page of a scan) waits at most that long in all for
- *   other connections' locks, then fails with BW_ESYS saying "busy". Two
- *   waits make that bound: the busy handler (on_busy) gives up at the call's
+ *   other connections' locks and other threads' calls on the store (the
+ *   mutex, see Locking), then fails with BW_ESYS saying "busy". Two
+ *   waits on the database make that bound: the busy handler (on_busy) gives up at the call's
  *   deadline, not busy_timeout after each of its starts; and SQLite's WAL
  *   reader, which retries a read it cannot start (a lock on the WAL index
  *   held by another process, e.g. during the recovery that each first
@@ -103,7 +104,9 @@
  * Locking
  * - One connection per store, opened with SQLITE_OPEN_NOMUTEX: ctx->mu
  *   serializes every use of the connection and its statements (so threads of
- *   one process queue on it, never on SQLite's busy handler), and guards the
+ *   one process queue on it, never on SQLite's busy handler; a thread waits
+ *   for it until its call's deadline at most, pthread_mutex_clocklock through
+ *   bw__mutex_lock_until, as for the database's locks), and guards the
  *   sweep schedule and the entry buffers. The update function runs under it, inside the
  *   transaction: that is the store contract (it must not call into the store).
  *   No other lock is taken under it, except SQLite's own.
@@ -259,6 +262,25 @@ static void call_begin(sq *c, int64_t start)
     c->deadline = start + c->busy;
     call_deadline = c->deadline;
     vfs_refused = 0;
+}
+
+/*
+ * Take the store (its mutex) and start a call that began at `start`: the wait
+ * for another thread's call on it ends at the call's deadline too, failing as
+ * the database's own busy does.
+ */
+static int call_lock(sq *c, int64_t start, const char *what, bw_error *err)
+{
+    int rc = bw__mutex_lock_until(&c->mu, start + c->busy);
+    if (rc == 0) {
+        call_begin(c, start);
+        return BW_OK;
+    }
+    if (rc == ETIMEDOUT)
+        return bw__fail(err, BW_ESYS, "",
+                        "sqlite: %s: the store stayed busy (in use by another thread's call) beyond busy_timeout",
+                        what);
+    return bw__fail(err, BW_ESYS, "", "sqlite: %s: could not take the store's mutex: %s", what, strerror(rc));
 }
 
 static void call_end(void)
@@ -422,8 +444,9 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     /* In transactions of READ_BATCH rows: the mutex is not held for a whole poll of many circuits. */
     for (size_t at = 0; rc == BW_OK && at < n; at += READ_BATCH) {
         size_t end = n - at < READ_BATCH ? n : at + READ_BATCH;
-        pthread_mutex_lock(&c->mu);
-        call_begin(c, start);
+        rc = call_lock(c, start, "begin a read", err);
+        if (rc != BW_OK)
+            break;
         rc = run(c, ST_BEGIN_READ, "begin a read", err);
         for (size_t i = at; rc == BW_OK && i < end; i++)
             rc = get_row(c, names[i], *now, &out[i], &found[i], err);
@@ -440,10 +463,10 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
 static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     sq *c = ctx;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
-    int rc = run(c, ST_BEGIN, "begin the update", err);
+    int rc = call_lock(c, bw__mono_now(), "begin the update", err);
+    if (rc != BW_OK)
+        return rc;
+    rc = run(c, ST_BEGIN, "begin the update", err);
     if (rc != BW_OK) {
         call_end();
         pthread_mutex_unlock(&c->mu);
@@ -487,10 +510,12 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     sq *c = ctx;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
-    int rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
+    int rc = call_lock(c, bw__mono_now(), "begin the sweep", err);
+    if (rc != BW_OK) {
+        *deleted = 0;
+        return rc;
+    }
+    rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
     call_end();
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -509,9 +534,11 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     sq *c = ctx;
     int got = 0, rows = 0, rc = BW_OK, src;
     next[0] = 0;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
+    rc = call_lock(c, bw__mono_now(), "list the circuits", err);
+    if (rc != BW_OK) {
+        *n = 0;
+        return rc;
+    }
     sqlite3_stmt *st = c->st[ST_SCAN];
     sqlite3_bind_text(st, 1, cursor, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, bw__store_clock_now(c->clock));
