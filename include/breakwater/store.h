@@ -65,7 +65,15 @@
  *                      those beside PATH are checked as SQLite opens them, so
  *                      that none can be slipped in after the check (in a
  *                      sticky directory such as /tmp); links among PATH's
- *                      directories are followed. Closing a store whose last commit left 128
+ *                      directories are followed. The store opens its files
+ *                      through a SQLite VFS of its own, registered in the
+ *                      process at the first sqlite: open as "breakwater" (a
+ *                      copy of the default VFS of that moment with its own
+ *                      sleeps and opens), never made the default: the
+ *                      program's own SQLite connections keep the default VFS,
+ *                      and may see this one (sqlite3_vfs_find) but should not
+ *                      use it. Without a default VFS then, no sqlite: store
+ *                      opens (BW_ESYS). Closing a store whose last commit left 128
  *                      frames (about 512 KB) or more in the WAL empties it,
  *                      without waiting for other connections: the WAL stays
  *                      bounded also when every call is a process of its own

@@ -812,6 +812,61 @@ static void shim_install(void)
         H_FAIL("could not register the test's VFS");
 }
 
+/*
+ * The store's VFS ("breakwater") is registered beside the host's, never in
+ * its place: after stores were opened, the default VFS is still the one the
+ * host installed (here the shim) and the host's own connections use it.
+ */
+static void test_vfs_default_unchanged(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    bw_store_close(s);
+    CHECK(sqlite3_vfs_find(NULL) == &shim);
+    sqlite3_vfs *bw = sqlite3_vfs_find("breakwater");
+    CHECK(bw != NULL && bw != &shim && bw != shim_real);
+    sqlite3 *db = NULL;
+    CHECK_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    const char *name = NULL;
+    CHECK_INT(sqlite3_file_control(db, "main", SQLITE_FCNTL_VFSNAME, &name), SQLITE_OK);
+    CHECK_STR(name, "test-shim");
+    sqlite3_free((void *)name);
+    sqlite3_close(db);
+}
+
+/*
+ * Without a default VFS to build the store's on, a sqlite: store does not
+ * open (it would have lost the bound on SQLite's sleeps and the checks of the
+ * files beside the database): BW_ESYS, saying so. In a child, before any
+ * store of this process opened (the VFS is made once per process).
+ */
+static void test_no_default_vfs(void)
+{
+    char p[256];
+    db_path(p, sizeof p);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3_initialize();
+        for (sqlite3_vfs *v; (v = sqlite3_vfs_find(NULL)) != NULL;)
+            sqlite3_vfs_unregister(v);
+        char url[300];
+        snprintf(url, sizeof url, "sqlite:%s", p);
+        bw_store *s = NULL;
+        bw_error e;
+        memset(&e, 0, sizeof e);
+        int rc = bw_store_open(url, &s, &e);
+        if (rc != BW_ESYS || !strstr(e.message, "no default SQLite VFS")) {
+            fprintf(stderr, "test_no_default_vfs: rc %d, message '%s'\n", rc, e.message);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK_INT(status, 0);
+}
+
 /* Open sqlite:path with the shim recording: 1 when at every -wal's open the three files were 0600. */
 static int opened_all_0600(const char *path)
 {
@@ -1323,6 +1378,7 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
+    RUN(test_no_default_vfs); /* first: before this process opens a store */
     shim_install();
     RUN(test_open_creates_schema);
     RUN(test_reopen_keeps_entries);
@@ -1339,6 +1395,7 @@ int main(int argc, char **argv)
     RUN(test_foreign_database);
     RUN(test_side_files_never_wide);
     RUN(test_planted_files);
+    RUN(test_vfs_default_unchanged);
     RUN(test_symlinks);
     RUN_ALONE(test_foreign_owner); /* as root: its own ctest entry, test_sqlite_foreign_owner */
     RUN(test_lock_wait_bounded);

@@ -9,15 +9,22 @@
  *   (?busy_timeout=5s, at most 1h): one call of the store (an open, an update,
  *   a read, a sweep, a page of a scan) waits at most that long in all for
  *   other connections' locks and other threads' calls on the store (the
- *   mutex, see Locking), then fails with BW_ESYS saying "busy". Two
- *   waits on the database make that bound: the busy handler (on_busy) gives up at the call's
- *   deadline, not busy_timeout after each of its starts; and SQLite's WAL
- *   reader, which retries a read it cannot start (a lock on the WAL index
+ *   mutex, see Locking), then fails with BW_ESYS saying "busy". Two waits on
+ *   the database make that bound: the busy handler (on_busy) gives up at the
+ *   call's deadline, not busy_timeout after each of its starts; and SQLite's
+ *   WAL reader, which retries a read it cannot start (a lock on the WAL index
  *   held by another process, e.g. during the recovery that each first
  *   connection runs) about 100 times over ~10 s without asking the busy
- *   handler, sleeps through the store's VFS (the default VFS but for xSleep
- *   and xOpen,
- *   "breakwater"), whose sleeps end at the call's deadline.
+ *   handler, sleeps through the store's VFS, whose sleeps end at the call's
+ *   deadline.
+ * - The store's VFS (vfs_register) is a copy of the process's default VFS as
+ *   it is at the first sqlite: open, with its own xSleep (above) and xOpen
+ *   (the files, below), registered once per process as "breakwater" and never
+ *   made the default: the host program's own SQLite connections keep the
+ *   default VFS, but can see (sqlite3_vfs_find) and could name this one;
+ *   outside a store's calls it acts as the VFS it copies. Without a default
+ *   VFS, or if SQLite refuses to register it, no sqlite: store opens: it would
+ *   lose both the bound on SQLite's sleeps and the checks of the files.
  * - The files belong to their user (the house rule of local stores). PATH is
  *   opened here before SQLite opens it, O_NOFOLLOW (a symbolic link at PATH is
  *   refused; the directories above it may be links: they are resolved first
@@ -204,7 +211,9 @@ static int vfs_own_side(const char *name, int create, int wal);
 
 static sqlite3_vfs vfs;       /* the default VFS but for xSleep and xOpen: "breakwater" */
 static sqlite3_vfs *vfs_base; /* the default VFS */
-static const char *vfs_name;  /* "breakwater", or NULL when it could not be registered */
+static const char *vfs_name;  /* "breakwater" (see vfs_register), or NULL when it could not be registered */
+static const char *vfs_why;   /* why not */
+static char vfs_unique[48];   /* its name when "breakwater" was taken */
 static pthread_once_t vfs_once = PTHREAD_ONCE_INIT;
 
 static void nap(int64_t ns)
@@ -242,18 +251,34 @@ static int vfs_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int 
     return vfs_base->xOpen(v, name, f, flags, out);
 }
 
+/*
+ * Register the store's VFS, once per process: a copy of the default VFS (the
+ * host's, as it is at the first sqlite: open) with our xSleep and xOpen, never
+ * made the default. It is named "breakwater", or "breakwater-ADDRESS" when
+ * another VFS has that name (another copy of this library in the process:
+ * sqlite3_vfs_find would give each copy's stores the other's). Without a
+ * default VFS, or when registering fails, no store opens (vfs_why says why).
+ */
 static void vfs_register(void)
 {
     vfs_base = sqlite3_vfs_find(NULL);
-    if (!vfs_base || !vfs_base->xSleep)
+    if (!vfs_base || !vfs_base->xSleep || !vfs_base->xOpen) {
+        vfs_why = "no default SQLite VFS to build the store's on (has the program unregistered it?)";
         return;
+    }
     vfs = *vfs_base; /* its methods read what they need (pAppData, szOsFile, mxPathname) from the copy */
     vfs.pNext = NULL;
     vfs.zName = "breakwater";
+    if (sqlite3_vfs_find(vfs.zName)) {
+        snprintf(vfs_unique, sizeof vfs_unique, "breakwater-%p", (void *)&vfs);
+        vfs.zName = vfs_unique;
+    }
     vfs.xSleep = vfs_sleep;
     vfs.xOpen = vfs_open;
-    if (sqlite3_vfs_register(&vfs, 0) == SQLITE_OK)
+    if (sqlite3_vfs_register(&vfs, 0) == SQLITE_OK && sqlite3_vfs_find(vfs.zName) == &vfs)
         vfs_name = vfs.zName;
+    else
+        vfs_why = "SQLite refused to register the store's VFS";
 }
 
 /* Start a call: its waits end busy_timeout after `start` (taken before the call waited for the mutex). Mutex held. */
@@ -1003,6 +1028,8 @@ static int files_prepare(files *fs, int *narrowed, bw_error *err)
 static int open_db(sq *c, const char *path, bw_error *err)
 {
     pthread_once(&vfs_once, vfs_register);
+    if (!vfs_name) /* without it SQLite's sleeps are unbounded and the files beside PATH unchecked */
+        return bw__fail(err, BW_ESYS, "", "sqlite: cannot open %.100s: %s", path, vfs_why);
     char *real;
     int rc = resolve(path, &real, err);
     if (rc != BW_OK)
