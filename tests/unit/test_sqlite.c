@@ -1273,6 +1273,74 @@ static void test_thread_wait_bounded(void)
     bw_store_close(s);
 }
 
+typedef struct updater {
+    bw_store *s;
+    int rc;
+} updater;
+
+static void *update_thread(void *arg)
+{
+    updater *u = arg;
+    op o = {.verdict = BW_STORE_KEEP};
+    u->rc = bw_store_update(u->s, "a", do_op, &o, NULL);
+    return NULL;
+}
+
+/*
+ * An update's deadline is its call's, counting all its waits, not each wait's:
+ * another process holds the database's write lock for longer than
+ * busy_timeout (1 s); thread A's update waits for it holding the store; an
+ * update started 100 ms later waits ~0.9 s for A's call, then for the lock
+ * only until its own call's deadline: ~1 s in all (with a deadline per wait,
+ * ~1.9 s).
+ */
+static void test_update_deadline_per_call(void)
+{
+    char p[256], msg[256];
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    int ready[2];
+    CHECK_INT(pipe(ready), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        procs_child_guard(60);
+        sqlite3 *db;
+        char ok =
+            sqlite3_open(p, &db) == SQLITE_OK && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    CHECK(pid > 0 && read(ready[0], &ok, 1) == 1 && ok == 'y');
+    close(ready[0]);
+    close(ready[1]);
+    bw_store *s = open_url("sqlite:%s?busy_timeout=1s", p);
+    updater a = {s, BW_OK};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, update_thread, &a), 0);
+    struct timespec pause_ts = {0, 100 * 1000000};
+    nanosleep(&pause_ts, NULL); /* A is in its update (it takes the store at once) */
+    op o = {.verdict = BW_STORE_KEEP};
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    int64_t t0 = mono_ms();
+    CHECK_RC(bw_store_update(s, "b", do_op, &o, &e), BW_ESYS);
+    int64_t took = mono_ms() - t0;
+    CHECK_HAS(e.message, "busy");
+    if (took < 950 || took > 1000 + 600)
+        H_FAIL("the update took %lld ms in all, want 1000 ms (+ at most 600)", (long long)took);
+    pthread_join(t, NULL);
+    CHECK_RC(a.rc, BW_ESYS);
+    bw_store_close(s);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        procs_reap(pid);
+    }
+}
+
 /* Bytes this process read and wrote through system calls (/proc/self/io), or -1. */
 static int64_t io_bytes(void)
 {
@@ -1400,6 +1468,7 @@ int main(int argc, char **argv)
     RUN_ALONE(test_foreign_owner); /* as root: its own ctest entry, test_sqlite_foreign_owner */
     RUN(test_lock_wait_bounded);
     RUN(test_thread_wait_bounded);
+    RUN(test_update_deadline_per_call);
     RUN(test_wal_bounded);
     cleanup();
     return TEST_SUMMARY();
