@@ -35,6 +35,12 @@
  *                      ?group=1 shares it with a group: made 0660, and an
  *                      existing one used when it belongs to the calling user
  *                      or to its effective group, others having no access.
+ *                      An existing segment keeps its mode: one made 0600
+ *                      (without ?group=1) is used by its owner but never
+ *                      widened, so the group's other users are refused
+ *                      (BW_ESTATE, "not this user's to open") until it is
+ *                      removed (rm /dev/shm/NAME) and made again with
+ *                      ?group=1.
  *                      Limit: a process that truncates the segment file
  *                      makes every process using it die of SIGBUS (it is
  *                      memory-mapped, as with SQLite's mmap mode); only the
