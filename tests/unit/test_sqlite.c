@@ -1020,6 +1020,23 @@ static void test_planted_files(void)
     CHECK_INT(get(s, "w", &o), 1);
     bw_store_close(s);
     free(before);
+
+    /* An older store of mode 0644, its schema still in its WAL: narrowed before SQLite opens its -wal; refused for
+       a journal planted then, it stays narrowed (a store: only another program's database gets its mode back). */
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(chmod(f, 0644), 0);
+    snprintf(plant_src, sizeof plant_src, "%s", hot);
+    plant_suffix = "-journal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    plant_suffix = NULL;
+    CHECK_HAS(msg, "-journal has 2 names (hard links): refused");
+    CHECK_INT(file_mode(p), 0600);
+    CHECK_INT(file_mode(f), 0600);
+    snprintf(f, sizeof f, "%s-journal", p);
+    CHECK_INT(unlink(f), 0);
 }
 
 /* A symbolic link at the path (or at its -wal) is refused; a link among its directories is followed. */

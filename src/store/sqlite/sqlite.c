@@ -1065,9 +1065,9 @@ static int open_db(sq *c, const char *path, bw_error *err)
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
     /* Another program's database is refused before anything changes it (WAL mode, tables, modes). */
-    int kind;
+    int kind = -1;
     rc = check_kind(c, path, &kind, err);
-    if (rc == BW_ESTATE && narrowed == NARROWED_MAYBE)
+    if (kind == DB_FOREIGN && narrowed == NARROWED_MAYBE)
         (void)own_at(&fs, -1, OWN_SET, fs.db.mode, NULL, NULL); /* its mode back (fs.db: as first found) */
     /* A store, or an empty database about to be one: what is still open to others is narrowed before
        journal_mode=WAL makes a file beside it. */
