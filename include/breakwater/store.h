@@ -35,6 +35,12 @@
  *                      ?group=1 shares it with a group: made 0660, and an
  *                      existing one used when it belongs to the calling user
  *                      or to its effective group, others having no access.
+ *                      An existing segment keeps its mode: one made 0600
+ *                      (without ?group=1) is used by its owner but never
+ *                      widened, so the group's other users are refused
+ *                      (BW_ESTATE, "not this user's to open") until it is
+ *                      removed (rm /dev/shm/NAME) and made again with
+ *                      ?group=1.
  *                      Limit: a process that truncates the segment file
  *                      makes every process using it die of SIGBUS (it is
  *                      memory-mapped, as with SQLite's mmap mode); only the
@@ -46,16 +52,34 @@
  *                      update while a pass deletes a full 100).
  *                      busy_timeout, in [0, 1h], bounds all the waits of one
  *                      call (an open, an update, a sweep...) for other
- *                      connections' locks, after which it fails with BW_ESYS
+ *                      connections' locks and for other threads' calls on
+ *                      the same store, after which it fails with BW_ESYS
  *                      ("busy") and a breaker degrades to its local circuit.
- *                      The files belong to their user: PATH, PATH-wal and
- *                      PATH-shm are created with mode 0600 whatever the
- *                      umask, and an existing store's are made 0600; a
- *                      symbolic link at PATH (or PATH-wal, PATH-shm,
- *                      PATH-journal) is refused, as is a file there of
- *                      another user or that is not a regular file
- *                      (BW_ESTATE); links among PATH's directories are
- *                      followed. Closing a store whose last commit left 128
+ *                      PATH is breakwater's own file: a SQLite database of
+ *                      another program (tables but no bw_meta) is refused
+ *                      with BW_ESTATE before anything changes it (its mode,
+ *                      journal mode and tables stay as they were).
+ *                      The files belong to their user: PATH, PATH-wal,
+ *                      PATH-shm and PATH-journal are created with mode 0600
+ *                      whatever the umask (the files beside PATH by
+ *                      breakwater, O_EXCL, as SQLite opens them), and an
+ *                      existing store's are made 0600 before SQLite opens a
+ *                      file beside it; a symbolic link at PATH (or PATH-wal,
+ *                      PATH-shm, PATH-journal) is refused, as is a file there
+ *                      of another user or that is not a regular file, or a
+ *                      file beside PATH with more than one name (BW_ESTATE);
+ *                      those beside PATH are checked as SQLite opens them, so
+ *                      that none can be slipped in after the check (in a
+ *                      sticky directory such as /tmp); links among PATH's
+ *                      directories are followed. The store opens its files
+ *                      through a SQLite VFS of its own, registered in the
+ *                      process at the first sqlite: open as "breakwater" (a
+ *                      copy of the default VFS of that moment with its own
+ *                      sleeps and opens), never made the default: the
+ *                      program's own SQLite connections keep the default VFS,
+ *                      and may see this one (sqlite3_vfs_find) but should not
+ *                      use it. Without a default VFS then, no sqlite: store
+ *                      opens (BW_ESYS). Closing a store whose last commit left 128
  *                      frames (about 512 KB) or more in the WAL empties it,
  *                      without waiting for other connections: the WAL stays
  *                      bounded also when every call is a process of its own
@@ -331,8 +355,10 @@ typedef struct bw_store_ops {
  * says which library to install or link),
  * BW_ESYS when the operating system or the database refused, BW_ENOMEM;
  * BW_ESTATE also for an existing shm: segment, sqlite: database or
- * postgresql: table of another layout or schema version, and for a shm:
- * segment or sqlite: file of another user, or a symbolic link in its place.
+ * postgresql: table of another layout or schema version, for a sqlite: PATH
+ * that is another program's SQLite database (tables, no bw_meta: left as it
+ * was), and for a shm: segment or sqlite: file of another user, or a
+ * symbolic link in its place.
  * Thread safety: any thread.
  */
 BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);

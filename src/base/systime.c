@@ -1,7 +1,7 @@
 /*
  * systime.c — CLOCK_MONOTONIC helpers and the TSC calibration (systime.h).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pthread_mutex_clocklock */
 #include "base/systime.h"
 
 #include <stdio.h>
@@ -34,6 +34,22 @@ struct timespec bw__timespec_of(int64_t mono_ns)
 {
     struct timespec ts = {(time_t)(mono_ns / BW_NS_PER_S), (long)(mono_ns % BW_NS_PER_S)};
     return ts;
+}
+
+int bw__mutex_lock_until(pthread_mutex_t *mu, int64_t deadline)
+{
+#if defined(__GLIBC__) && !BW__TSAN
+    struct timespec at = bw__timespec_of(deadline > 0 ? deadline : 0);
+    return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &at);
+#else
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    int64_t left = deadline - bw__mono_now();
+    int64_t t = (int64_t)at.tv_sec * BW_NS_PER_S + at.tv_nsec + (left > 0 ? left : 0);
+    at.tv_sec = (time_t)(t / BW_NS_PER_S);
+    at.tv_nsec = (long)(t % BW_NS_PER_S);
+    return pthread_mutex_timedlock(mu, &at);
+#endif
 }
 
 #ifdef BW__HAVE_TSC

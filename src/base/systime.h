@@ -28,6 +28,15 @@ int bw__cond_init_mono(pthread_cond_t *cv);
 struct timespec bw__timespec_of(int64_t mono_ns);
 
 /*
+ * Lock mu, waiting at most until `deadline` (a bw__mono_now instant): 0, or
+ * pthread's error (ETIMEDOUT at the deadline; a robust mutex's EOWNERDEAD...).
+ * On glibc it waits on CLOCK_MONOTONIC (pthread_mutex_clocklock); elsewhere,
+ * and under ThreadSanitizer (which does not know clocklock), on the wall clock
+ * (pthread_mutex_timedlock), the deadline converted once.
+ */
+int bw__mutex_lock_until(pthread_mutex_t *mu, int64_t deadline);
+
+/*
  * Calibrate the TSC once per process (thread-safe, idempotent); the stamps
  * below are valid only after it ran. The TSC is trusted only where the kernel's
  * clocksource is "tsc" and BW_CLOCK is not "monotonic".

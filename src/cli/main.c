@@ -8,7 +8,8 @@
  * BREAKWATER_<NAME>_<KNOB>=VALUE for circuit NAME (bw_config_parse_env); and
  * --config 'key=value ...'. The store: --store URL, else $BREAKWATER_STORE,
  * else sqlite:$XDG_STATE_HOME/breakwater/circuits.db (~/.local/state when
- * XDG_STATE_HOME is unset or not absolute), or, in a build without SQLite,
+ * XDG_STATE_HOME is unset or not absolute; that breakwater directory made
+ * 0700, or narrowed so when it is the user's), or, in a build without SQLite,
  * shm:breakwater-UID (one per user and host, in shared memory); "@FILE" for
  * --store or $BREAKWATER_STORE reads the URL from FILE, so that a password
  * stays off the command line. Every message shows a store URL redacted
@@ -401,6 +402,24 @@ static int mkdirs(char *path)
     return (mkdir(path, 0700) == 0 ? chmod(path, 0700) : -1) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/*
+ * The default store's own directory ($XDG_STATE_HOME/breakwater): made 0700 by
+ * mkdirs, and an existing one (an older breakwater, or a umask, made it 0755)
+ * narrowed to its owner's bits when it is this user's directory, not a link.
+ * The directories above it are the user's own (~/.local/state): left alone.
+ * Best effort: the store's files are 0600 whatever their directory.
+ */
+static void narrow_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077))
+        (void)fchmod(fd, st.st_mode & 0700);
+    close(fd);
+}
+
 /* The default store URL; *dir is the directory it needs (made by cli_open_store), or "". */
 static const char *default_store(cli *c, char *dir, size_t n)
 {
@@ -486,6 +505,8 @@ int cli_open_store(cli *c, int quiet, bw_error *err)
             cli_err(c, "store %s: %s", c->store_shown, err->message);
         return BW_ESYS;
     }
+    if (dir[0])
+        narrow_dir(dir);
     int rc = bw_store_open(c->store_url, &c->store, err);
     if (rc != BW_OK && !quiet)
         cli_err(c, "cannot open the store %s: %s", c->store_shown, err->message);

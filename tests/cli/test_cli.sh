@@ -606,6 +606,12 @@ if "$BW" --version | grep -q sqlite; then
     m="$(stat -c %a "$T/state2/breakwater") $(stat -c %a "$T/state2/breakwater/circuits.db" \
         "$T/state2/breakwater/circuits.db-wal" "$T/state2/breakwater/circuits.db-shm" | tr '\n' ' ')"
     [ "$m" = "700 600 600 600 " ] && ok || fail "the default store's directory and files: modes $m, want 700 600 600 600"
+    # Its directory made 0755 before (an older breakwater, a umask): narrowed, the directory above it left alone.
+    mkdir -p "$T/state3/breakwater" && chmod 755 "$T/state3" "$T/state3/breakwater"
+    env -u BREAKWATER_STORE XDG_STATE_HOME="$T/state3" "$BW" run modes -- true
+    expect $? 0 "the default store in an existing 0755 directory"
+    m="$(stat -c %a "$T/state3" "$T/state3/breakwater" | tr '\n' ' ')"
+    [ "$m" = "755 700 " ] && ok || fail "an existing default store directory: modes $m, want 755 700"
 fi
 # A shm: segment others may open (as another user's, made first with mode 0666) is refused: run goes on locally,
 # status exits 69, both naming the file to remove.

@@ -5,7 +5,15 @@
  * A test is a function; RUN() calls it and counts it as failed if any CHECK in it
  * failed. Failed checks print both sides (and bw_strerror of a status), with the
  * file and line. main() ends with TEST_SUMMARY(), which prints
- * "N passed, N failed" and returns non-zero on any failure.
+ * "N passed, N failed" (and ", N skipped") and returns non-zero on any failure.
+ *
+ * One case by name: main(argc, argv) calls H_ARGS(argc, argv) first; given a
+ * test's name as its argument the executable runs that test alone. RUN_ALONE()
+ * registers a test that runs only so (its own ctest entry, bw_test_case in
+ * tests/CMakeLists.txt), e.g. one that needs root. A test that cannot run here
+ * calls H_SKIP("why") and returns: it counts as skipped, and an executable
+ * whose every test that ran was skipped exits 77, which ctest shows as
+ * skipped (SKIP_RETURN_CODE), never as passed.
  */
 #ifndef BW_TEST_HARNESS_H
 #define BW_TEST_HARNESS_H
@@ -22,8 +30,20 @@
 
 /* Checks may fail on several threads at once: the failure count is atomic. */
 static _Atomic int h_failed_checks;
-static int h_tests_passed, h_tests_failed;
+static int h_tests_passed, h_tests_failed, h_tests_skipped, h_skip;
 static const char *h_current;
+static const char *h_only; /* the one test to run (H_ARGS), or NULL: all but the RUN_ALONE ones */
+
+#define H_ARGS(argc, argv) (h_only = (argc) > 1 ? (argv)[1] : NULL)
+
+/* The running test cannot run here: say why; it counts as skipped (return from it after). */
+#define H_SKIP(...)                                                                                                    \
+    do {                                                                                                               \
+        h_skip = 1;                                                                                                    \
+        fprintf(stderr, "SKIP %s: ", h_current);                                                                       \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fputc('\n', stderr);                                                                                           \
+    } while (0)
 
 #define H_FAIL(...)                                                                                                    \
     do {                                                                                                               \
@@ -87,19 +107,43 @@ static inline void h_calls(bw_breaker *b, int n, bw_outcome o)
     }
 }
 
-#define RUN(fn)                                                                                                        \
+#define H_RUN(fn, alone)                                                                                               \
     do {                                                                                                               \
+        if (h_only ? strcmp(h_only, #fn) != 0 : (alone))                                                               \
+            break;                                                                                                     \
         int h_before = h_failed_checks;                                                                                \
         h_current = #fn;                                                                                               \
+        h_skip = 0;                                                                                                    \
         fn();                                                                                                          \
-        if (h_failed_checks == h_before)                                                                               \
-            h_tests_passed++;                                                                                          \
-        else {                                                                                                         \
+        if (h_failed_checks != h_before) {                                                                             \
             h_tests_failed++;                                                                                          \
             fprintf(stderr, "FAIL %s\n", #fn);                                                                         \
+        } else if (h_skip) {                                                                                           \
+            h_tests_skipped++;                                                                                         \
+        } else {                                                                                                       \
+            h_tests_passed++;                                                                                          \
         }                                                                                                              \
     } while (0)
 
-#define TEST_SUMMARY() (printf("%d passed, %d failed\n", h_tests_passed, h_tests_failed), h_tests_failed ? 1 : 0)
+#define RUN(fn) H_RUN(fn, 0)
+/* A test that runs only when named (H_ARGS): its own ctest entry. */
+#define RUN_ALONE(fn) H_RUN(fn, 1)
+
+/* 0 when every test that ran passed; 77 when all were skipped; 1 on a failure, or when the test named ran none. */
+static inline int h_summary(void)
+{
+    int ran = h_tests_passed + h_tests_failed + h_tests_skipped;
+    if (h_tests_skipped)
+        printf("%d passed, %d failed, %d skipped\n", h_tests_passed, h_tests_failed, h_tests_skipped);
+    else
+        printf("%d passed, %d failed\n", h_tests_passed, h_tests_failed);
+    if (h_only && ran == 0) {
+        fprintf(stderr, "no test named %s\n", h_only);
+        return 1;
+    }
+    return h_tests_failed ? 1 : ran > 0 && h_tests_skipped == ran ? 77 : 0;
+}
+
+#define TEST_SUMMARY() h_summary()
 
 #endif

@@ -7,8 +7,9 @@
  * reopen; a segment of another user, or that others may open, refused.
  *
  * The segments of another user are made with fchown and opened by a child that
- * became another user, so that part needs root (as the tests run in CI); run as
- * another user, the test says so on stderr and checks the rest.
+ * became another user, so that part needs root (as the tests run in CI): it is
+ * its own ctest entry, test_shm_foreign_owner (test_shm test_foreign_owner),
+ * which ctest shows as skipped when not run as root.
  *
  * Segments are named bwtest-<pid>-<test> and unlinked by the test that made
  * them.
@@ -458,8 +459,7 @@ static int open_as(uid_t uid, gid_t gid, const char *n, const char *opts)
 static void test_foreign_owner(void)
 {
     if (geteuid() != 0) {
-        fprintf(stderr, "test_foreign_owner: not run as root: the segments of another user (fchown, setuid) were "
-                        "not tried; run the tests as root for them\n");
+        H_SKIP("needs root, to make the segments of another user (fchown, setuid)");
         return;
     }
     const char *n = seg("foreign");
@@ -520,8 +520,9 @@ static void test_foreign_owner(void)
     unlink_seg(n);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    H_ARGS(argc, argv);
     RUN(test_open_reopen);
     RUN(test_url_errors);
     RUN(test_sweep_frees_slots);
@@ -529,6 +530,6 @@ int main(void)
     RUN(test_collisions);
     RUN(test_mismatch);
     RUN(test_modes);
-    RUN(test_foreign_owner);
+    RUN_ALONE(test_foreign_owner); /* as root: its own ctest entry, test_shm_foreign_owner */
     return TEST_SUMMARY();
 }

@@ -12,14 +12,17 @@
  * file lives in a fresh mkdtemp directory, removed at the end.
  *
  * The files of another user are made with chown, so that part needs root (as
- * the tests run in CI); run as another user, the test says so on stderr and
- * checks the rest.
+ * the tests run in CI): it is its own ctest entry, test_sqlite_foreign_owner
+ * (test_sqlite test_foreign_owner), which ctest shows as skipped when not run
+ * as root.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -653,6 +656,389 @@ static void test_file_modes(void)
     CHECK_INT(file_mode_of(p, "-shm"), -1);
 }
 
+/* The whole of a file (malloc'd, *n bytes), or NULL. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (!f)
+        return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (*n == cap) {
+            unsigned char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!b)
+                break;
+            buf = b;
+        }
+        size_t got = fread(buf + *n, 1, cap - *n, f);
+        if (got == 0)
+            break;
+        *n += got;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* path holds exactly the n bytes of want. */
+static int same_bytes(const char *path, const unsigned char *want, size_t n)
+{
+    size_t m;
+    unsigned char *got = slurp(path, &m);
+    int same = got && m == n && memcmp(got, want, n) == 0;
+    free(got);
+    return same;
+}
+
+/*
+ * Another program's SQLite database is refused and left as it was: its mode,
+ * its bytes, its journal mode; no table added, no file made beside it (it was
+ * converted to WAL, given bw_meta and bw_circuits, and made 0600).
+ */
+static void test_foreign_database(void)
+{
+    char p[256], msg[256], want[400], mode[16];
+    size_t n;
+    /* A rollback-journal database of mode 0644, as the app.db. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES(1, 'ann');"),
+              SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    unsigned char *before = slurp(p, &n);
+    CHECK(before != NULL);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "sqlite: %s is a SQLite database of another program, not a breakwater store: give breakwater its own "
+             "file",
+             p);
+    CHECK_STR(msg, want);
+    CHECK_INT(file_mode(p), 0644);
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(file_mode_of(p, "-wal"), -1);
+    CHECK_INT(file_mode_of(p, "-shm"), -1);
+    CHECK_INT(file_mode_of(p, "-journal"), -1);
+    raw_text(p, "PRAGMA journal_mode", mode, sizeof mode);
+    CHECK_STR(mode, "delete");
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+    free(before);
+
+    /* A WAL database of mode 0600: refused, its bytes unchanged. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "PRAGMA journal_mode=WAL; CREATE TABLE orders(id INTEGER PRIMARY KEY);"), SQLITE_OK);
+    CHECK_INT(chmod(p, 0600), 0);
+    before = slurp(p, &n);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "a SQLite database of another program");
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+    free(before);
+
+    /* A WAL database of mode 0644 that its program holds open, its schema still in its WAL: the database alone
+       reads as empty (it may be an older store), so it is narrowed before SQLite opens its -wal, then refused,
+       and given its mode back. */
+    db_path(p, sizeof p);
+    sqlite3 *app = NULL;
+    CHECK_INT(sqlite3_open(p, &app), SQLITE_OK);
+    CHECK_INT(
+        sqlite3_exec(app, "PRAGMA journal_mode=WAL; CREATE TABLE sessions(id INTEGER PRIMARY KEY);", NULL, NULL, NULL),
+        SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK_HAS(msg, "a SQLite database of another program");
+    CHECK_INT(file_mode(p), 0644);
+    CHECK_INT(sqlite3_exec(app, "INSERT INTO sessions VALUES(1)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(app);
+    CHECK_INT(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'bw_%'"), 0);
+}
+
+/*
+ * The host's default VFS, as a program that registers its own would have it:
+ * the unix VFS, passed through, watching what SQLite opens (the store's VFS is
+ * built on the default one, so it sees the store's opens too). Armed, it
+ * records at each -wal's open the modes of the database, the -wal and the
+ * -shm; given a file, it links it in at the moment SQLite looks for a name
+ * ending with plant_suffix (xAccess), as another user racing the store would.
+ */
+static sqlite3_vfs shim, *shim_real;
+static struct {
+    int armed, wal_opens;
+    unsigned db, wal, shm; /* the modes seen, or-ed */
+} seen;
+static char plant_src[300];
+static const char *plant_suffix;
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int shim_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+    int rc = shim_real->xOpen(v, name, f, flags, out);
+    if (seen.armed && name && (flags & SQLITE_OPEN_WAL) && ends_with(name, "-wal")) {
+        char db[300];
+        snprintf(db, sizeof db, "%.*s", (int)(strlen(name) - 4), name);
+        int m[3] = {file_mode(db), file_mode(name), file_mode_of(db, "-shm")};
+        seen.wal_opens++;
+        seen.db |= m[0] > 0 ? (unsigned)m[0] : 0;
+        seen.wal |= m[1] > 0 ? (unsigned)m[1] : 0;
+        seen.shm |= m[2] > 0 ? (unsigned)m[2] : 0;
+    }
+    return rc;
+}
+
+static int shim_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    if (plant_suffix && plant_src[0] && ends_with(name, plant_suffix)) {
+        if (link(plant_src, name) != 0)
+            H_FAIL("could not plant %s at %s", plant_src, name);
+        plant_src[0] = 0;
+    }
+    return shim_real->xAccess(v, name, flags, out);
+}
+
+/* Make the shim the default VFS, before the first store opens (the store's VFS copies the default then). */
+static void shim_install(void)
+{
+    shim_real = sqlite3_vfs_find(NULL);
+    shim = *shim_real;
+    shim.pNext = NULL;
+    shim.zName = "test-shim";
+    shim.xOpen = shim_open;
+    shim.xAccess = shim_access;
+    if (sqlite3_vfs_register(&shim, 1) != SQLITE_OK)
+        H_FAIL("could not register the test's VFS");
+}
+
+/*
+ * The store's VFS ("breakwater") is registered beside the host's, never in
+ * its place: after stores were opened, the default VFS is still the one the
+ * host installed (here the shim) and the host's own connections use it.
+ */
+static void test_vfs_default_unchanged(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s", db_path(p, sizeof p));
+    bw_store_close(s);
+    CHECK(sqlite3_vfs_find(NULL) == &shim);
+    sqlite3_vfs *bw = sqlite3_vfs_find("breakwater");
+    CHECK(bw != NULL && bw != &shim && bw != shim_real);
+    sqlite3 *db = NULL;
+    CHECK_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    const char *name = NULL;
+    CHECK_INT(sqlite3_file_control(db, "main", SQLITE_FCNTL_VFSNAME, &name), SQLITE_OK);
+    CHECK_STR(name, "test-shim");
+    sqlite3_free((void *)name);
+    sqlite3_close(db);
+}
+
+/*
+ * Without a default VFS to build the store's on, a sqlite: store does not
+ * open (it would have lost the bound on SQLite's sleeps and the checks of the
+ * files beside the database): BW_ESYS, saying so. In a child, before any
+ * store of this process opened (the VFS is made once per process).
+ */
+static void test_no_default_vfs(void)
+{
+    char p[256];
+    db_path(p, sizeof p);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3_initialize();
+        for (sqlite3_vfs *v; (v = sqlite3_vfs_find(NULL)) != NULL;)
+            sqlite3_vfs_unregister(v);
+        char url[300];
+        snprintf(url, sizeof url, "sqlite:%s", p);
+        bw_store *s = NULL;
+        bw_error e;
+        memset(&e, 0, sizeof e);
+        int rc = bw_store_open(url, &s, &e);
+        if (rc != BW_ESYS || !strstr(e.message, "no default SQLite VFS")) {
+            fprintf(stderr, "test_no_default_vfs: rc %d, message '%s'\n", rc, e.message);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK_INT(status, 0);
+}
+
+/* Open sqlite:path with the shim recording: 1 when at every -wal's open the three files were 0600. */
+static int opened_all_0600(const char *path)
+{
+    char msg[256];
+    memset(&seen, 0, sizeof seen);
+    seen.armed = 1;
+    int rc = try_open(path, "", msg, sizeof msg);
+    seen.armed = 0;
+    if (rc != BW_OK)
+        H_FAIL("%s: %s", path, msg);
+    if (seen.wal_opens == 0 || seen.db != 0600 || seen.wal != 0600 || seen.shm != 0600) {
+        H_FAIL("%s: at SQLite's %d opens of the WAL: database %04o, -wal %04o, -shm %04o; want 0600", path,
+               seen.wal_opens, seen.db, seen.wal, seen.shm);
+        return 0;
+    }
+    return file_mode(path) == 0600 && file_mode_of(path, "-wal") == 0600 && file_mode_of(path, "-shm") == 0600;
+}
+
+/*
+ * An older store of mode 0644 is narrowed before SQLite opens a file beside
+ * it, which SQLite makes (or, empty, gives) the database's mode: its -wal and
+ * -shm were made 0644 and narrowed only after the schema was read, time
+ * enough for another user to open them and keep the descriptor.
+ */
+static void test_side_files_never_wide(void)
+{
+    char p[256], msg[256];
+    /* A checkpointed store whose -wal and -shm are gone (as after the sqlite3 shell closed it). */
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(raw_exec(p, "PRAGMA wal_checkpoint(TRUNCATE)"), SQLITE_OK);
+    CHECK_INT(file_mode_of(p, "-wal"), -1);
+    CHECK_INT(file_mode_of(p, "-shm"), -1);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+    /* Its schema still in its WAL (0644 too; no -shm): the database alone reads as empty. */
+    char f[300];
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(chmod(f, 0644), 0);
+    snprintf(f, sizeof f, "%s-shm", p);
+    CHECK_INT(unlink(f), 0);
+    CHECK(opened_all_0600(p));
+    op o;
+    bw_store *s = open_url("sqlite:%s", p);
+    CHECK_INT(get(s, "w", &o), 1); /* try_open's entry, read through the WAL */
+    bw_store_close(s);
+    /* An empty database in rollback mode, and an empty file, both 0644: stores, made 0600 before the WAL. */
+    db_path(p, sizeof p);
+    CHECK_INT(raw_exec(p, "PRAGMA user_version = 7"), SQLITE_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+    db_path(p, sizeof p);
+    FILE *t = fopen(p, "w");
+    CHECK(t != NULL);
+    if (t)
+        fclose(t);
+    CHECK_INT(chmod(p, 0644), 0);
+    CHECK(opened_all_0600(p));
+}
+
+/*
+ * A hot journal: a scratch database's -journal, left by a process that died
+ * inside a transaction after writing pages (SQLite plays it back into the
+ * database at the next first read). Its path in out.
+ */
+static int make_hot_journal(char *out, size_t n)
+{
+    char scratch[256];
+    db_path(scratch, sizeof scratch);
+    snprintf(out, n, "%s-journal", scratch);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3 *db;
+        if (sqlite3_open(scratch, &db) != SQLITE_OK ||
+            sqlite3_exec(db,
+                         "CREATE TABLE evil(x); INSERT INTO evil VALUES(randomblob(3000));"
+                         "INSERT INTO evil SELECT randomblob(3000) FROM evil;"
+                         "INSERT INTO evil SELECT randomblob(3000) FROM evil;"
+                         "BEGIN; UPDATE evil SET x = randomblob(3000);",
+                         NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_db_cacheflush(db) != SQLITE_OK)
+            _exit(1);
+        _exit(0); /* dies inside the transaction */
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    struct stat st;
+    return status == 0 && stat(out, &st) == 0 && st.st_size > 0;
+}
+
+/*
+ * A file beside the store that is not its own is refused before SQLite reads
+ * it, also one slipped in at the moment SQLite looks for it (after the
+ * store's own look): a hot -journal that is a hard link (it was played back
+ * into the store, which then opened on the journal's pages), a -wal of another
+ * store (its frames were read as this store's).
+ */
+static void test_planted_files(void)
+{
+    char p[256], q[256], hot[300], msg[256], want[400], f[300];
+    size_t n;
+    CHECK(make_hot_journal(hot, sizeof hot));
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    unsigned char *before = slurp(p, &n);
+    snprintf(f, sizeof f, "%s-journal", p);
+    /* Planted before the open. */
+    CHECK_INT(link(hot, f), 0);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    snprintf(want, sizeof want,
+             "sqlite: %s-journal has 2 names (hard links): refused; remove it (SQLite's file beside the database "
+             "has one name)",
+             p);
+    CHECK_STR(msg, want);
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(unlink(f), 0);
+    /* Planted when SQLite looks for a hot journal. */
+    snprintf(plant_src, sizeof plant_src, "%s", hot);
+    plant_suffix = "-journal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK(plant_src[0] == 0); /* it was planted */
+    CHECK_HAS(msg, "-journal has 2 names (hard links): refused");
+    CHECK(before && same_bytes(p, before, n));
+    CHECK_INT(unlink(f), 0);
+    /* Another store's -wal, planted when SQLite looks for this one's (gone: checkpointed by another tool). */
+    db_path(q, sizeof q);
+    CHECK_INT(try_open(q, "", msg, sizeof msg), BW_OK);
+    bw_store *s = open_url("sqlite:%s", q);
+    put(s, "theirs", BW_STORE_NEVER, 4, 9);
+    bw_store_close(s);
+    CHECK_INT(raw_exec(p, "PRAGMA wal_checkpoint(TRUNCATE)"), SQLITE_OK);
+    free(before);
+    before = slurp(p, &n);
+    snprintf(plant_src, sizeof plant_src, "%s-wal", q);
+    plant_suffix = "-wal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    CHECK(plant_src[0] == 0);
+    CHECK_HAS(msg, "-wal has 2 names (hard links): refused");
+    CHECK(before && same_bytes(p, before, n));
+    plant_suffix = NULL;
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(unlink(f), 0);
+    /* The planted files gone, the store opens on its own data. */
+    op o;
+    s = open_url("sqlite:%s", p);
+    CHECK_INT(get(s, "theirs", &o), 0);
+    CHECK_INT(get(s, "w", &o), 1);
+    bw_store_close(s);
+    free(before);
+
+    /* An older store of mode 0644, its schema still in its WAL: narrowed before SQLite opens its -wal; refused for
+       a journal planted then, it stays narrowed (a store: only another program's database gets its mode back). */
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    CHECK_INT(chmod(p, 0644), 0);
+    snprintf(f, sizeof f, "%s-wal", p);
+    CHECK_INT(chmod(f, 0644), 0);
+    snprintf(plant_src, sizeof plant_src, "%s", hot);
+    plant_suffix = "-journal";
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_ESTATE);
+    plant_suffix = NULL;
+    CHECK_HAS(msg, "-journal has 2 names (hard links): refused");
+    CHECK_INT(file_mode(p), 0600);
+    CHECK_INT(file_mode(f), 0600);
+    snprintf(f, sizeof f, "%s-journal", p);
+    CHECK_INT(unlink(f), 0);
+}
+
 /* A symbolic link at the path (or at its -wal) is refused; a link among its directories is followed. */
 static void test_symlinks(void)
 {
@@ -705,8 +1091,7 @@ static void test_symlinks(void)
 static void test_foreign_owner(void)
 {
     if (geteuid() != 0) {
-        fprintf(stderr, "test_foreign_owner: not run as root: the files of another user (chown) were not tried; run "
-                        "the tests as root for them\n");
+        H_SKIP("needs root, to make the files of another user (chown)");
         return;
     }
     char p[256], msg[256], want[400], f[300];
@@ -721,14 +1106,21 @@ static void test_foreign_owner(void)
     CHECK_STR(msg, want);
     CHECK_INT(chown(p, 0, 0), 0);
     CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
-    /* Files another user slipped in beside it: each refused, none narrowed or written. */
+    /* Files another user slipped in beside it: each refused, none narrowed or written; the -journal a hot one,
+       not played back. */
     static const char *const sides[] = {"-wal", "-shm", "-journal"};
+    char hot[300];
+    size_t n, hn = 0;
+    CHECK(make_hot_journal(hot, sizeof hot));
+    unsigned char *hj = slurp(hot, &hn), *before = slurp(p, &n);
     for (int i = 0; i < 3; i++) {
+        size_t len = i == 2 ? hn : 0;
         snprintf(f, sizeof f, "%s%s", p, sides[i]);
         unlink(f);
         int fd = open(f, O_WRONLY | O_CREAT | O_EXCL, 0666);
         CHECK(fd >= 0);
         if (fd >= 0) {
+            CHECK(len == 0 || (hj && write(fd, hj, len) == (ssize_t)len));
             CHECK_INT(fchown(fd, NOBODY, NOBODY), 0);
             CHECK_INT(fchmod(fd, 0666), 0);
             close(fd);
@@ -738,9 +1130,12 @@ static void test_foreign_owner(void)
         CHECK_HAS(msg, want);
         CHECK_INT(file_mode(f), 0666);
         struct stat st;
-        CHECK(stat(f, &st) == 0 && st.st_size == 0);
+        CHECK(stat(f, &st) == 0 && (size_t)st.st_size == len);
+        CHECK(before && same_bytes(p, before, n));
         CHECK_INT(unlink(f), 0);
     }
+    free(hj);
+    free(before);
     CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
 }
 
@@ -796,6 +1191,171 @@ static void test_lock_wait_bounded(void)
     }
     /* The lock gone, the store opens. */
     CHECK_INT(try_open(p, "?busy_timeout=300ms", msg, sizeof msg), BW_OK);
+}
+
+/* An update whose function holds the store (its mutex and the write lock) until released, or for `hold_ms`. */
+typedef struct holder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inside, release;
+    int64_t hold_ms;
+    bw_store *s;
+    int rc;
+} holder;
+
+static bw_store_verdict hold_fn(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)now, (void)cur, (void)next;
+    holder *h = arg;
+    pthread_mutex_lock(&h->mu);
+    h->inside = 1;
+    pthread_cond_broadcast(&h->cv);
+    int64_t end = mono_ms() + h->hold_ms;
+    while (!h->release && mono_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return BW_STORE_KEEP;
+}
+
+static void *hold_thread(void *arg)
+{
+    holder *h = arg;
+    h->rc = bw_store_update(h->s, "held", hold_fn, h, NULL);
+    return NULL;
+}
+
+/*
+ * The wait for another thread's call on the same store ends at busy_timeout
+ * too: a thread whose update function holds the store for 3 s (as a slow
+ * disk, or a long update function, would) made another thread's update wait
+ * those 3 s (the mutex was taken with pthread_mutex_lock); it now fails
+ * "busy" after busy_timeout (500 ms).
+ */
+static void test_thread_wait_bounded(void)
+{
+    char p[256];
+    bw_store *s = open_url("sqlite:%s?busy_timeout=500ms", db_path(p, sizeof p));
+    if (!s)
+        return;
+    holder h = {.hold_ms = 3000, .s = s};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, hold_thread, &h), 0);
+    pthread_mutex_lock(&h.mu);
+    while (!h.inside)
+        pthread_cond_wait(&h.cv, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    op o = {.verdict = BW_STORE_KEEP};
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    int64_t t0 = mono_ms();
+    CHECK_RC(bw_store_update(s, "other", do_op, &o, &e), BW_ESYS);
+    int64_t took = mono_ms() - t0;
+    CHECK_HAS(e.message, "busy");
+    if (took < 450 || took > 500 + 1000)
+        H_FAIL("the update waiting for another thread's took %lld ms, want 500 ms (+ at most 1 s)", (long long)took);
+    /* And a sweep, and a scan page. */
+    t0 = mono_ms();
+    CHECK_RC(bw_store_sweep(s, 10, NULL, &e), BW_ESYS);
+    took = mono_ms() - t0;
+    if (took > 500 + 1000)
+        H_FAIL("the sweep took %lld ms, want at most 1.5 s", (long long)took);
+    bw_store_cursor cur = {{0}, 0};
+    bw_store_key keys[4];
+    int n = -1;
+    t0 = mono_ms();
+    CHECK_RC(bw_store_scan(s, &cur, keys, 4, &n, &e), BW_ESYS);
+    took = mono_ms() - t0;
+    CHECK_INT(n, 0);
+    if (took > 500 + 1000)
+        H_FAIL("the scan took %lld ms, want at most 1.5 s", (long long)took);
+    pthread_mutex_lock(&h.mu);
+    h.release = 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(t, NULL);
+    CHECK_OK(h.rc);
+    CHECK_OK(bw_store_update(s, "other", do_op, &o, NULL)); /* the store free again */
+    pthread_cond_destroy(&h.cv);
+    pthread_mutex_destroy(&h.mu);
+    bw_store_close(s);
+}
+
+typedef struct updater {
+    bw_store *s;
+    int rc;
+} updater;
+
+static void *update_thread(void *arg)
+{
+    updater *u = arg;
+    op o = {.verdict = BW_STORE_KEEP};
+    u->rc = bw_store_update(u->s, "a", do_op, &o, NULL);
+    return NULL;
+}
+
+/*
+ * An update's deadline is its call's, counting all its waits, not each wait's:
+ * another process holds the database's write lock for longer than
+ * busy_timeout (1 s); thread A's update waits for it holding the store; an
+ * update started 100 ms later waits ~0.9 s for A's call, then for the lock
+ * only until its own call's deadline: ~1 s in all (with a deadline per wait,
+ * ~1.9 s).
+ */
+static void test_update_deadline_per_call(void)
+{
+    char p[256], msg[256];
+    db_path(p, sizeof p);
+    CHECK_INT(try_open(p, "", msg, sizeof msg), BW_OK);
+    int ready[2];
+    CHECK_INT(pipe(ready), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        procs_child_guard(60);
+        sqlite3 *db;
+        char ok =
+            sqlite3_open(p, &db) == SQLITE_OK && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    CHECK(pid > 0 && read(ready[0], &ok, 1) == 1 && ok == 'y');
+    close(ready[0]);
+    close(ready[1]);
+    bw_store *s = open_url("sqlite:%s?busy_timeout=1s", p);
+    updater a = {s, BW_OK};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, update_thread, &a), 0);
+    struct timespec pause_ts = {0, 100 * 1000000};
+    nanosleep(&pause_ts, NULL); /* A is in its update (it takes the store at once) */
+    op o = {.verdict = BW_STORE_KEEP};
+    bw_error e;
+    memset(&e, 0, sizeof e);
+    int64_t t0 = mono_ms();
+    CHECK_RC(bw_store_update(s, "b", do_op, &o, &e), BW_ESYS);
+    int64_t took = mono_ms() - t0;
+    CHECK_HAS(e.message, "busy");
+    if (took < 950 || took > 1000 + 600)
+        H_FAIL("the update took %lld ms in all, want 1000 ms (+ at most 600)", (long long)took);
+    pthread_join(t, NULL);
+    CHECK_RC(a.rc, BW_ESYS);
+    bw_store_close(s);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        procs_reap(pid);
+    }
 }
 
 /* Bytes this process read and wrote through system calls (/proc/self/io), or -1. */
@@ -894,14 +1454,17 @@ static void cleanup(void)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    H_ARGS(argc, argv);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/bw-sqlite-XXXXXX", tmp && strlen(tmp) < 40 ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;
     }
+    RUN(test_no_default_vfs); /* first: before this process opens a store */
+    shim_install();
     RUN(test_open_creates_schema);
     RUN(test_reopen_keeps_entries);
     RUN(test_url_errors);
@@ -914,9 +1477,15 @@ int main(void)
     RUN(test_busy_and_errors);
     RUN(test_malformed_rows);
     RUN(test_file_modes);
+    RUN(test_foreign_database);
+    RUN(test_side_files_never_wide);
+    RUN(test_planted_files);
+    RUN(test_vfs_default_unchanged);
     RUN(test_symlinks);
-    RUN(test_foreign_owner);
+    RUN_ALONE(test_foreign_owner); /* as root: its own ctest entry, test_sqlite_foreign_owner */
     RUN(test_lock_wait_bounded);
+    RUN(test_thread_wait_bounded);
+    RUN(test_update_deadline_per_call);
     RUN(test_wal_bounded);
     cleanup();
     return TEST_SUMMARY();

@@ -76,7 +76,7 @@
  * update function and the write. Before the ready flag is set only the creator
  * touches the segment; openers poll the flag (acquire) for up to 2 s.
  */
-#define _GNU_SOURCE /* pthread_mutex_clocklock */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -288,19 +288,7 @@ static int lock(shm *m, bw_error *err)
     if (rc == EBUSY) {
         /* Bounded: a holder that is stopped (SIGSTOP, a debugger) or a lock word
            overwritten with garbage must not stall every process. */
-#if defined(__GLIBC__) && !defined(__SANITIZE_THREAD__) && !BW__TSAN
-        /* On the monotonic clock (glibc 2.30+). ThreadSanitizer does not know
-           pthread_mutex_clocklock, so its builds take the wall-clock timedlock. */
-        struct timespec at = bw__timespec_of(bw__mono_now() + m->lock_timeout);
-        rc = pthread_mutex_clocklock(&m->hdr->mu, CLOCK_MONOTONIC, &at);
-#else
-        struct timespec at;
-        clock_gettime(CLOCK_REALTIME, &at);
-        int64_t t = (int64_t)at.tv_sec * BW_NS_PER_S + at.tv_nsec + m->lock_timeout;
-        at.tv_sec = (time_t)(t / BW_NS_PER_S);
-        at.tv_nsec = (long)(t % BW_NS_PER_S);
-        rc = pthread_mutex_timedlock(&m->hdr->mu, &at);
-#endif
+        rc = bw__mutex_lock_until(&m->hdr->mu, bw__mono_now() + m->lock_timeout);
         if (rc == ETIMEDOUT)
             return bw__fail(err, BW_ETIMEDOUT, "lock_timeout",
                             "shm store '%s': its lock was held longer than lock_timeout (%lld ms); is its holder "

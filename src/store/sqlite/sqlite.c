@@ -8,31 +8,57 @@
  *   only lose the last commits, never corrupt the file) and a busy timeout
  *   (?busy_timeout=5s, at most 1h): one call of the store (an open, an update,
  *   a read, a sweep, a page of a scan) waits at most that long in all for
- *   other connections' locks, then fails with BW_ESYS saying "busy". Two
- *   waits make that bound: the busy handler (on_busy) gives up at the call's
- *   deadline, not busy_timeout after each of its starts; and SQLite's WAL
- *   reader, which retries a read it cannot start (a lock on the WAL index
+ *   other connections' locks and other threads' calls on the store (the
+ *   mutex, see Locking), then fails with BW_ESYS saying "busy". Two waits on
+ *   the database make that bound: the busy handler (on_busy) gives up at the
+ *   call's deadline, not busy_timeout after each of its starts; and SQLite's
+ *   WAL reader, which retries a read it cannot start (a lock on the WAL index
  *   held by another process, e.g. during the recovery that each first
  *   connection runs) about 100 times over ~10 s without asking the busy
- *   handler, sleeps through the store's VFS (the default VFS but for xSleep,
- *   "breakwater"), whose sleeps end at the call's deadline.
- * - The files belong to their user (the house rule of local stores): PATH is
+ *   handler, sleeps through the store's VFS, whose sleeps end at the call's
+ *   deadline.
+ * - The store's VFS (vfs_register) is a copy of the process's default VFS as
+ *   it is at the first sqlite: open, with its own xSleep (above) and xOpen
+ *   (the files, below), registered once per process as "breakwater" and never
+ *   made the default: the host program's own SQLite connections keep the
+ *   default VFS, but can see (sqlite3_vfs_find) and could name this one;
+ *   outside a store's calls it acts as the VFS it copies. Without a default
+ *   VFS, or if SQLite refuses to register it, no sqlite: store opens: it would
+ *   lose both the bound on SQLite's sleeps and the checks of the files.
+ * - The files belong to their user (the house rule of local stores). PATH is
  *   opened here before SQLite opens it, O_NOFOLLOW (a symbolic link at PATH is
  *   refused; the directories above it may be links: they are resolved first
  *   and SQLite opens the resolved path with SQLITE_OPEN_NOFOLLOW), created
- *   with mode 0600 whatever the umask; for a new database its -wal and -shm
- *   are made 0600 here too, and SQLite gives every file it creates beside it
- *   the database's mode (robust_open's fchmod). A file of another user, or one
- *   that is not a regular file, at PATH, PATH-wal, PATH-shm or PATH-journal is
- *   refused (BW_ESTATE). The group's and others' bits of the user's own files
- *   are taken off (files an older breakwater made 0644: PATH's only once it
- *   reads as a breakwater store, so that a wrong path changes nothing), so
- *   that no other user can read the circuits or lock the -shm file.
+ *   with mode 0600 whatever the umask. A file of another user, or one that is
+ *   not a regular file, at PATH, PATH-wal, PATH-shm or PATH-journal is refused
+ *   (BW_ESTATE), as is a file beside PATH with more than one name (a hard
+ *   link: a -journal SQLite would play back into the database).
+ *   The files beside PATH are checked where SQLite opens them, not only before:
+ *   the store's VFS (xOpen) checks a -wal or -journal as SQLite opens it, and
+ *   makes it (0600, O_EXCL, O_NOFOLLOW) when SQLite would, and at a -wal's
+ *   open does the same for its -shm (which SQLite opens next, not through
+ *   xOpen); so in a sticky directory (/tmp) nobody can slip a file of theirs
+ *   in between a check and SQLite's open (a hot -journal is played back at the
+ *   first read, a -wal read as the store's). Those checks run inside the
+ *   store's calls only (call_deadline set).
+ *   Modes: SQLite gives every file it makes beside the database the database's
+ *   mode (and an empty one it opens, too: robust_open's fchmod), so a
+ *   database open to the group or others (an older breakwater made 0644) is
+ *   narrowed (their bits taken off, never an owner's bit added) before SQLite
+ *   opens a file beside it, when it is or may be a store, with the files
+ *   beside it: a database in rollback mode with no -wal is read first by the
+ *   connection (that read opens nothing beside it); any other is peeked at by
+ *   an immutable read-only connection, which reads PATH alone (files_prepare).
+ *   Another program's database (tables, no bw_meta) is refused and left as it
+ *   was; one whose schema is still in its WAL reads as empty to the peek, is
+ *   narrowed, and gets its mode back when the connection finds it foreign.
+ *   A file that is no database is left as it was.
  * - The WAL stays bounded: closing a connection whose last commit left
  *   WAL_CKPT_FRAMES frames or more in the WAL runs a TRUNCATE checkpoint,
  *   which copies them into the database and empties the WAL. It does not
  *   wait: when a reader or a writer is in the way it gives up, and the next
- *   close tries again. While a connection lives, SQLite's automatic checkpoint
+ *   close tries again; it never runs after a failed open (what that open read
+ *   may not be the store's). While a connection lives, SQLite's automatic checkpoint
  *   runs as before (PASSIVE at 1000 frames, from our WAL hook, which also
  *   counts the frames): a TRUNCATE after every WAL_CKPT_FRAMES frames would
  *   cost a long-lived writer two fsyncs every ~60 updates (a third of its
@@ -60,7 +86,12 @@
  *     bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL,
  *                 data BLOB NOT NULL) WITHOUT ROWID
  *     index bw_circuits_expires ON bw_circuits(expires_at)
- *   A database whose schema_version is not 1 is refused with BW_ESTATE. Every
+ *   The schema is made only in an empty database (no object in
+ *   sqlite_master): a database with objects but no bw_meta table is another
+ *   program's and is refused with BW_ESTATE, read before anything could
+ *   change it (journal_mode=WAL, the tables, the files' modes), and again
+ *   inside the transaction that makes the schema. A database whose
+ *   schema_version is not 1 is refused with BW_ESTATE. Every
  *   statement is prepared once at open with bound parameters: a name is only
  *   ever a bound value, never part of SQL text.
  * - Expiry and the sweep: an entry whose expires_at <= now reads as absent (the
@@ -80,7 +111,9 @@
  * Locking
  * - One connection per store, opened with SQLITE_OPEN_NOMUTEX: ctx->mu
  *   serializes every use of the connection and its statements (so threads of
- *   one process queue on it, never on SQLite's busy handler), and guards the
+ *   one process queue on it, never on SQLite's busy handler; a thread waits
+ *   for it until its call's deadline at most, pthread_mutex_clocklock through
+ *   bw__mutex_lock_until, as for the database's locks), and guards the
  *   sweep schedule and the entry buffers. The update function runs under it, inside the
  *   transaction: that is the store contract (it must not call into the store).
  *   No other lock is taken under it, except SQLite's own.
@@ -136,6 +169,7 @@ typedef struct sq {
     int64_t busy;        /* ns: busy_timeout, the longest one call waits for locks */
     int64_t deadline;    /* the running call's end of waiting (bw__mono_now) */
     int no_wait;         /* 1 while the WAL checkpoint at close runs: it never waits */
+    int opened;          /* the open succeeded: only then may close checkpoint */
     int wal_frames;      /* the WAL's frames after this connection's last commit */
     int64_t sweep_every; /* ns; 0 = no automatic sweep */
     int sweep_armed;     /* next_sweep is set (at the first update) */
@@ -147,9 +181,17 @@ typedef struct sq {
 
 /* ---- errors ---- */
 
+/* A file the store's VFS refused to open (vfs_own_side), for db_fail: this thread's running call's. */
+static _Thread_local bw_error vfs_err;
+static _Thread_local int vfs_refused;
+
 /* Fail with BW_ESYS and SQLite's message for rc (read before anything else runs). */
 static int db_fail(sq *c, int rc, const char *what, bw_error *err)
 {
+    if (vfs_refused) { /* the store's VFS refused a file beside the database: its own message */
+        vfs_refused = 0;
+        return bw__fail(err, vfs_err.code, vfs_err.field, "%s", vfs_err.message);
+    }
     const char *msg = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
     /* SQLITE_PROTOCOL: the WAL reader's retries ran out (a lock on the WAL index held elsewhere). */
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_PROTOCOL)
@@ -165,9 +207,13 @@ static int db_fail(sq *c, int rc, const char *what, bw_error *err)
 /* The running call's deadline in this thread (bw__mono_now), read by the VFS's xSleep; 0 = none. */
 static _Thread_local int64_t call_deadline;
 
-static sqlite3_vfs vfs;       /* the default VFS but for xSleep: "breakwater" */
+static int vfs_own_side(const char *name, int create, int wal);
+
+static sqlite3_vfs vfs;       /* the default VFS but for xSleep and xOpen: "breakwater" */
 static sqlite3_vfs *vfs_base; /* the default VFS */
-static const char *vfs_name;  /* "breakwater", or NULL when it could not be registered */
+static const char *vfs_name;  /* "breakwater" (see vfs_register), or NULL when it could not be registered */
+static const char *vfs_why;   /* why not */
+static char vfs_unique[48];   /* its name when "breakwater" was taken */
 static pthread_once_t vfs_once = PTHREAD_ONCE_INIT;
 
 static void nap(int64_t ns)
@@ -192,17 +238,47 @@ static int vfs_sleep(sqlite3_vfs *v, int us)
     return vfs_base->xSleep(vfs_base, us);
 }
 
+/* The files beside the database are checked (and made) as SQLite opens them, in a store's call. */
+static int vfs_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+    if (call_deadline != 0 && name && (flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL))) {
+        int rc = vfs_own_side(name, (flags & SQLITE_OPEN_CREATE) != 0, (flags & SQLITE_OPEN_WAL) != 0);
+        if (rc != SQLITE_OK) {
+            f->pMethods = NULL; /* as xOpen must, failing */
+            return rc;
+        }
+    }
+    return vfs_base->xOpen(v, name, f, flags, out);
+}
+
+/*
+ * Register the store's VFS, once per process: a copy of the default VFS (the
+ * host's, as it is at the first sqlite: open) with our xSleep and xOpen, never
+ * made the default. It is named "breakwater", or "breakwater-ADDRESS" when
+ * another VFS has that name (another copy of this library in the process:
+ * sqlite3_vfs_find would give each copy's stores the other's). Without a
+ * default VFS, or when registering fails, no store opens (vfs_why says why).
+ */
 static void vfs_register(void)
 {
     vfs_base = sqlite3_vfs_find(NULL);
-    if (!vfs_base || !vfs_base->xSleep)
+    if (!vfs_base || !vfs_base->xSleep || !vfs_base->xOpen) {
+        vfs_why = "no default SQLite VFS to build the store's on (has the program unregistered it?)";
         return;
+    }
     vfs = *vfs_base; /* its methods read what they need (pAppData, szOsFile, mxPathname) from the copy */
     vfs.pNext = NULL;
     vfs.zName = "breakwater";
+    if (sqlite3_vfs_find(vfs.zName)) {
+        snprintf(vfs_unique, sizeof vfs_unique, "breakwater-%p", (void *)&vfs);
+        vfs.zName = vfs_unique;
+    }
     vfs.xSleep = vfs_sleep;
-    if (sqlite3_vfs_register(&vfs, 0) == SQLITE_OK)
+    vfs.xOpen = vfs_open;
+    if (sqlite3_vfs_register(&vfs, 0) == SQLITE_OK && sqlite3_vfs_find(vfs.zName) == &vfs)
         vfs_name = vfs.zName;
+    else
+        vfs_why = "SQLite refused to register the store's VFS";
 }
 
 /* Start a call: its waits end busy_timeout after `start` (taken before the call waited for the mutex). Mutex held. */
@@ -210,6 +286,26 @@ static void call_begin(sq *c, int64_t start)
 {
     c->deadline = start + c->busy;
     call_deadline = c->deadline;
+    vfs_refused = 0;
+}
+
+/*
+ * Take the store (its mutex) and start a call that began at `start`: the wait
+ * for another thread's call on it ends at the call's deadline too, failing as
+ * the database's own busy does.
+ */
+static int call_lock(sq *c, int64_t start, const char *what, bw_error *err)
+{
+    int rc = bw__mutex_lock_until(&c->mu, start + c->busy);
+    if (rc == 0) {
+        call_begin(c, start);
+        return BW_OK;
+    }
+    if (rc == ETIMEDOUT)
+        return bw__fail(err, BW_ESYS, "",
+                        "sqlite: %s: the store stayed busy (in use by another thread's call) beyond busy_timeout",
+                        what);
+    return bw__fail(err, BW_ESYS, "", "sqlite: %s: could not take the store's mutex: %s", what, strerror(rc));
 }
 
 static void call_end(void)
@@ -373,8 +469,9 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
     /* In transactions of READ_BATCH rows: the mutex is not held for a whole poll of many circuits. */
     for (size_t at = 0; rc == BW_OK && at < n; at += READ_BATCH) {
         size_t end = n - at < READ_BATCH ? n : at + READ_BATCH;
-        pthread_mutex_lock(&c->mu);
-        call_begin(c, start);
+        rc = call_lock(c, start, "begin a read", err);
+        if (rc != BW_OK)
+            break;
         rc = run(c, ST_BEGIN_READ, "begin a read", err);
         for (size_t i = at; rc == BW_OK && i < end; i++)
             rc = get_row(c, names[i], *now, &out[i], &found[i], err);
@@ -391,10 +488,10 @@ static int sq_read_many(void *ctx, size_t n, const char *const *names, int64_t *
 static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     sq *c = ctx;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
-    int rc = run(c, ST_BEGIN, "begin the update", err);
+    int rc = call_lock(c, bw__mono_now(), "begin the update", err);
+    if (rc != BW_OK)
+        return rc;
+    rc = run(c, ST_BEGIN, "begin the update", err);
     if (rc != BW_OK) {
         call_end();
         pthread_mutex_unlock(&c->mu);
@@ -438,10 +535,12 @@ static int sq_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
 static int sq_sweep(void *ctx, int max, int *deleted, bw_error *err)
 {
     sq *c = ctx;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
-    int rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
+    int rc = call_lock(c, bw__mono_now(), "begin the sweep", err);
+    if (rc != BW_OK) {
+        *deleted = 0;
+        return rc;
+    }
+    rc = sweep_pass(c, bw__store_clock_now(c->clock), max, deleted, err);
     call_end();
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -460,9 +559,11 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
     sq *c = ctx;
     int got = 0, rows = 0, rc = BW_OK, src;
     next[0] = 0;
-    int64_t start = bw__mono_now();
-    pthread_mutex_lock(&c->mu);
-    call_begin(c, start);
+    rc = call_lock(c, bw__mono_now(), "list the circuits", err);
+    if (rc != BW_OK) {
+        *n = 0;
+        return rc;
+    }
     sqlite3_stmt *st = c->st[ST_SCAN];
     sqlite3_bind_text(st, 1, cursor, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, bw__store_clock_now(c->clock));
@@ -496,7 +597,8 @@ static int sq_scan(void *ctx, const char *cursor, char *next, int max, bw_store_
 static void sq_close(void *ctx)
 {
     sq *c = ctx;
-    if (c->db && c->wal_frames >= WAL_CKPT_FRAMES) {
+    /* Not after a failed open: what it read may not be the store's (never copy it into the database). */
+    if (c->db && c->opened && c->wal_frames >= WAL_CKPT_FRAMES) {
         /* Empty the WAL (see the top of the file), waiting for nobody. */
         call_begin(c, bw__mono_now());
         c->no_wait = 1;
@@ -519,9 +621,51 @@ static int exec(sq *c, const char *sql, const char *what, bw_error *err)
     return rc == SQLITE_OK ? BW_OK : db_fail(c, rc, what, err);
 }
 
+/* What a database holds, by its schema (classify). */
+enum { DB_EMPTY, DB_STORE, DB_FOREIGN };
+
 /*
- * Read schema_version: 1 when found (*v filled, *found), 0 when the bw_meta table
- * or the row is absent. Reports a value that is not 1 as BW_ESTATE.
+ * What db holds: DB_STORE when it has a bw_meta table (breakwater's), else
+ * DB_FOREIGN when its schema has anything at all (another program's
+ * database), else DB_EMPTY. A SQLite result code when the schema cannot be
+ * read (SQLITE_NOTADB: not a database).
+ */
+static int classify(sqlite3 *db, int *kind)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT count(*), coalesce(sum(type = 'table' AND name = 'bw_meta'), 0) FROM sqlite_master", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *kind = sqlite3_column_int64(st, 1) > 0 ? DB_STORE : sqlite3_column_int64(st, 0) > 0 ? DB_FOREIGN : DB_EMPTY;
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int foreign_fail(const char *path, bw_error *err)
+{
+    return bw__fail(err, BW_ESTATE, "path",
+                    "sqlite: %.100s is a SQLite database of another program, not a breakwater store: give breakwater "
+                    "its own file",
+                    path);
+}
+
+/* What the database holds (classify), another program's database failing with BW_ESTATE. */
+static int check_kind(sq *c, const char *path, int *kind, bw_error *err)
+{
+    int rc = classify(c->db, kind);
+    if (rc != SQLITE_OK)
+        return db_fail(c, rc, "read the schema", err);
+    return *kind == DB_FOREIGN ? foreign_fail(path, err) : BW_OK;
+}
+
+/*
+ * Read schema_version from bw_meta (the database is a DB_STORE): *found = 1
+ * when its row is there, and a value that is not 1 is BW_ESTATE.
  */
 static int read_version(sq *c, const char *path, int *found, bw_error *err)
 {
@@ -529,7 +673,7 @@ static int read_version(sq *c, const char *path, int *found, bw_error *err)
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(c->db, "SELECT value FROM bw_meta WHERE key = 'schema_version'", -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return BW_OK; /* no bw_meta table: a new database */
+        return db_fail(c, rc, "read schema_version", err);
     int ret = BW_OK;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -546,22 +690,26 @@ static int read_version(sq *c, const char *path, int *found, bw_error *err)
     return ret;
 }
 
-/* Check the schema, creating it on first use (inside BEGIN IMMEDIATE). */
-static int ensure_schema(sq *c, const char *path, bw_error *err)
+/*
+ * Check the schema, creating it on first use (inside BEGIN IMMEDIATE, where
+ * what the database holds is read again: another process may have made the
+ * store, or another program its tables, since).
+ */
+static int ensure_schema(sq *c, const char *path, int kind, bw_error *err)
 {
-    int found;
-    int rc = read_version(c, path, &found, err);
+    int found = 0;
+    int rc = kind == DB_STORE ? read_version(c, path, &found, err) : BW_OK;
     if (rc != BW_OK || found)
         return rc; /* the common case: no write lock needed */
     rc = exec(c, "BEGIN IMMEDIATE", "begin creating the schema", err);
     if (rc != BW_OK)
         return rc;
-    rc = exec(c, "CREATE TABLE IF NOT EXISTS bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID", "create the schema",
-              err);
-    if (rc == BW_OK)
-        rc = read_version(c, path, &found, err); /* another process may have won the race */
+    rc = check_kind(c, path, &kind, err);
+    if (rc == BW_OK && kind == DB_STORE)
+        rc = read_version(c, path, &found, err);
     if (rc == BW_OK && !found)
         rc = exec(c,
+                  "CREATE TABLE IF NOT EXISTS bw_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
                   "CREATE TABLE bw_circuits(name TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, "
                   "data BLOB NOT NULL) WITHOUT ROWID;"
                   "CREATE INDEX bw_circuits_expires ON bw_circuits(expires_at);"
@@ -612,23 +760,44 @@ static int set_wal(sq *c, const char *path, bw_error *err)
 
 /* ---- the files ---- */
 
-enum { OWN_CREATE = 1, OWN_NARROW = 2 };
+enum { OWN_CREATE = 1, OWN_NARROW = 2, OWN_SIDE = 4, OWN_SET = 8 };
+
+#define HDR_LEN 100 /* a SQLite database's header */
+
+/* What own_file found. */
+typedef struct owned {
+    int made;      /* this call made it */
+    unsigned mode; /* its mode now (0: absent) */
+    int64_t size;  /* bytes */
+    int hdr_len;   /* bytes of hdr read (when asked for) */
+    unsigned char hdr[HDR_LEN];
+} owned;
 
 /*
  * Check that `path` (`shown` in messages) is this user's regular file, never
  * following a symbolic link: with OWN_CREATE make it (mode 0600, whatever the
- * umask) when absent, and say so in *made; with OWN_NARROW take its group's
- * and others' bits off. An absent file is fine without OWN_CREATE. *mode gets
- * its mode (0 when absent). BW_ESTATE for a link, another user's file or not
- * a regular file.
+ * umask) when absent; with OWN_SIDE (a file SQLite keeps beside the database)
+ * it must have one name (a hard link could be any file of the user's, or a
+ * -journal SQLite would play back into the database); with OWN_NARROW take
+ * its group's and others' bits off; with OWN_SET give it mode `set`. An absent
+ * file is fine without OWN_CREATE. *o (may be NULL) says what was found, and
+ * with hdr_len = HDR_LEN asked for, holds the file's first bytes. BW_ESTATE
+ * for a link, another user's file, not a regular file, or more than one name.
  */
-static int own_file(const char *path, const char *shown, int how, int *made, unsigned *mode, bw_error *err)
+static int own_file(const char *path, const char *shown, int how, unsigned set, owned *o, bw_error *err)
 {
+    owned dummy;
+    if (!o)
+        o = &dummy;
+    int want_hdr = o == &dummy ? 0 : o->hdr_len == HDR_LEN;
+    o->made = 0;
+    o->mode = 0;
+    o->size = 0;
+    o->hdr_len = 0;
     /* Read-only: enough to make it, fstat and fchmod it (SQLite opens a file it cannot write read-only). */
     const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
     int fd = (how & OWN_CREATE) ? open(path, flags | O_CREAT | O_EXCL, 0600) : -1;
-    *made = fd >= 0;
-    *mode = 0;
+    o->made = fd >= 0;
     if (fd < 0 && (!(how & OWN_CREATE) || errno == EEXIST))
         fd = open(path, flags);
     if (fd < 0) {
@@ -654,14 +823,24 @@ static int own_file(const char *path, const char *shown, int how, int *made, uns
                       "sqlite: %.100s belongs to uid %lu, not this user (uid %lu): refused; its owner or root may "
                       "remove it, or use another path",
                       shown, (unsigned long)st.st_uid, (unsigned long)geteuid());
+    else if ((how & OWN_SIDE) && st.st_nlink != 1)
+        rc = bw__fail(err, BW_ESTATE, "path",
+                      "sqlite: %.100s has %lu names (hard links): refused; remove it (SQLite's file beside the "
+                      "database has one name)",
+                      shown, (unsigned long)st.st_nlink);
     else {
         /* Made: 0600. Narrowed: the owner's bits alone (a file its owner made read-only stays so). */
         unsigned now = (unsigned)st.st_mode & 07777;
-        unsigned want = *made ? 0600 : (how & OWN_NARROW) ? now & 0700 : now;
+        unsigned want = o->made ? 0600 : (how & OWN_SET) ? set : (how & OWN_NARROW) ? now & 0700 : now;
         if (want != now && fchmod(fd, (mode_t)want) != 0)
             rc = bw__fail(err, BW_ESYS, "path", "sqlite: could not make %.100s mode %04o: %s", shown, want,
                           strerror(errno));
-        *mode = want;
+        o->mode = want;
+        o->size = (int64_t)st.st_size;
+        if (want_hdr && st.st_size > 0) {
+            ssize_t n = pread(fd, o->hdr, HDR_LEN, 0);
+            o->hdr_len = n > 0 ? (int)n : 0;
+        }
     }
     close(fd);
     return rc;
@@ -669,7 +848,34 @@ static int own_file(const char *path, const char *shown, int how, int *made, uns
 
 /* The files SQLite keeps beside the database; -journal only while it changes the journal mode. */
 static const char *const side[] = {"-wal", "-shm", "-journal"};
-enum { SIDE_COUNT = 3 };
+enum { SIDE_COUNT = 3, SIDE_WAL = 0, SIDE_SHM = 1 };
+
+/*
+ * The store's VFS opens the files SQLite keeps beside the database (see the
+ * top of the file): `name` (a -wal or -journal, as SQLite names it) must be
+ * this user's regular file of one name, made here (0600) when SQLite would
+ * make it; opening a -wal, its -shm likewise (SQLite opens it next, not
+ * through xOpen). On a refusal the error is kept for db_fail (vfs_err).
+ */
+static int vfs_own_side(const char *name, int create, int wal)
+{
+    int how = OWN_SIDE | (create ? OWN_CREATE : 0);
+    int rc = own_file(name, name, how, 0, NULL, &vfs_err);
+    size_t n = strlen(name);
+    if (rc == BW_OK && wal && create && n > 4 && strcmp(name + n - 4, "-wal") == 0) {
+        char *shm = malloc(n + 1);
+        if (!shm)
+            return SQLITE_NOMEM;
+        memcpy(shm, name, n - 4);
+        memcpy(shm + n - 4, "-shm", 5);
+        rc = own_file(shm, shm, how, 0, NULL, &vfs_err);
+        free(shm);
+    }
+    if (rc == BW_OK)
+        return SQLITE_OK;
+    vfs_refused = 1;
+    return SQLITE_PERM;
+}
 
 /* PATH with its directory resolved (realpath): *out, malloc'd. */
 static int resolve(const char *path, char **out, bw_error *err)
@@ -695,55 +901,149 @@ static int resolve(const char *path, char **out, bw_error *err)
     return *out ? BW_OK : bw__fail(err, BW_ENOMEM, "", "out of memory");
 }
 
-/*
- * The files of the store (see the top of the file). Before SQLite opens them
- * (after = 0): the database made or checked; the files beside it checked and
- * narrowed (made too, 0600, for a new database, so that nobody else's can be
- * slipped in); *narrow then says whether the database's group or others have
- * access or SQLite may make a file beside it (with the database's mode). After
- * the open (after = 1), the database being a breakwater store: every one of
- * them checked again and narrowed.
- */
-static int own_files(const char *real, const char *path, int after, int *narrow, bw_error *err)
+/* The store's files: PATH resolved, as the user gave it, and what the first look found. */
+typedef struct files {
+    const char *real, *path;
+    owned db;
+    unsigned side_mode[SIDE_COUNT]; /* 0: absent */
+} files;
+
+/* Run own_file on PATH (i = -1) or the file beside it of side[i]. */
+static int own_at(const files *fs, int i, int how, unsigned set, owned *o, bw_error *err)
 {
-    size_t rn = strlen(real), pn = strlen(path);
-    char *f = malloc(rn + 16), *shown = malloc(pn + 16);
-    int made = 0, made_side, rc;
-    unsigned mode = 0;
-    if (!f || !shown)
+    if (i < 0)
+        return own_file(fs->real, fs->path, how, set, o, err);
+    size_t rn = strlen(fs->real), pn = strlen(fs->path), sn = strlen(side[i]);
+    char *f = malloc(rn + sn + 1), *shown = malloc(pn + sn + 1);
+    int rc;
+    if (!f || !shown) {
         rc = bw__fail(err, BW_ENOMEM, "", "out of memory");
-    else
-        rc = own_file(real, path, after ? OWN_NARROW : OWN_CREATE, &made, &mode, err);
-    *narrow = (mode & 077) != 0;
-    for (int i = 0; rc == BW_OK && i < SIDE_COUNT; i++) {
-        memcpy(f, real, rn);
-        memcpy(f + rn, side[i], strlen(side[i]) + 1);
-        memcpy(shown, path, pn);
-        memcpy(shown + pn, side[i], strlen(side[i]) + 1);
-        rc = own_file(f, shown, (made && i < 2 ? OWN_CREATE : 0) | OWN_NARROW, &made_side, &mode, err);
-        if (i < 2 && mode == 0)
-            *narrow = 1; /* absent: SQLite makes it */
+    } else {
+        memcpy(f, fs->real, rn);
+        memcpy(f + rn, side[i], sn + 1);
+        memcpy(shown, fs->path, pn);
+        memcpy(shown + pn, side[i], sn + 1);
+        rc = own_file(f, shown, how | OWN_SIDE, set, o, err);
     }
     free(f);
     free(shown);
     return rc;
 }
 
+/* Before SQLite opens anything: PATH made (0600) or checked, its header read; the files beside it checked. */
+static int files_check(files *fs, bw_error *err)
+{
+    fs->db.hdr_len = HDR_LEN;
+    int rc = own_at(fs, -1, OWN_CREATE, 0, &fs->db, err);
+    for (int i = 0; rc == BW_OK && i < SIDE_COUNT; i++) {
+        owned o;
+        rc = own_at(fs, i, 0, 0, &o, err);
+        fs->side_mode[i] = o.mode;
+    }
+    return rc;
+}
+
+/* Whether any of the files is open to the group or others. */
+static int files_wide(const files *fs)
+{
+    unsigned m = fs->db.mode;
+    for (int i = 0; i < SIDE_COUNT; i++)
+        m |= fs->side_mode[i];
+    return (m & 077) != 0;
+}
+
+/* Take the group's and others' bits off PATH and the files beside it that exist. */
+static int files_narrow(const files *fs, bw_error *err)
+{
+    int rc = BW_OK;
+    for (int i = -1; rc == BW_OK && i < SIDE_COUNT; i++)
+        rc = own_at(fs, i, OWN_NARROW, 0, NULL, err);
+    return rc;
+}
+
+/*
+ * What PATH holds, read without SQLite opening any file beside it: through an
+ * immutable read-only connection, which reads PATH alone (no lock, no WAL, no
+ * -shm). Only the checkpointed schema is seen: DB_EMPTY may be a store whose
+ * schema is still in its WAL. -1 when it cannot be read.
+ */
+static int peek_kind(const char *real)
+{
+    size_t n = strlen(real);
+    char *uri = malloc(3 * n + 32);
+    if (!uri)
+        return -1;
+    char *u = uri + sprintf(uri, "file:");
+    for (const unsigned char *p = (const unsigned char *)real; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("/._-~", *p))
+            *u++ = (char)*p;
+        else
+            u += sprintf(u, "%%%02X", *p);
+    }
+    strcpy(u, "?immutable=1");
+    sqlite3 *db = NULL;
+    int kind = -1;
+    if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                        vfs_name) == SQLITE_OK &&
+        classify(db, &kind) != SQLITE_OK)
+        kind = -1;
+    sqlite3_close_v2(db);
+    free(uri);
+    return kind;
+}
+
+enum { NARROWED = 1, NARROWED_MAYBE = 2 };
+
+/*
+ * Before SQLite opens PATH: SQLite gives every file it makes beside the
+ * database the database's mode, so a database open to others (not made here)
+ * is narrowed first when it is, or may be, a store; another program's is left
+ * as it was. Whether SQLite's first read opens -wal and -shm decides how that
+ * is told: a database in rollback mode with no -wal beside it is left to the
+ * connection's first read (which opens no file beside it; *narrowed stays 0
+ * and open_db narrows after it); any other is peeked at (peek_kind). *narrowed
+ * = NARROWED_MAYBE when it was narrowed as a store whose schema may be still
+ * in its WAL: the connection's read decides, and another program's database
+ * gets its mode back.
+ */
+static int files_prepare(files *fs, int *narrowed, bw_error *err)
+{
+    static const unsigned char magic[16] = "SQLite format 3";
+    const owned *d = &fs->db;
+    *narrowed = 0;
+    if (d->made || !files_wide(fs))
+        return BW_OK;
+    if (d->size > 0 && (d->hdr_len < HDR_LEN || memcmp(d->hdr, magic, 16) != 0))
+        return BW_OK; /* not a database: SQLite says so at its first read, opening nothing beside it */
+    if (d->size > 0 && d->hdr[18] == 1 && d->hdr[19] == 1 && fs->side_mode[SIDE_WAL] == 0)
+        return BW_OK;
+    int kind = d->size > 0 ? peek_kind(fs->real) : DB_EMPTY;
+    if (kind == DB_FOREIGN)
+        return foreign_fail(fs->path, err);
+    *narrowed = kind == DB_STORE || d->size == 0 ? NARROWED : NARROWED_MAYBE;
+    return files_narrow(fs, err);
+}
+
 /* Open the connection: the files, WAL, synchronous=NORMAL, the bounded waits, the schema, the statements. */
 static int open_db(sq *c, const char *path, bw_error *err)
 {
     pthread_once(&vfs_once, vfs_register);
+    if (!vfs_name) /* without it SQLite's sleeps are unbounded and the files beside PATH unchecked */
+        return bw__fail(err, BW_ESYS, "", "sqlite: cannot open %.100s: %s", path, vfs_why);
     char *real;
-    int narrow = 0;
     int rc = resolve(path, &real, err);
     if (rc != BW_OK)
         return rc;
-    rc = own_files(real, path, 0, &narrow, err);
+    files fs = {real, path, {0}, {0}};
+    int narrowed = 0;
+    rc = files_check(&fs, err);
+    if (rc == BW_OK)
+        rc = files_prepare(&fs, &narrowed, err);
     if (rc != BW_OK) {
         free(real);
         return rc;
     }
-    /* NOFOLLOW: no link in the resolved path, even one made since (SQLite makes -wal and -shm O_NOFOLLOW too). */
+    /* NOFOLLOW: no link in the resolved path, even one made since. The files beside it: see vfs_open. */
     int src = sqlite3_open_v2(real, &c->db,
                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
                               vfs_name);
@@ -764,19 +1064,26 @@ static int open_db(sq *c, const char *path, bw_error *err)
     sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 
-    rc = set_wal(c, path, err);
+    /* Another program's database is refused before anything changes it (WAL mode, tables, modes). */
+    int kind = -1;
+    rc = check_kind(c, path, &kind, err);
+    if (kind == DB_FOREIGN && narrowed == NARROWED_MAYBE)
+        (void)own_at(&fs, -1, OWN_SET, fs.db.mode, NULL, NULL); /* its mode back (fs.db: as first found) */
+    /* A store, or an empty database about to be one: what is still open to others is narrowed before
+       journal_mode=WAL makes a file beside it. */
+    if (rc == BW_OK && !narrowed && files_wide(&fs))
+        rc = files_narrow(&fs, err);
+    if (rc == BW_OK)
+        rc = set_wal(c, path, err);
     if (rc == BW_OK)
         rc = exec(c, "PRAGMA synchronous=NORMAL", "set synchronous=NORMAL", err);
     if (rc == BW_OK)
-        rc = ensure_schema(c, path, err);
+        rc = ensure_schema(c, path, kind, err);
     for (int i = 0; rc == BW_OK && i < ST_COUNT; i++) {
         src = sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
         if (src != SQLITE_OK)
             rc = db_fail(c, src, "prepare a statement", err);
     }
-    /* A breakwater store now (its schema read or made): its files may be narrowed. */
-    if (rc == BW_OK && narrow)
-        rc = own_files(real, path, 1, &narrow, err);
     free(real);
     return rc;
 }
@@ -814,6 +1121,7 @@ static int sq_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     }
     static const bw_store_ops sq_ops = {BW_STORE_OPS_VERSION, "sqlite", sq_update, sq_sweep, sq_close, sq_read,
                                         sq_read_many,         sq_scan};
+    c->opened = 1;
     *ops = sq_ops;
     *ctx = c;
     return BW_OK;
