@@ -334,7 +334,7 @@ int cmd_status(cli *c, int argc, char **argv)
             }
             watch = 1;
         } else if (argv[i][0] == '-') {
-            cli_err(c, "unknown option '%s' (see: breakwater status --help)", argv[i]);
+            cli_unknown(c, argv[i], "option");
             names_free(&ns);
             return EX_USAGE_;
         } else {
@@ -904,8 +904,7 @@ int cmd_metrics(cli *c, int argc, char **argv)
             if (!(addr = cli_optval(c, argc, argv, &i, "--serve")))
                 return EX_USAGE_;
         } else {
-            cli_err(c, "unknown %s '%s' (see: breakwater metrics --help)", argv[i][0] == '-' ? "option" : "argument",
-                    argv[i]);
+            cli_unknown(c, argv[i], "argument");
             return EX_USAGE_;
         }
     }

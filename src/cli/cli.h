@@ -114,6 +114,13 @@ int cli_open_store(cli *c, int quiet, bw_error *err);
 
 /* An option's value: "--opt=V" or "--opt V" (advances *i); NULL when absent (after printing the error). */
 const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *opt);
+/*
+ * Report an argument the command does not take (then exit 64): an option by
+ * its name only, never its value ("--stor=URL" may be a misspelt --store
+ * with a password: "unknown option '--stor' (its value not shown)"), any
+ * other argument as an unknown `what` ("argument", "command").
+ */
+void cli_unknown(const cli *c, const char *arg, const char *what);
 /* Whether argv[*i] is option `opt` (with or without "=value"). */
 int cli_is_opt(const char *arg, const char *opt);
 /* A global option (--store, --config, --config-file, -v): 1 when argv[*i] was one, 0 not, -1 bad. */

@@ -146,6 +146,19 @@ const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *
     return argv[++*i];
 }
 
+void cli_unknown(const cli *c, const char *arg, const char *what)
+{
+    char see[64];
+    snprintf(see, sizeof see, "see: %s %s%s--help", c->prog, c->cmd ? c->cmd : "", c->cmd ? " " : "");
+    const char *eq = strchr(arg, '=');
+    if (arg[0] != '-')
+        cli_err(c, "unknown %s '%s' (%s)", what, arg, see);
+    else if (eq)
+        cli_err(c, "unknown option '%.*s' (its value not shown) (%s)", (int)(eq - arg), arg, see);
+    else
+        cli_err(c, "unknown option '%s' (%s)", arg, see);
+}
+
 int cli_global_opt(cli *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -691,9 +704,6 @@ int main(int argc, char **argv)
             bw_store_close(c.store);
             return rc;
         }
-    if (argv[i][0] == '-')
-        cli_err(&c, "unknown option '%s' (see: breakwater --help)", argv[i]);
-    else
-        cli_err(&c, "unknown command '%s' (see: breakwater --help)", argv[i]);
+    cli_unknown(&c, argv[i], "command");
     return EX_USAGE_;
 }

@@ -531,7 +531,7 @@ int cmd_run(cli *c, int argc, char **argv)
             if (!(o.fallback = cli_optval(c, argc, argv, &i, "--fallback")))
                 return EX_USAGE_;
         } else if (argv[i][0] == '-') {
-            cli_err(c, "unknown option '%s' (see: breakwater run --help)", argv[i]);
+            cli_unknown(c, argv[i], "argument");
             return EX_USAGE_;
         } else if (!name) {
             name = argv[i];
@@ -634,7 +634,7 @@ int cmd_retry(cli *c, int argc, char **argv)
             if (cli_is_opt(a, valued[k]))
                 which = k;
         if (which < 0) {
-            cli_err(c, "unknown %s '%s' (see: breakwater retry --help)", a[0] == '-' ? "option" : "argument", a);
+            cli_unknown(c, a, "argument");
             return EX_USAGE_;
         }
         if (!(v = cli_optval(c, argc, argv, &i, valued[which])))

@@ -450,6 +450,22 @@ expect $? 0 "BREAKWATER_STORE with a password, refused: runs locally"
 nosecret "$T/err" "BREAKWATER_STORE with a password"
 has "$T/err" 'redis://u:\*\*\*@127.0.0.1:1' "BREAKWATER_STORE: shown masked"
 grep -q "warning: --store" "$T/err" && fail "a password in BREAKWATER_STORE is not on the command line" || ok
+# An unknown option is named without its value: a misspelt --store=URL holds the password.
+unknown() { # unknown NAME ARGS...: ARGS fail with 64, naming option NAME, its value not shown
+    want=$1
+    shift
+    "$BW" "$@" >"$T/out" 2>"$T/err"
+    expect $? 64 "an unknown option ($*): 64"
+    cat "$T/out" >>"$T/err"
+    nosecret "$T/err" "an unknown option's value ($*)"
+    has "$T/err" "unknown option '$want' (its value not shown)" "an unknown option named alone ($*)"
+}
+unknown --stor --stor=redis://:SECRET@h status
+unknown --stor run x --stor=redis://:SECRET@h -- true
+unknown --Store metrics --Store=redis://:SECRET@h
+unknown --stor status --stor=redis://:SECRET@h
+unknown --stor retry --stor=redis://:SECRET@h -- true
+unknown --pasword run x --pasword=SECRET -- true
 for u in 'redis://:SECRET' 'redis://u:SECRET/x@127.0.0.1' 'redis:u:SECRET@127.0.0.1' 'postgresql://u:SE%zzCRET@h/db' \
     'postgresql:host=127.0.0.1 port=1 password=SECRET' "postgresql:host=h password='SEC RET" 'SECRET' \
     'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'memory:?pool=1&SECRET'; do
