@@ -113,9 +113,12 @@
  * named by the part at fault and its rule, never quoted where the part could
  * hold a secret, and what a backend's library wrote (libpq quotes parts of a
  * connection string) is scrubbed of the URL's secrets before it reaches
- * *err. To show a URL yourself (a log line, a status page), pass it through
- * bw_store_url_redact. Keep a URL with a password out of command lines (other
- * users see them: ps); docs/stores.md says how to pass it.
+ * *err; so is the error of every later call on the store (bw_store_update,
+ * bw_store_scan, bw_store_sweep, and the events and failure messages of the
+ * breakers on it: libpq's message of a failed reconnect names the hosts it
+ * tried, which a password holding an '@' may have become part of). To show a URL yourself (a log line, a status page),
+ * pass it through bw_store_url_redact. Keep a URL with a password out of command lines (other users see them: ps);
+ * docs/stores.md says how to pass it.
  *
  * Network stores (redis:, postgresql:): what a server, or anyone on the way
  * to it, can cost a caller. This is the one statement of these bounds

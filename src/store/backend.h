@@ -83,6 +83,20 @@ size_t bw__url_redact(const char *url, char *buf, size_t n);
  * tell from ordinary words). The result is cut to n - 1 bytes.
  */
 void bw__url_scrub(const char *url, char *s, size_t n);
+/*
+ * What bw__url_scrub looks for in a message, computed once: an open store
+ * keeps it to scrub the errors of its later calls (store.c). Entries of a
+ * kind byte (BW__NEEDLE_WHOLE: all of a secret; BW__NEEDLE_PIECE: a piece of
+ * one), the text and a NUL, ended by an empty entry. bw__url_needles writes
+ * them into buf when its n bytes hold them all and returns the bytes needed
+ * (1: url has no secret to look for); bw__url_scrub_needles applies them to s
+ * as bw__url_scrub does (needles NULL: nothing to do). bw__url_wipe zeroes n
+ * bytes at p (a copy of a secret, before it is freed).
+ */
+enum { BW__NEEDLE_WHOLE = 'w', BW__NEEDLE_PIECE = 'p' };
+size_t bw__url_needles(const char *url, char *buf, size_t n);
+void bw__url_scrub_needles(const char *needles, char *s, size_t n);
+void bw__url_wipe(char *p, size_t n);
 
 /* ---- the store's clock ---- */
 

@@ -16,6 +16,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/duration.h"
@@ -416,18 +417,28 @@ static int delimiter(char c)
     return c && strchr(" \t\r\n/?#@:&=,;'\"\\%[]", c) != NULL;
 }
 
-void bw__url_scrub(const char *url, char *s, size_t n)
+/* Append one needle (backend.h: its kind, its text, a NUL) at *k of buf (n bytes) when it fits; count it. */
+static void needle(char *buf, size_t n, size_t *k, char kind, const char *p, size_t len)
 {
-    if (!url || !s || n == 0)
-        return;
+    if (buf && *k + len + 2 <= n) {
+        buf[*k] = kind;
+        memcpy(buf + *k + 1, p, len);
+        buf[*k + 1 + len] = 0;
+    }
+    *k += len + 2;
+}
+
+size_t bw__url_needles(const char *url, char *buf, size_t n)
+{
     enum { SHORTEST = 3 };
+    size_t k = 0;
     bw__url_span v[BW__URL_SPANS_MAX];
-    int ns = bw__url_secrets(url, v, BW__URL_SPANS_MAX);
+    int ns = url ? bw__url_secrets(url, v, BW__URL_SPANS_MAX) : 0;
     for (int i = 0; i < ns; i++) {
         const char *p = url + v[i].at;
         size_t len = v[i].len;
         if (len >= SHORTEST)
-            replace(s, n, p, len);
+            needle(buf, n, &k, BW__NEEDLE_WHOLE, p, len);
         for (size_t a = 0; !v[i].whole && a < len;) { /* and each piece between delimiters */
             while (a < len && delimiter(p[a]))
                 a++;
@@ -435,8 +446,44 @@ void bw__url_scrub(const char *url, char *s, size_t n)
             while (b < len && !delimiter(p[b]))
                 b++;
             if (b - a >= SHORTEST && b - a < len)
-                replace(s, n, p + a, b - a);
+                needle(buf, n, &k, BW__NEEDLE_PIECE, p + a, b - a);
             a = b;
         }
     }
+    if (buf && k < n)
+        buf[k] = 0;
+    return k + 1;
+}
+
+void bw__url_scrub_needles(const char *needles, char *s, size_t n)
+{
+    if (!needles || !s || n == 0)
+        return;
+    for (const char *p = needles; *p; p += strlen(p) + 1)
+        replace(s, n, p + 1, strlen(p + 1));
+}
+
+void bw__url_scrub(const char *url, char *s, size_t n)
+{
+    if (!url || !s || n == 0)
+        return;
+    size_t len = bw__url_needles(url, NULL, 0);
+    if (len == 1)
+        return;
+    char *needles = malloc(len);
+    if (!needles) { /* what to look for is unknown: none of s is shown */
+        snprintf(s, n, "***");
+        return;
+    }
+    bw__url_needles(url, needles, len);
+    bw__url_scrub_needles(needles, s, n);
+    bw__url_wipe(needles, len);
+    free(needles);
+}
+
+void bw__url_wipe(char *p, size_t n)
+{
+    volatile char *v = p; /* not a dead store the compiler may drop */
+    while (n--)
+        *v++ = 0;
 }

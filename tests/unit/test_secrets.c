@@ -11,9 +11,11 @@
  * A secret is written with letters no message uses (Zq7x...), and checked
  * by its 4-byte pieces: no message may hold any of them.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
 #include "harness.h"
+#include "timeutil.h"
 
 /* Whether s holds a 4-byte piece of secret (a piece not crossing one of the URL delimiters listed). */
 static const char *leaked(const char *s, const char *secret)
@@ -208,6 +210,77 @@ static void test_postgres_live(void)
     open_hides(u, "bwsecret", BW_ESYS);
 }
 
+static bw_store_verdict keep(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
+{
+    (void)arg;
+    (void)now;
+    (void)cur;
+    (void)next;
+    return BW_STORE_KEEP;
+}
+
+/*
+ * Under with_postgres.sh: the errors of an open store's later calls (bw_store_update, bw_store_read_circuit:
+ * breakwater's own update, bw_store_scan, bw_store_sweep) are scrubbed as bw_store_open's are. The
+ * password "bwsecret@Zq7xPw9k" holds an '@' that libpq takes for the userinfo's end (the scan masks up to the
+ * last '@'): libpq connects with the password "bwsecret" to the hosts "Zq7xPw9k@127.0.0.1" (no such name) and
+ * 127.0.0.1:PORT, the server. Killed, the server's connection breaks, and every reconnect's message (libpq's,
+ * naming both hosts) quotes "Zq7xPw9k", a piece of the password, until the store scrubs it.
+ */
+static void test_postgres_after_open(void)
+{
+    const char *port = getenv("BW_TEST_PORT"), *sig = getenv("BW_TEST_SIGNAL"), *restart = getenv("BW_TEST_RESTART");
+    CHECK(port && sig && restart);
+    if (!port || !sig || !restart)
+        return;
+    char u[300], cmd[1200];
+    snprintf(u, sizeof u,
+             "postgresql://bwpass:bwsecret@Zq7xPw9k@127.0.0.1,127.0.0.1:%s/postgres"
+             "?connect_timeout=2s&timeout=500ms&table=bw_secrets",
+             port);
+    bw_store *s = NULL;
+    bw_error e;
+    if (bw_store_open(u, &s, &e) != BW_OK) {
+        H_FAIL("the store with a password holding '@' did not open: %s", e.message);
+        return;
+    }
+    CHECK_OK(bw_store_update(s, "sec", keep, NULL, &e));
+    snprintf(cmd, sizeof cmd, "sh '%s' KILL", sig);
+    CHECK(system(cmd) == 0);
+    int connecting = 0, failed = 0;
+    for (int i = 0; i < 40 && connecting < 3; i++) { /* a reconnect's message (the first failure is the broken one) */
+        memset(&e, 0, sizeof e);
+        int rc = bw_store_update(s, "sec", keep, NULL, &e);
+        if (rc == BW_OK)
+            continue;
+        failed++;
+        const char *p = leaked(e.message, "Zq7xPw9k");
+        if (p)
+            H_FAIL("update after open: the message shows '%s': %s", p, e.message);
+        connecting += strstr(e.message, "127.0.0.1") != NULL;
+        bw_store_circuit x; /* an update by breakwater itself (the one breakers make) */
+        memset(&e, 0, sizeof e);
+        if (bw_store_read_circuit(s, "sec", &x, &e) != BW_OK && (p = leaked(e.message, "Zq7xPw9k")) != NULL)
+            H_FAIL("reading a circuit after open: the message shows '%s': %s", p, e.message);
+        bw_store_cursor cur;
+        memset(&cur, 0, sizeof cur);
+        bw_store_key keys[4];
+        int n, del;
+        memset(&e, 0, sizeof e);
+        if (bw_store_scan(s, &cur, keys, 4, &n, &e) != BW_OK && (p = leaked(e.message, "Zq7xPw9k")) != NULL)
+            H_FAIL("scan after open: the message shows '%s': %s", p, e.message);
+        memset(&e, 0, sizeof e);
+        if (bw_store_sweep(s, 10, &del, &e) != BW_OK && (p = leaked(e.message, "Zq7xPw9k")) != NULL)
+            H_FAIL("sweep after open: the message shows '%s': %s", p, e.message);
+        sleep_ms(100);
+    }
+    if (!connecting) /* else this test saw no message of a reconnect: it checked nothing */
+        H_FAIL("no reconnect's message naming the hosts in %d failed calls", failed);
+    bw_store_close(s);
+    snprintf(cmd, sizeof cmd, "sh '%s' >/dev/null", restart);
+    CHECK(system(cmd) == 0);
+}
+
 int main(int argc, char **argv)
 {
     const char *live = argc > 1 ? argv[1] : "";
@@ -215,6 +288,7 @@ int main(int argc, char **argv)
         RUN(test_redis_live);
     } else if (strcmp(live, "postgresql") == 0) {
         RUN(test_postgres_live);
+        RUN(test_postgres_after_open);
     } else {
         RUN(test_redact_table);
         RUN(test_open_errors);
