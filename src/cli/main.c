@@ -614,7 +614,8 @@ static const struct {
                 "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
                 "window counts, consecutive failures, retry_after), or serve it on http://ADDR/metrics\n"
                 "(ADDR: HOST:PORT, numeric IPv4) until interrupted: 16 connections at once, each with\n"
-                "2s to send its request.\n"},
+                "2s to send its request; when all are taken, a new one replaces the oldest that has\n"
+                "not sent its request.\n"},
     {"sweep", "usage: breakwater sweep\n"
               "\n"
               "Delete the store's expired entries now; prints how many with -v.\n"},

@@ -261,8 +261,9 @@ if command -v curl >/dev/null 2>&1; then
     curl -s "$url" >"$T/served"
     has "$T/served" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics --serve answers /metrics"
     # Idle connections (connected, nothing sent) do not delay a scrape: 12 of them made the next scrape wait 61 s
-    # when the server answered one connection at a time, waiting 5 s for each request. Now: at once with 12 (16
-    # slots), within the 2 s request deadline with 20 (more than the slots); an idle one is closed after it.
+    # when the server answered one connection at a time, waiting 5 s for each request; then, with 16 slots and the
+    # others waiting in the listen queue, 2 s for every 16 queued (20: 2 s, 100: 7.7 s). Now a new connection takes
+    # the slot of the oldest without a request: at once whatever their number; an idle one is closed after 2 s.
     python3 - "$url" >"$T/idle" 2>&1 <<'EOF'
 import socket, sys, time
 from urllib.parse import urlparse
@@ -280,7 +281,7 @@ def scrape():
         data += b
     s.close()
     return time.time() - t0, data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data
-for n, bound in ((12, 1.5), (20, 6.0)):
+for n, bound in ((12, 1.5), (20, 1.5), (100, 5.0)):
     idle = [socket.create_connection(addr) for _ in range(n)]
     time.sleep(0.2)
     took, ok = scrape()
@@ -297,11 +298,56 @@ took = time.time() - t0
 print("an idle connection %s after %.1f s" % ("closed" if closed and took < 6 else "NOT closed", took))
 EOF
     has "$T/idle" "idle 12: answered" "metrics --serve: a scrape beside 12 idle connections is answered at once"
-    has "$T/idle" "idle 20: answered" "metrics --serve: a scrape beside 20 idle connections, within the request deadline"
+    has "$T/idle" "idle 20: answered" "metrics --serve: a scrape beside 20 idle connections is answered at once"
+    has "$T/idle" "idle 100: answered" "metrics --serve: a scrape beside 100 idle connections, within 5 s (7.7 s queued)"
     has "$T/idle" "an idle connection closed" "metrics --serve closes a connection that sends no request"
     kill -TERM $spid
     wait $spid
     expect $? 0 "metrics --serve ends on SIGTERM"
+    # Out of descriptors (ulimit -n 14: a handful of connections), accept fails with EMFILE and the listening
+    # socket stays readable: the server must not spin on it (it used a third of a loaded core or more), and a
+    # scrape still gets in (the oldest connection without a request gives its descriptor back).
+    : >"$T/serve3"
+    sh -c 'ulimit -n 14 && exec "$@"' sh "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve3" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve3" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve3")
+    python3 - "$url" $spid >"$T/emfile" 2>&1 <<'EOF'
+import os, socket, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+addr, pid = (u.hostname, u.port), int(sys.argv[2])
+def cpu():
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+idle = [socket.create_connection(addr) for _ in range(12)]
+time.sleep(0.3)
+c0 = cpu()
+time.sleep(2)
+used = cpu() - c0
+print("out of descriptors: %s (%.2f s of CPU in 2 s)" % ("idle" if used < 0.3 else "SPINS", used))
+t0 = time.time()
+s = socket.create_connection(addr, timeout=60)
+s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+took = time.time() - t0
+ok = data.startswith(b"HTTP/1.0 200") and took < 5
+print("out of descriptors: a scrape %s in %.2f s" % ("answered" if ok else "NOT answered", took))
+for s in idle:
+    s.close()
+EOF
+    has "$T/emfile" "out of descriptors: idle" "metrics --serve out of descriptors does not spin: $(cat "$T/emfile")"
+    has "$T/emfile" "out of descriptors: a scrape answered" "metrics --serve out of descriptors still answers a scrape"
+    has "$T/serve3" "cannot accept a connection: Too many open files" "metrics --serve says accept failed"
+    kill -TERM $spid
+    wait $spid
+    expect $? 0 "metrics --serve (out of descriptors) ends on SIGTERM"
 fi
 
 # ---- configuration ----
