@@ -173,7 +173,7 @@ static int list_store(cli *c, names *out)
 static int open_for(cli *c)
 {
     bw_error e;
-    return cli_open_store(c, 0, &e) == BW_OK ? 0 : cli_status(c, EX_UNAVAILABLE_);
+    return cli_open_store(c, 0, &e) == BW_OK ? 0 : EX_UNAVAILABLE_;
 }
 
 /* ---- status ---- */
@@ -443,7 +443,7 @@ int cmd_verb(cli *c, int argc, char **argv)
     static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return cli_status(c, EX_USAGE_);
+        return EX_USAGE_;
     int status = open_for(c);
     bw_error e;
     bw_store_circuit x;

@@ -12,7 +12,9 @@
  * update). Every process-directed signal the tool forwards is blocked from
  * the start of main, before the library starts any thread, so that only the
  * main thread ever takes them (sigtimedwait) and no library thread is killed
- * by one; a child gets the original mask back before exec. The tool reads
+ * by one; a child gets the original mask back before exec. While a file is
+ * read, TERM, INT, HUP and QUIT are unblocked with their default action
+ * (cli_read_file), so that one ends a read that blocks. The tool reads
  * CLOCK_MONOTONIC (BW_CLOCK=monotonic, clock.h) unless told otherwise: the
  * calibration of the TSC clock costs about 2 ms, more than a one-call process
  * can win back.
@@ -59,7 +61,6 @@ typedef struct cli {
     sigset_t orig_mask;      /* the mask to give a child */
     int clock_env;           /* main set BW_CLOCK=monotonic (a child does not inherit it) */
     int pass_store;          /* run, retry --pass-store: the child gets BREAKWATER_STORE */
-    int stopped;             /* the termination signal that ended a read (cli_read_file), or 0 */
 } cli;
 
 /*
@@ -79,13 +80,12 @@ const char *cli_escape(const char *s, char *buf, size_t n);
  * Read the regular file `path` (`what` names it in messages) into a malloc'd,
  * NUL-terminated *out of *len bytes: at most `max` bytes, no NUL byte. A
  * FIFO, a device or a directory is refused at once (opened without waiting
- * for a writer, checked with fstat); the read stops at a termination signal
- * (TERM, INT, HUP, QUIT: c->stopped says which). 0, or -1 after printing why.
+ * for a writer, checked with fstat). While it runs (open, read, close), TERM,
+ * INT, HUP and QUIT are unblocked with their default action: one ends the
+ * process, even in a read that blocks (NFS, FUSE), and one pending ends it at
+ * once. 0, or -1 after printing why.
  */
 int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len);
-
-/* The exit status of a command a termination signal stopped (128 + its number), else `status`. */
-int cli_status(const cli *c, int status);
 
 /* A duration as the configuration text writes one ("1.5s", "250ms", a bare number: seconds): 0 ok, -1 bad. */
 int cli_duration(const char *s, int64_t *ns);

@@ -15,15 +15,16 @@
  * (bw_store_url_redact) and every message is escaped (cli_escape).
  *
  * Files (a configuration file, a store URL's file) are read by
- * cli_read_file only: regular files, bounded, and a termination signal
- * (blocked since main began, so it would not end a read by itself) ends the
- * read, and the command with 128 + its number.
+ * cli_read_file only: regular files, bounded, and while one is read the
+ * termination signals (blocked since main began) are unblocked with their
+ * default action, so that one ends the command even in a read that blocks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,29 +210,40 @@ static int sets_shape(const char *text)
 
 /* ---- files ---- */
 
-int cli_status(const cli *c, int status)
+/*
+ * The termination signals while a file is read: unblocked, with their default action (whatever was inherited,
+ * as the rest of the command takes them), so that one ends the process even in a read the kernel does not
+ * interrupt for a caught signal (a hung NFS mount or FUSE file system waits "killable": only a signal that ends
+ * the process ends the wait, a handler never runs). One already pending ends it at once.
+ */
+static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { NSTOP = sizeof stop_sigs / sizeof stop_sigs[0] };
+
+typedef struct stoppable {
+    struct sigaction old[NSTOP];
+    sigset_t mask;
+} stoppable;
+
+static void stoppable_begin(stoppable *st)
 {
-    return c->stopped ? 128 + c->stopped : status;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < NSTOP; i++) {
+        sigaction(stop_sigs[i], &dfl, &st->old[i]);
+        sigaddset(&set, stop_sigs[i]);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &set, &st->mask);
 }
 
-/* A termination signal (TERM, INT, HUP, QUIT: blocked since main began) that is pending: taken, and its number. */
-static int stop_signal(cli *c)
+static void stoppable_end(stoppable *st)
 {
-    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-    sigset_t pend;
-    if (sigpending(&pend) != 0)
-        return 0;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (sigismember(&pend, sigs[i]) == 1) {
-            sigset_t one;
-            sigemptyset(&one);
-            sigaddset(&one, sigs[i]);
-            struct timespec zero = {0, 0};
-            siginfo_t si;
-            sigtimedwait(&one, &si, &zero);
-            return c->stopped = sigs[i];
-        }
-    return 0;
+    pthread_sigmask(SIG_SETMASK, &st->mask, NULL); /* blocked again first: none is taken with the old action */
+    for (int i = 0; i < NSTOP; i++)
+        sigaction(stop_sigs[i], &st->old[i], NULL);
 }
 
 static const char *file_kind(mode_t m)
@@ -244,10 +256,8 @@ static const char *file_kind(mode_t m)
                          : "not a regular file";
 }
 
-int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
+static int read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
 {
-    *out = NULL;
-    *len = 0;
     /* O_NONBLOCK: a FIFO without a writer does not stall the open (it is refused below, as any non-file is). */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
@@ -275,10 +285,6 @@ int cli_read_file(cli *c, const char *path, size_t max, const char *what, char *
     if (!buf)
         cli_err(c, "out of memory");
     while (buf) {
-        if (stop_signal(c)) {
-            cli_err(c, "reading the %s %s: stopped by signal %d", what, path, c->stopped);
-            break;
-        }
         if (got + 1 == cap) { /* it grew since fstat: read on, up to max + 1 bytes */
             if (got > max) {
                 cli_err(c, "the %s %s is larger than %zu bytes", what, path, max);
@@ -317,6 +323,17 @@ int cli_read_file(cli *c, const char *path, size_t max, const char *what, char *
     free(buf);
     close(fd);
     return -1;
+}
+
+int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    stoppable st;
+    stoppable_begin(&st);
+    int rc = read_file(c, path, max, what, out, len);
+    stoppable_end(&st);
+    return rc;
 }
 
 /* ---- configuration ---- */

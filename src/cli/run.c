@@ -424,13 +424,9 @@ static int guard_new(cli *c, const char *name, guard *g)
     memset(g, 0, sizeof *g);
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return cli_status(c, EX_USAGE_);
+        return EX_USAGE_;
     bw_error e;
     if (cli_open_store(c, 1, &e) != BW_OK) {
-        if (c->stopped) { /* told to stop while reading the store's URL */
-            bw_config_free(cfg);
-            return cli_status(c, EX_UNAVAILABLE_);
-        }
         cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
                 c->store_shown, e.message, name);
     }

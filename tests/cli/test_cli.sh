@@ -623,6 +623,26 @@ if [ -n "$PRELOAD" ]; then
     fi
     wait $pid
     expect $? 130 "SIGINT during the read of a store URL file: 128 + 2"
+    # A read that never returns (preload.c: a hung NFS or FUSE file system, where only a signal that ends the
+    # process ends the wait): SIGTERM, and SIGHUP for a store URL's file, still end the command.
+    echo "wait=1s" >"$T/hang.conf"
+    echo "memory:" >"$T/hang.url"
+    for how in "TERM 143 --config-file $T/hang.conf" "HUP 129 --store @$T/hang.url"; do
+        set -- $how
+        env BWTEST_HANG_READ="${4#@}" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" "$3" "$4" run cf -- touch "$T/ran-hang" 2>"$T/err" &
+        pid=$!
+        sleep 1
+        kill -"$1" $pid
+        n=0
+        while kill -0 $pid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+        if kill -0 $pid 2>/dev/null; then
+            fail "SIG$1 did not end a read that blocks ($3)"
+            kill -KILL $pid
+        fi
+        wait $pid
+        expect $? "$2" "SIG$1 during a read that blocks ($3): 128 + its number"
+        [ ! -e "$T/ran-hang" ] && ok || fail "the command ran after SIG$1"
+    done
 fi
 
 # ---- messages escape control bytes ----
