@@ -486,12 +486,13 @@ static int resolve_store(cli *c, char *dir, size_t n)
         cli_err(c, "out of memory");
         return -1;
     }
-    bw_store_url_redact(c->store_url, masked, cap);
+    unsigned what = 0;
+    bw_store_url_redact(c->store_url, masked, cap, &what);
     cli_escape(masked, c->store_shown, sizeof c->store_shown);
-    int secret = strcmp(masked, c->store_url) != 0;
     free(masked);
-    /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). */
-    if (c->store_spec && c->store_spec[0] != '@' && secret)
+    /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). Not for a
+       part masked only because it might hold one (a malformed URL, a string that is no URL: "--store foo"). */
+    if (c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
         cli_err(c,
                 "warning: --store %s gives a password on the command line, where every user of this host can read "
                 "it (ps): give it in a file only you can read (--store @FILE) or in $BREAKWATER_STORE",

@@ -61,20 +61,24 @@ int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64
 /*
  * The secrets of a URL (url.c), for every message that shows a URL or may
  * echo a part of one: what bw_store_url_redact masks (store.h says which
- * parts, and why so generously). A span is url[at, at + len); `whole` marks
- * the span of a string that is not a URL at all (no scheme), which only ever
- * matches as a whole. bw__url_secrets writes the spans in order, merged, at
- * most max (max >= 1; past that the last one runs to the end of url) and
- * returns how many.
+ * parts, and why so generously). A span is url[at, at + len); `kind` says
+ * what it is, BW_STORE_URL_* bits (store.h; spans merged have their kinds
+ * or'ed): BW_STORE_URL_ALL marks a string that is not a URL at all (no
+ * scheme), which only ever matches as a whole. bw__url_secrets writes the
+ * spans in order, merged, at most max (max >= 1; past that the last one runs
+ * to the end of url, with the kinds of all it holds) and returns how many.
  */
 typedef struct bw__url_span {
     size_t at, len;
-    int whole;
+    unsigned kind;
 } bw__url_span;
 #define BW__URL_SPANS_MAX 32
 int bw__url_secrets(const char *url, bw__url_span *out, int max);
-/* url with each secret replaced by "***" into buf (n bytes, NUL-terminated when n > 0); the length of the whole. */
-size_t bw__url_redact(const char *url, char *buf, size_t n);
+/*
+ * url with each secret replaced by "***" into buf (n bytes, NUL-terminated when n > 0); the length of the whole.
+ * *kinds (when kinds is not NULL): the BW_STORE_URL_* bits of what was masked, 0 nothing.
+ */
+size_t bw__url_redact(const char *url, char *buf, size_t n, unsigned *kinds);
 /*
  * Replace in the string s (of an array of n bytes) every occurrence of a
  * secret of url, and of each piece of one between the delimiters of a URL

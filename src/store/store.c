@@ -176,11 +176,11 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
     return BW_OK;
 }
 
-int bw_store_url_redact(const char *url, char *buf, size_t n)
+int bw_store_url_redact(const char *url, char *buf, size_t n, unsigned *masked)
 {
     if (!url || (!buf && n > 0))
         return BW_EINVAL;
-    size_t len = bw__url_redact(url, buf, n);
+    size_t len = bw__url_redact(url, buf, n, masked);
     return len > INT_MAX ? INT_MAX : (int)len;
 }
 

@@ -162,19 +162,21 @@ static int space(char c)
 typedef struct spans {
     bw__url_span *v;
     int n, max;
-    size_t cut; /* past max: everything from here on is one span; SIZE_MAX: none */
+    size_t cut;         /* past max: everything from here on is one span; SIZE_MAX: none */
+    unsigned cut_kinds; /* the kinds of the spans left out past max */
 } spans;
 
-static void add(spans *sp, size_t at, size_t len, int whole)
+static void add(spans *sp, size_t at, size_t len, unsigned kind)
 {
     if (len == 0)
         return;
     if (sp->n == sp->max) {
         if (at < sp->cut)
             sp->cut = at;
+        sp->cut_kinds |= kind;
         return;
     }
-    sp->v[sp->n++] = (bw__url_span){at, len, whole};
+    sp->v[sp->n++] = (bw__url_span){at, len, kind};
 }
 
 /*
@@ -192,7 +194,7 @@ static size_t userinfo(const char *url, size_t a, size_t n, spans *sp)
         return a;
     const char *colon = memchr(url + a, ':', at - a);
     if (colon)
-        add(sp, (size_t)(colon - url) + 1, at - (size_t)(colon - url) - 1, 0);
+        add(sp, (size_t)(colon - url) + 1, at - (size_t)(colon - url) - 1, BW_STORE_URL_PASSWORD);
     return at + 1;
 }
 
@@ -223,7 +225,7 @@ static void ports(const char *url, size_t h, size_t n, spans *sp)
             while (d < ee && url[d] >= '0' && url[d] <= '9')
                 d++;
             if (d < ee)
-                add(sp, p + 1, ee - p - 1, 0);
+                add(sp, p + 1, ee - p - 1, BW_STORE_URL_PORT);
         }
         e = ee + 1;
     }
@@ -253,7 +255,7 @@ static void bare_words(const char *url, size_t r, size_t n, int keywords, spans 
             eq |= (a < n && url[a] == '=') || (b > r && url[b - 1] == '=');
         }
         if (!eq)
-            add(sp, i, e - i, 0);
+            add(sp, i, e - i, BW_STORE_URL_WORD);
         i = e < n && !query && url[e] == '?' ? qa : e + 1;
     }
 }
@@ -303,7 +305,7 @@ static void keyed_values(const char *url, size_t r, size_t n, spans *sp)
                 break;
             e = w = we;
         }
-        add(sp, v, e - v, 0);
+        add(sp, v, e - v, BW_STORE_URL_KEYED);
         i = e > i ? e - 1 : i;
     }
 }
@@ -322,6 +324,7 @@ static void sort_merge(spans *sp)
             size_t end = sp->v[i].at + sp->v[i].len, prev = sp->v[k - 1].at + sp->v[k - 1].len;
             if (end > prev)
                 sp->v[k - 1].len = end - sp->v[k - 1].at;
+            sp->v[k - 1].kind |= sp->v[i].kind;
         } else {
             sp->v[k++] = sp->v[i];
         }
@@ -331,13 +334,13 @@ static void sort_merge(spans *sp)
 
 int bw__url_secrets(const char *url, bw__url_span *out, int max)
 {
-    spans sp = {out, 0, max - 1, SIZE_MAX}; /* one kept for the tail past max */
+    spans sp = {out, 0, max - 1, SIZE_MAX, 0}; /* one kept for the tail past max */
     size_t n = strlen(url);
     const char *colon = strchr(url, ':');
     if (!colon || !scheme_like(url, (size_t)(colon - url))) { /* not a URL: all of it may be a secret */
         if (n == 0)
             return 0;
-        out[0] = (bw__url_span){0, n, 1};
+        out[0] = (bw__url_span){0, n, BW_STORE_URL_ALL};
         return 1;
     }
     size_t r = (size_t)(colon - url) + 1;
@@ -353,9 +356,11 @@ int bw__url_secrets(const char *url, bw__url_span *out, int max)
     if (sp.cut != SIZE_MAX) { /* too many: from the first one left out to the end, all masked */
         while (sp.n > 0 && sp.v[sp.n - 1].at >= sp.cut)
             sp.n--;
-        if (sp.n > 0 && sp.v[sp.n - 1].at + sp.v[sp.n - 1].len >= sp.cut)
+        if (sp.n > 0 && sp.v[sp.n - 1].at + sp.v[sp.n - 1].len >= sp.cut) {
             sp.cut = sp.v[--sp.n].at;
-        sp.v[sp.n++] = (bw__url_span){sp.cut, n - sp.cut, 0};
+            sp.cut_kinds |= sp.v[sp.n].kind;
+        }
+        sp.v[sp.n++] = (bw__url_span){sp.cut, n - sp.cut, sp.cut_kinds};
     }
     return sp.n;
 }
@@ -370,16 +375,20 @@ static void put(char *buf, size_t n, size_t *k, const char *s, size_t len)
     *k += len;
 }
 
-size_t bw__url_redact(const char *url, char *buf, size_t n)
+size_t bw__url_redact(const char *url, char *buf, size_t n, unsigned *kinds)
 {
     bw__url_span v[BW__URL_SPANS_MAX];
     int ns = bw__url_secrets(url, v, BW__URL_SPANS_MAX);
     size_t k = 0, at = 0, len = strlen(url);
+    unsigned masked = 0;
     for (int i = 0; i < ns; i++) {
         put(buf, n, &k, url + at, v[i].at - at);
         put(buf, n, &k, "***", 3);
         at = v[i].at + v[i].len;
+        masked |= v[i].kind;
     }
+    if (kinds)
+        *kinds = masked;
     put(buf, n, &k, url + at, len - at);
     if (n > 0)
         buf[k < n ? k : n - 1] = 0;
@@ -439,7 +448,7 @@ size_t bw__url_needles(const char *url, char *buf, size_t n)
         size_t len = v[i].len;
         if (len >= SHORTEST)
             needle(buf, n, &k, BW__NEEDLE_WHOLE, p, len);
-        for (size_t a = 0; !v[i].whole && a < len;) { /* and each piece between delimiters */
+        for (size_t a = 0; !(v[i].kind & BW_STORE_URL_ALL) && a < len;) { /* and each piece between delimiters */
             while (a < len && delimiter(p[a]))
                 a++;
             size_t b = a;

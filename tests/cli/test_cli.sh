@@ -491,6 +491,17 @@ expect $? 69 "a store that cannot be opened: 69"
 nosecret "$T/err" "--store with a password, refused"
 has "$T/err" 'redis://:\*\*\*@127.0.0.1:1' "the URL is shown masked"
 has "$T/err" "warning: --store .* gives a password on the command line" "a password on the command line: warned"
+# Warned for a password (a userinfo's, a keyed value, a port that is not a number), not for whatever is masked
+# because it might hold one: a string that is no URL (a file name without its scheme), a malformed option.
+for u in 'redis://127.0.0.1:SECRET/0' 'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'redis:u:SECRET@127.0.0.1:1'; do
+    "$BW" --store "$u" status >"$T/out" 2>"$T/err"
+    has "$T/err" "warning: --store .* gives a password" "--store $u: a password on the command line, warned"
+done
+for u in nosuchstore "sqlite$T/x.db" 'memory:?pool=1&x'; do
+    "$BW" --store "$u" status >"$T/out" 2>"$T/err"
+    expect $? 69 "--store $u: cannot be opened"
+    grep -q "gives a password" "$T/err" && fail "--store $u: warned of a password it does not give: $(cat "$T/err")" || ok
+done
 BREAKWATER_STORE='redis://u:SECRET@127.0.0.1:1?connect_timeout=200ms' "$BW" -v run sec -- true >"$T/out" 2>"$T/err"
 expect $? 0 "BREAKWATER_STORE with a password, refused: runs locally"
 nosecret "$T/err" "BREAKWATER_STORE with a password"
