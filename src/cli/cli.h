@@ -118,7 +118,8 @@ const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *
  * Report an argument the command does not take (then exit 64): an option by
  * its name only, never its value ("--stor=URL" may be a misspelt --store
  * with a password: "unknown option '--stor' (its value not shown)"), any
- * other argument as an unknown `what` ("argument", "command").
+ * other argument as an unknown `what` ("argument", "command"), redacted
+ * when it is a URL that gives a password (its --store forgotten).
  */
 void cli_unknown(const cli *c, const char *arg, const char *what);
 /* Whether argv[*i] is option `opt` (with or without "=value"). */

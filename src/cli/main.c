@@ -152,12 +152,19 @@ void cli_unknown(const cli *c, const char *arg, const char *what)
     char see[64];
     snprintf(see, sizeof see, "see: %s %s%s--help", c->prog, c->cmd ? c->cmd : "", c->cmd ? " " : "");
     const char *eq = strchr(arg, '=');
-    if (arg[0] != '-')
-        cli_err(c, "unknown %s '%s' (%s)", what, arg, see);
-    else if (eq)
+    if (arg[0] != '-') { /* a URL with a password given where none is taken (its --store forgotten): redacted */
+        size_t cap = 3 * strlen(arg) + 1;
+        char *shown = malloc(cap);
+        unsigned masked = 0;
+        if (shown)
+            bw_store_url_redact(arg, shown, cap, &masked);
+        cli_err(c, "unknown %s '%s' (%s)", what, !shown ? "?" : masked & BW_STORE_URL_SECRET ? shown : arg, see);
+        free(shown);
+    } else if (eq) {
         cli_err(c, "unknown option '%.*s' (its value not shown) (%s)", (int)(eq - arg), arg, see);
-    else
+    } else {
         cli_err(c, "unknown option '%s' (%s)", arg, see);
+    }
 }
 
 int cli_global_opt(cli *c, int argc, char **argv, int *i)

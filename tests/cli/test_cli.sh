@@ -523,6 +523,15 @@ unknown --Store metrics --Store=redis://:SECRET@h
 unknown --stor status --stor=redis://:SECRET@h
 unknown --stor retry --stor=redis://:SECRET@h -- true
 unknown --pasword run x --pasword=SECRET -- true
+# A URL with a password where none is taken (--store forgotten): shown redacted; another word as given.
+for args in "redis://:SECRET@h status" "metrics redis://u:SECRET@h" "retry redis://h?password=SECRET -- true"; do
+    "$BW" $args >"$T/out" 2>"$T/err"
+    expect $? 64 "an unknown argument ($args): 64"
+    nosecret "$T/err" "an unknown argument ($args)"
+    has "$T/err" "unknown .*redis:.*\*\*\*" "an unknown argument shown redacted ($args)"
+done
+"$BW" metrics statuss 2>"$T/err"
+has "$T/err" "unknown argument 'statuss'" "an unknown word shown as given"
 for u in 'redis://:SECRET' 'redis://u:SECRET/x@127.0.0.1' 'redis:u:SECRET@127.0.0.1' 'postgresql://u:SE%zzCRET@h/db' \
     'postgresql:host=127.0.0.1 port=1 password=SECRET' "postgresql:host=h password='SEC RET" 'SECRET' \
     'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'memory:?pool=1&SECRET'; do
