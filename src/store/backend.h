@@ -80,11 +80,20 @@ int bw__url_secrets(const char *url, bw__url_span *out, int max);
  */
 size_t bw__url_redact(const char *url, char *buf, size_t n, unsigned *kinds);
 /*
- * Replace in the string s (of an array of n bytes) every occurrence of a
- * secret of url, and of each piece of one between the delimiters of a URL
- * (a message may echo a part: libpq reads "u:SEC/RET@h" as host "u", port
- * "SEC"), with "***"; pieces shorter than 3 bytes are left (too short to
- * tell from ordinary words). The result is cut to n - 1 bytes.
+ * Replace in the string s (of an array of n bytes, any n; cut to n - 1 bytes
+ * first when it holds no NUL) with "***":
+ * - every occurrence of a secret of url, wherever it is;
+ * - each piece of one between the delimiters of a URL (a message may echo a
+ *   part: libpq reads "u:SEC/RET@h" as host "u", port "SEC"), of 3 bytes or
+ *   more, where it is a word of its own: not where a letter or digit of its
+ *   end touches another of s ("pass word" leaves "password" and "bwpass"
+ *   alone; a word of s that equals a piece, "a word to pass", is masked:
+ *   the scrub cannot tell it from an echo). Shorter pieces are left (too
+ *   short to tell from ordinary text);
+ * - both percent-decoded too (libpq quotes "u:abc%40def"'s password as
+ *   "abc@def"), all of each secret before any piece;
+ * - the first 3 bytes or more of any of these at the very end of s (a
+ *   message cut short in the middle of a secret).
  */
 void bw__url_scrub(const char *url, char *s, size_t n);
 /*

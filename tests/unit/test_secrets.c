@@ -184,6 +184,8 @@ static void test_open_errors(void)
         open_hides("postgresql:host=127.0.0.1 password=Zq7x Pw9k", "Zq7x Pw9k", BW_EINVAL);
         open_hides("postgresql:host=127.0.0.1 password='Zq7x Pw9k", "Zq7x Pw9k", BW_EINVAL);
         open_hides("postgresql://u:Zq7x/Pw9k@127.0.0.1:1/db?connect_timeout=200ms", "Zq7x/Pw9k", 0);
+        /* No credentials for libpq (a '/' before the '@'): the port "Zq7x%40Pw9k", quoted decoded ("Zq7x@Pw9k"). */
+        open_hides("postgresql://u:Zq7x%40Pw9k/x@127.0.0.1:1/db?connect_timeout=200ms", "Zq7x%40Pw9k", 0);
         open_hides("postgresql://u:Zq7xPw9k@127.0.0.1:1/db?bogus=1", sec, BW_EINVAL);
         open_hides("postgresql://u:Zq7xPw9k@127.0.0.1:1/db?sslmode=bogus&connect_timeout=200ms", sec, 0);
         /* A connection refused. */
@@ -222,6 +224,14 @@ static void test_postgres_live(void)
     open_hides(u, "Zq7x Pw9k", BW_ESYS);
     snprintf(u, sizeof u, "postgresql://bwpass:bwsecret@127.0.0.1:%s/no_such_db_Zq7x", port);
     open_hides(u, "bwsecret", BW_ESYS);
+    /* A password of common words: its pieces are masked where they are words, not inside "password". */
+    snprintf(u, sizeof u, "postgresql:host=127.0.0.1 port=%s user=bwpass password='pass word' dbname=postgres", port);
+    bw_store *s = NULL;
+    bw_error e;
+    CHECK_RC(bw_store_open(u, &s, &e), BW_ESYS);
+    if (!strstr(e.message, "password authentication failed for user \"bwpass\""))
+        H_FAIL("'pass word' refused: %s", e.message);
+    bw_store_close(s);
 }
 
 static bw_store_verdict keep(void *arg, int64_t now, const bw_store_entry *cur, bw_store_entry *next)
