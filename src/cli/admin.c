@@ -305,8 +305,10 @@ static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
             fprintf(f, "%s%-*s%s%s", col ? color_of(xs[i].snap.state) : "", k + 1 < COLS ? (int)w[k] : 0, cells[i][k],
                     col ? "\033[0m" : "", k + 1 < COLS ? "  " : "\n");
         }
-    if (ns->n == 0)
-        fprintf(f, "(no circuits in %s)\n", c->store_shown);
+    if (ns->n == 0) {
+        char shown[4 * sizeof c->store_shown];
+        fprintf(f, "(no circuits in %s)\n", cli_escape(c->store_shown, shown, sizeof shown));
+    }
     free(cells);
 }
 
@@ -370,9 +372,8 @@ int cmd_status(cli *c, int argc, char **argv)
             bw_error e;
             int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
             if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
-                char shown[4 * 64 + 4];
-                cli_err(c, "skipping '%s': not a circuit name: %s", cli_escape(ns.v[i], shown, sizeof shown),
-                        e.message);
+                cli_err(c, "skipping '%.64s%s': not a circuit name: %s", ns.v[i], strlen(ns.v[i]) > 64 ? "..." : "",
+                        e.message); /* escaped as every message is (once: an escape escaped again reads otherwise) */
                 skipped = 1;
                 free(ns.v[i]);
                 continue;

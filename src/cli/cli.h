@@ -50,7 +50,7 @@ typedef struct cli {
     int color;               /* colour on stderr and stdout: a terminal and no NO_COLOR */
     const char *store_url;   /* the URL opened: --store's, BREAKWATER_STORE's, read from their @FILE, or the default */
     const char *store_spec;  /* as given: --store's value, or NULL (then BREAKWATER_STORE, else the default) */
-    char store_shown[600];   /* store_url for messages: its secrets masked, control bytes escaped */
+    char store_shown[600];   /* store_url for messages: its secrets masked (escaped as the message is) */
     char store_buf[4200];    /* the default URL */
     char *store_read;        /* the URL read from an @FILE (malloc'd) */
     const char *config_text; /* --config */
@@ -65,15 +65,19 @@ typedef struct cli {
 
 /*
  * Messages on stderr, prefixed "breakwater: " (and the command). Every
- * message has its control bytes and its bytes past ASCII escaped (\xHH), so
+ * message has its control bytes and its bytes past ASCII escaped (\xHH, and
+ * '\' as \\, so that an escape reads as one and only one), so
  * no name, key, file name or URL a user or a store gave can write a terminal
- * escape; a store URL is shown as c->store_shown (its secrets masked).
+ * escape; a store URL is shown as c->store_shown (its secrets masked). A
+ * text is escaped once, as the message is written: output on stdout that
+ * shows one escapes it itself.
  */
 void cli_err(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A message only with -v. */
 void cli_info(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* s with every byte outside printable ASCII written \xHH, into buf (n bytes, cut short with "..."); buf. */
+/* s with every byte outside printable ASCII written \xHH and '\' as \\, into buf (n bytes, cut short with "..."); buf.
+ */
 const char *cli_escape(const char *s, char *buf, size_t n);
 
 /*

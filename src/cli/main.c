@@ -44,7 +44,10 @@ const char *cli_escape(const char *s, char *buf, size_t n)
             snprintf(buf + k, n - k, "...");
             return buf;
         }
-        k += (size_t)snprintf(buf + k, n - k, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+        if (*p == '\\') /* itself escaped: a literal "\x1b" must not read as an escaped ESC */
+            k += (size_t)snprintf(buf + k, n - k, "\\\\");
+        else
+            k += (size_t)snprintf(buf + k, n - k, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
     }
     buf[k] = 0;
     return buf;
@@ -495,7 +498,9 @@ static int resolve_store(cli *c, char *dir, size_t n)
     }
     unsigned what = 0;
     bw_store_url_redact(c->store_url, masked, cap, &what);
-    cli_escape(masked, c->store_shown, sizeof c->store_shown);
+    snprintf(c->store_shown, sizeof c->store_shown, "%s", masked); /* cut after the masking: no piece of a secret */
+    if (strlen(masked) >= sizeof c->store_shown)
+        memcpy(c->store_shown + sizeof c->store_shown - 4, "...", 4);
     free(masked);
     /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). Not for a
        part masked only because it might hold one (a malformed URL, a string that is no URL: "--store foo"). */

@@ -678,6 +678,13 @@ has "$T/err" 'cannot run cmd\\x1b\[2J' "the command's name escaped"
 grep -q "$(printf '\033')" "$T/err" && fail "a file name's ESC reached stderr" || ok
 "$BW" --store "$(printf 'bogus\033[2J:x')" status 2>"$T/err"
 grep -q "$(printf '\033')" "$T/err" && fail "a store URL's ESC reached stderr" || ok
+"$BW" --store "$(printf 'sqlite:/proc/no/such/\033[2J/c.db')" status 2>"$T/err"
+has "$T/err" 'store sqlite:/proc/no/such/\\x1b\[2J/c.db' "a store URL's ESC escaped once"
+# A backslash is escaped too: a name holding the four bytes \x1b reads otherwise than one holding an ESC.
+"$BW" --config-file "$T/no\\x1bfile" run esc -- true 2>"$T/err"
+has "$T/err" 'no\\\\x1bfile' "a file name's backslash escaped as \\\\"
+"$BW" --config-file "$(printf '%s/no\033file' "$T")" run esc -- true 2>"$T/err"
+has "$T/err" 'no\\x1bfile' "a file name's ESC escaped as \\x1b"
 
 # ---- a store that cannot be opened: the command still runs, protected locally ----
 "$BW" --store "sqlite:/proc/no/such/dir/c.db" run local -- sh -c "echo ran > '$T/local'" 2>"$T/err"
