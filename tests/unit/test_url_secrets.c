@@ -72,12 +72,12 @@ static void test_lengths(void)
     CHECK(strncmp(s + 3000 - 5, " *** xx", 7) == 0);
     memcpy(s, "Zq7xPw9k", 8); /* no NUL in the array: cut to its last byte but one, then scrubbed */
     bw__url_scrub("redis://:Zq7xPw9k@h", s, 8);
-    CHECK_STR(s, "***");      /* the first 7 bytes of the secret, at the end of a message cut short */
+    CHECK_STR(s, "***"); /* the first 7 bytes of the secret, at the end of a message cut short */
     memcpy(s, "Zq7xPw9k", 8);
     bw__url_scrub("redis://:Zq7xPw9k@h", s, 9);
     CHECK_STR(s, "***");
     scrubbed("redis://:Zq7xPw9k@h", "refused: Zq7xP", "refused: ***");
-    scrubbed("redis://:Zq7xPw9k@h", "refused: Zq", "refused: Zq"); /* 2 bytes: too short to tell */
+    scrubbed("redis://:Zq7xPw9k@h", "refused: Zq", "refused: Zq");            /* 2 bytes: too short to tell */
     scrubbed("postgresql:host=h password='pass word'", "a bypas", "a bypas"); /* a piece's start inside a word */
     free(s);
 }
