@@ -137,9 +137,12 @@
  * named by the part at fault and its rule, never quoted where the part could
  * hold a secret, and what a backend's library wrote (libpq quotes parts of a
  * connection string) is scrubbed of the URL's secrets before it reaches
- * *err. To show a URL yourself (a log line, a status page), pass it through
- * bw_store_url_redact. Keep a URL with a password out of command lines (other
- * users see them: ps); docs/stores.md says how to pass it.
+ * *err; so is the error of every later call on the store (bw_store_update,
+ * bw_store_scan, bw_store_sweep, and the events and failure messages of the
+ * breakers on it: libpq's message of a failed reconnect names the hosts it
+ * tried, which a password holding an '@' may have become part of). To show a URL yourself (a log line, a status page),
+ * pass it through bw_store_url_redact. Keep a URL with a password out of command lines (other users see them: ps);
+ * docs/stores.md says how to pass it.
  *
  * Network stores (redis:, postgresql:): what a server, or anyone on the way
  * to it, can cost a caller. This is the one statement of these bounds
@@ -385,9 +388,25 @@ BW_API int bw_store_open(const char *url, bw_store **out, bw_error *err);
  * returns the length of the whole text (as snprintf: buf NULL and n 0 ask
  * for it); BW_EINVAL (negative) for a NULL url, or a NULL buf with n > 0.
  * A buffer of 3 * strlen(url) + 1 bytes always holds the whole.
+ * *masked (when masked is not NULL; set on success): what was masked, the
+ * BW_STORE_URL_* bits below, 0 when nothing was. A URL that gives a
+ * password has BW_STORE_URL_SECRET set; BW_STORE_URL_WORD and
+ * BW_STORE_URL_ALL alone are a malformed URL, or a string that is not one
+ * (a file name given as a URL), masked only because it might hold one.
  * Thread safety: any thread; it keeps no state.
  */
-BW_API int bw_store_url_redact(const char *url, char *buf, size_t n);
+BW_API int bw_store_url_redact(const char *url, char *buf, size_t n, unsigned *masked);
+
+/* What bw_store_url_redact masked (bits of *masked). */
+enum {
+    BW_STORE_URL_PASSWORD = 1 << 0, /* the password of a userinfo */
+    BW_STORE_URL_PORT = 1 << 1,     /* a port that is not a number (a password without its '@') */
+    BW_STORE_URL_KEYED = 1 << 2,    /* the value of an option or libpq keyword naming a secret */
+    BW_STORE_URL_WORD = 1 << 3,     /* a word without '=' in a query or keyword string (malformed) */
+    BW_STORE_URL_ALL = 1 << 4,      /* all of a string that is not a URL (no scheme before a ':') */
+    /* the parts that hold a password when the URL is well formed */
+    BW_STORE_URL_SECRET = BW_STORE_URL_PASSWORD | BW_STORE_URL_PORT | BW_STORE_URL_KEYED
+};
 
 /*
  * bw_store_custom — a store from your own operations table (copied) and ctx

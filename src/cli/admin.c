@@ -17,7 +17,9 @@
  *   retry_after; cumulative counters are each process's own and are not in a
  *   store. --serve answers GET /metrics on a socket of its own, poll-based: at
  *   most 16 connections at once, each with 2 s to send its request and a
- *   bounded send (serve), so that idle or slow clients never hold a scrape.
+ *   bounded send, a new one taking the place of the oldest that has sent no
+ *   request when all are taken (serve), so that idle or slow clients never
+ *   hold a scrape.
  *   It is not the library's /metrics server (observe.h): that one serves a
  *   bw_metrics set of this process's breakers, not a store's circuits, and is
  *   in builds with libmicrohttpd only; the command's works in every build.
@@ -171,7 +173,7 @@ static int list_store(cli *c, names *out)
 static int open_for(cli *c)
 {
     bw_error e;
-    return cli_open_store(c, 0, &e) == BW_OK ? 0 : cli_status(c, EX_UNAVAILABLE_);
+    return cli_open_store(c, 0, &e) == BW_OK ? 0 : EX_UNAVAILABLE_;
 }
 
 /* ---- status ---- */
@@ -303,8 +305,10 @@ static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
             fprintf(f, "%s%-*s%s%s", col ? color_of(xs[i].snap.state) : "", k + 1 < COLS ? (int)w[k] : 0, cells[i][k],
                     col ? "\033[0m" : "", k + 1 < COLS ? "  " : "\n");
         }
-    if (ns->n == 0)
-        fprintf(f, "(no circuits in %s)\n", c->store_shown);
+    if (ns->n == 0) {
+        char shown[4 * sizeof c->store_shown];
+        fprintf(f, "(no circuits in %s)\n", cli_escape(c->store_shown, shown, sizeof shown));
+    }
     free(cells);
 }
 
@@ -334,7 +338,7 @@ int cmd_status(cli *c, int argc, char **argv)
             }
             watch = 1;
         } else if (argv[i][0] == '-') {
-            cli_err(c, "unknown option '%s' (see: breakwater status --help)", argv[i]);
+            cli_unknown(c, argv[i], "option");
             names_free(&ns);
             return EX_USAGE_;
         } else {
@@ -368,9 +372,8 @@ int cmd_status(cli *c, int argc, char **argv)
             bw_error e;
             int rc = bw_store_read_circuit(c->store, ns.v[i], &xs[k], &e);
             if (rc == BW_EINVAL) { /* skipped (once: it leaves the list), the others reported; exit 1 at the end */
-                char shown[4 * 64 + 4];
-                cli_err(c, "skipping '%s': not a circuit name: %s", cli_escape(ns.v[i], shown, sizeof shown),
-                        e.message);
+                cli_err(c, "skipping '%.64s%s': not a circuit name: %s", ns.v[i], strlen(ns.v[i]) > 64 ? "..." : "",
+                        e.message); /* escaped as every message is (once: an escape escaped again reads otherwise) */
                 skipped = 1;
                 free(ns.v[i]);
                 continue;
@@ -441,7 +444,7 @@ int cmd_verb(cli *c, int argc, char **argv)
     static const bw_state want[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return cli_status(c, EX_USAGE_);
+        return EX_USAGE_;
     int status = open_for(c);
     bw_error e;
     bw_store_circuit x;
@@ -653,18 +656,32 @@ static char *exposition(cli *c, int openmetrics, int *status)
 }
 
 /*
- * The server's bounds: at most CONNS connections at once (more wait in the
- * listen queue until one ends); each has READ_MS from its accept to send the
- * head of its request (at most HEAD_MAX bytes); its answer must move on every
- * SEND_STALL_MS and be sent within SEND_TOTAL_MS. Nothing blocks: one poll
- * over the listening socket and every connection, so a connection that
- * sends nothing, or reads nothing, holds a slot for a bounded time and never
- * delays another's scrape.
+ * The server's bounds: at most CONNS connections at once; each has READ_MS
+ * from its accept to send the head of its request (at most HEAD_MAX bytes);
+ * its answer must move on every SEND_STALL_MS and be sent within
+ * SEND_TOTAL_MS. Nothing blocks: one poll over the listening socket and every
+ * connection, so a connection that sends nothing, or reads nothing, holds a
+ * slot for a bounded time and never delays another's scrape.
+ *
+ * When every slot is taken, a new connection takes the slot of the oldest one
+ * still without a whole request (as servers under pressure do: nginx reuses
+ * its idle keep-alive connections, libmicrohttpd can drop the oldest idle
+ * ones), once that one has been polled at least once and read a last time:
+ * so idle connections, however many, delay a scrape by a few polls, where
+ * waiting in the listen queue cost about READ_MS for every CONNS queued
+ * before it (a scrape behind 100 idle connections took 7.7 s). Only when
+ * every slot is sending an answer does a new connection wait in the queue.
+ * When accept fails for want of a descriptor (EMFILE, ENFILE) or of memory,
+ * the listening socket stays readable: it is not polled for a TICK_MS (and
+ * the oldest connection without a request is closed to give one back), or
+ * the loop would spin.
  */
 enum { CONNS = 16, HEAD_MAX = 4096, READ_MS = 2000, SEND_STALL_MS = 5000, SEND_TOTAL_MS = 30000, TICK_MS = 200 };
 
 typedef struct conn {
     int fd;           /* -1: a free slot */
+    int fresh;        /* accepted since the last poll: not yet given a chance to send its request */
+    int64_t since;    /* when it was accepted */
     int64_t deadline; /* reading: the end of its READ_MS; sending: the sooner of the stall's and the total's */
     int64_t total;    /* sending: when the whole answer must be sent */
     size_t got;       /* the request's bytes so far */
@@ -728,21 +745,72 @@ static int answer(cli *c, conn *k, int openmetrics, int64_t now)
     return out ? 0 : -1;
 }
 
-/* Take every connection waiting on the listening socket fd that a free slot can hold. */
-static void accept_all(int fd, conn *ks, int64_t now)
+static void conn_read(cli *c, conn *k, int openmetrics);
+
+/* The oldest connection that has been polled and has not sent a whole request: the one to give up; -1 none. */
+static int oldest_reader(const conn *ks)
 {
-    for (int i = 0; i < CONNS; i++) {
-        if (ks[i].fd >= 0)
-            continue;
+    int old = -1;
+    for (int i = 0; i < CONNS; i++)
+        if (ks[i].fd >= 0 && !ks[i].out && !ks[i].fresh && (old < 0 || ks[i].since < ks[old].since))
+            old = i;
+    return old;
+}
+
+/*
+ * A slot for a new connection: a free one, else the oldest connection without a request (oldest_reader), read a
+ * last time first (what it sent since the poll may complete its request), then closed. -1: every slot is sending.
+ */
+static int take_slot(cli *c, conn *ks, int openmetrics)
+{
+    for (;;) {
+        for (int i = 0; i < CONNS; i++)
+            if (ks[i].fd < 0)
+                return i;
+        int old = oldest_reader(ks);
+        if (old < 0)
+            return -1;
+        conn_read(c, &ks[old], openmetrics);
+        if (ks[old].fd >= 0 && !ks[old].out) {
+            cli_info(c, "a client sent no request in %lldms, and every connection is taken: dropped for a new one",
+                     (long long)(now_ms() - ks[old].since));
+            conn_close(&ks[old]);
+            return old;
+        }
+    }
+}
+
+/*
+ * Take the connections waiting on the listening socket fd, each into take_slot's slot. 0, or -1 when accept
+ * failed for want of a descriptor or memory (then the oldest connection without a request is closed: the next
+ * try has its descriptor).
+ */
+static int accept_all(cli *c, int fd, conn *ks, int openmetrics)
+{
+    for (;;) {
+        int i = take_slot(c, ks, openmetrics);
+        if (i < 0)
+            return 0; /* every slot sending: the others wait in the listen queue */
         int cfd = accept(fd, NULL, NULL);
+        if (cfd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            int e = errno, old = oldest_reader(ks);
+            cli_info(c, "cannot accept a connection: %s%s", strerror(e),
+                     old >= 0 ? ": the oldest one without a request dropped" : "");
+            if (old >= 0)
+                conn_close(&ks[old]);
+            return -1;
+        }
         if (cfd < 0)
-            return; /* none waiting (EAGAIN), or an aborted one: the next poll tells */
+            return 0; /* none waiting (EAGAIN), or an aborted one: the next poll tells */
         int fl = fcntl(cfd, F_GETFL);
         if (fl < 0 || fcntl(cfd, F_SETFL, fl | O_NONBLOCK) != 0 || fcntl(cfd, F_SETFD, FD_CLOEXEC) != 0) {
             close(cfd);
             continue;
         }
+        int64_t now = now_ms();
         ks[i].fd = cfd;
+        ks[i].fresh = 1;
+        ks[i].since = now;
         ks[i].got = 0;
         ks[i].req[0] = 0;
         ks[i].deadline = now + READ_MS;
@@ -819,7 +887,7 @@ static int serve(cli *c, const char *addr, int openmetrics)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, SOMAXCONN) != 0) {
         cli_err(c, "--serve: cannot listen on %s: %s", addr, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -836,6 +904,7 @@ static int serve(cli *c, const char *addr, int openmetrics)
     socklen_t sl = sizeof sa;
     getsockname(fd, (struct sockaddr *)&sa, &sl);
     cli_info(c, "serving http://%s:%u/metrics", host, ntohs(sa.sin_port));
+    int64_t paused = 0; /* the listening socket is not polled before (accept lacked a descriptor) */
     for (;;) {
         struct timespec zero = {0, 0};
         siginfo_t si;
@@ -843,7 +912,7 @@ static int serve(cli *c, const char *addr, int openmetrics)
             break;
         int64_t now = now_ms();
         struct pollfd p[CONNS + 1];
-        int at[CONNS + 1], np = 0, free_slots = 0, wait = TICK_MS; /* TICK_MS: a signal is seen soon */
+        int at[CONNS + 1], np = 0, room = 0, wait = TICK_MS; /* TICK_MS: a signal is seen soon */
         for (int i = 0; i < CONNS; i++) {
             conn *k = &ks[i];
             if (k->fd >= 0 && now >= k->deadline) {
@@ -855,26 +924,34 @@ static int serve(cli *c, const char *addr, int openmetrics)
                 conn_close(k);
             }
             if (k->fd < 0) {
-                free_slots++;
+                room = 1;
                 continue;
             }
+            room |= !k->out; /* a slot a new connection may take (take_slot) */
             p[np] = (struct pollfd){k->fd, k->out ? POLLOUT : POLLIN, 0};
             at[np++] = i;
             if (k->deadline - now < wait)
                 wait = (int)(k->deadline - now);
         }
-        if (free_slots) { /* else the others wait in the listen queue until a slot frees */
+        if (room && now >= paused) { /* else new connections wait in the listen queue */
             p[np] = (struct pollfd){fd, POLLIN, 0};
             at[np++] = -1;
+        } else if (room && paused - now < wait) {
+            wait = (int)(paused - now);
         }
-        if (poll(p, (nfds_t)np, wait) <= 0)
+        int ready = poll(p, (nfds_t)np, wait);
+        for (int j = 0; j < np; j++)
+            if (at[j] >= 0)
+                ks[at[j]].fresh = 0; /* polled: its request, if sent, is read below (or by take_slot) */
+        if (ready <= 0)
             continue;
-        for (int j = 0; j < np; j++) {
+        for (int j = 0; j < np; j++) { /* the listening socket last: every connection read first */
             if (!p[j].revents)
                 continue;
-            if (at[j] < 0)
-                accept_all(fd, ks, now_ms());
-            else if (ks[at[j]].out)
+            if (at[j] < 0) {
+                if (accept_all(c, fd, ks, openmetrics) != 0)
+                    paused = now_ms() + TICK_MS;
+            } else if (ks[at[j]].out)
                 conn_write(&ks[at[j]]);
             else
                 conn_read(c, &ks[at[j]], openmetrics);
@@ -904,8 +981,7 @@ int cmd_metrics(cli *c, int argc, char **argv)
             if (!(addr = cli_optval(c, argc, argv, &i, "--serve")))
                 return EX_USAGE_;
         } else {
-            cli_err(c, "unknown %s '%s' (see: breakwater metrics --help)", argv[i][0] == '-' ? "option" : "argument",
-                    argv[i]);
+            cli_unknown(c, argv[i], "argument");
             return EX_USAGE_;
         }
     }

@@ -12,7 +12,9 @@
  * update). Every process-directed signal the tool forwards is blocked from
  * the start of main, before the library starts any thread, so that only the
  * main thread ever takes them (sigtimedwait) and no library thread is killed
- * by one; a child gets the original mask back before exec. The tool reads
+ * by one; a child gets the original mask back before exec. While a file is
+ * read, TERM, INT, HUP and QUIT are unblocked with their default action
+ * (cli_read_file), so that one ends a read that blocks. The tool reads
  * CLOCK_MONOTONIC (BW_CLOCK=monotonic, clock.h) unless told otherwise: the
  * calibration of the TSC clock costs about 2 ms, more than a one-call process
  * can win back.
@@ -48,7 +50,7 @@ typedef struct cli {
     int color;               /* colour on stderr and stdout: a terminal and no NO_COLOR */
     const char *store_url;   /* the URL opened: --store's, BREAKWATER_STORE's, read from their @FILE, or the default */
     const char *store_spec;  /* as given: --store's value, or NULL (then BREAKWATER_STORE, else the default) */
-    char store_shown[600];   /* store_url for messages: its secrets masked, control bytes escaped */
+    char store_shown[600];   /* store_url for messages: its secrets masked (escaped as the message is) */
     char store_buf[4200];    /* the default URL */
     char *store_read;        /* the URL read from an @FILE (malloc'd) */
     const char *config_text; /* --config */
@@ -59,33 +61,35 @@ typedef struct cli {
     sigset_t orig_mask;      /* the mask to give a child */
     int clock_env;           /* main set BW_CLOCK=monotonic (a child does not inherit it) */
     int pass_store;          /* run, retry --pass-store: the child gets BREAKWATER_STORE */
-    int stopped;             /* the termination signal that ended a read (cli_read_file), or 0 */
 } cli;
 
 /*
  * Messages on stderr, prefixed "breakwater: " (and the command). Every
- * message has its control bytes and its bytes past ASCII escaped (\xHH), so
+ * message has its control bytes and its bytes past ASCII escaped (\xHH, and
+ * '\' as \\, so that an escape reads as one and only one), so
  * no name, key, file name or URL a user or a store gave can write a terminal
- * escape; a store URL is shown as c->store_shown (its secrets masked).
+ * escape; a store URL is shown as c->store_shown (its secrets masked). A
+ * text is escaped once, as the message is written: output on stdout that
+ * shows one escapes it itself.
  */
 void cli_err(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A message only with -v. */
 void cli_info(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* s with every byte outside printable ASCII written \xHH, into buf (n bytes, cut short with "..."); buf. */
+/* s with every byte outside printable ASCII written \xHH and '\' as \\, into buf (n bytes, cut short with "..."); buf.
+ */
 const char *cli_escape(const char *s, char *buf, size_t n);
 
 /*
  * Read the regular file `path` (`what` names it in messages) into a malloc'd,
  * NUL-terminated *out of *len bytes: at most `max` bytes, no NUL byte. A
  * FIFO, a device or a directory is refused at once (opened without waiting
- * for a writer, checked with fstat); the read stops at a termination signal
- * (TERM, INT, HUP, QUIT: c->stopped says which). 0, or -1 after printing why.
+ * for a writer, checked with fstat). While it runs (open, read, close), TERM,
+ * INT, HUP and QUIT are unblocked with their default action: one ends the
+ * process, even in a read that blocks (NFS, FUSE), and one pending ends it at
+ * once. 0, or -1 after printing why.
  */
 int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len);
-
-/* The exit status of a command a termination signal stopped (128 + its number), else `status`. */
-int cli_status(const cli *c, int status);
 
 /* A duration as the configuration text writes one ("1.5s", "250ms", a bare number: seconds): 0 ok, -1 bad. */
 int cli_duration(const char *s, int64_t *ns);
@@ -114,6 +118,14 @@ int cli_open_store(cli *c, int quiet, bw_error *err);
 
 /* An option's value: "--opt=V" or "--opt V" (advances *i); NULL when absent (after printing the error). */
 const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *opt);
+/*
+ * Report an argument the command does not take (then exit 64): an option by
+ * its name only, never its value ("--stor=URL" may be a misspelt --store
+ * with a password: "unknown option '--stor' (its value not shown)"), any
+ * other argument as an unknown `what` ("argument", "command"), redacted
+ * when it is a URL that gives a password (its --store forgotten).
+ */
+void cli_unknown(const cli *c, const char *arg, const char *what);
 /* Whether argv[*i] is option `opt` (with or without "=value"). */
 int cli_is_opt(const char *arg, const char *opt);
 /* A global option (--store, --config, --config-file, -v): 1 when argv[*i] was one, 0 not, -1 bad. */

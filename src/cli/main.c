@@ -16,15 +16,16 @@
  * (bw_store_url_redact) and every message is escaped (cli_escape).
  *
  * Files (a configuration file, a store URL's file) are read by
- * cli_read_file only: regular files, bounded, and a termination signal
- * (blocked since main began, so it would not end a read by itself) ends the
- * read, and the command with 128 + its number.
+ * cli_read_file only: regular files, bounded, and while one is read the
+ * termination signals (blocked since main began) are unblocked with their
+ * default action, so that one ends the command even in a read that blocks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,10 @@ const char *cli_escape(const char *s, char *buf, size_t n)
             snprintf(buf + k, n - k, "...");
             return buf;
         }
-        k += (size_t)snprintf(buf + k, n - k, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+        if (*p == '\\') /* itself escaped: a literal "\x1b" must not read as an escaped ESC */
+            k += (size_t)snprintf(buf + k, n - k, "\\\\");
+        else
+            k += (size_t)snprintf(buf + k, n - k, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
     }
     buf[k] = 0;
     return buf;
@@ -147,6 +151,26 @@ const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *
     return argv[++*i];
 }
 
+void cli_unknown(const cli *c, const char *arg, const char *what)
+{
+    char see[64];
+    snprintf(see, sizeof see, "see: %s %s%s--help", c->prog, c->cmd ? c->cmd : "", c->cmd ? " " : "");
+    const char *eq = strchr(arg, '=');
+    if (arg[0] != '-') { /* a URL with a password given where none is taken (its --store forgotten): redacted */
+        size_t cap = 3 * strlen(arg) + 1;
+        char *shown = malloc(cap);
+        unsigned masked = 0;
+        if (shown)
+            bw_store_url_redact(arg, shown, cap, &masked);
+        cli_err(c, "unknown %s '%s' (%s)", what, !shown ? "?" : masked & BW_STORE_URL_SECRET ? shown : arg, see);
+        free(shown);
+    } else if (eq) {
+        cli_err(c, "unknown option '%.*s' (its value not shown) (%s)", (int)(eq - arg), arg, see);
+    } else {
+        cli_err(c, "unknown option '%s' (%s)", arg, see);
+    }
+}
+
 int cli_global_opt(cli *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -197,29 +221,40 @@ static int sets_shape(const char *text)
 
 /* ---- files ---- */
 
-int cli_status(const cli *c, int status)
+/*
+ * The termination signals while a file is read: unblocked, with their default action (whatever was inherited,
+ * as the rest of the command takes them), so that one ends the process even in a read the kernel does not
+ * interrupt for a caught signal (a hung NFS mount or FUSE file system waits "killable": only a signal that ends
+ * the process ends the wait, a handler never runs). One already pending ends it at once.
+ */
+static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { NSTOP = sizeof stop_sigs / sizeof stop_sigs[0] };
+
+typedef struct stoppable {
+    struct sigaction old[NSTOP];
+    sigset_t mask;
+} stoppable;
+
+static void stoppable_begin(stoppable *st)
 {
-    return c->stopped ? 128 + c->stopped : status;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < NSTOP; i++) {
+        sigaction(stop_sigs[i], &dfl, &st->old[i]);
+        sigaddset(&set, stop_sigs[i]);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &set, &st->mask);
 }
 
-/* A termination signal (TERM, INT, HUP, QUIT: blocked since main began) that is pending: taken, and its number. */
-static int stop_signal(cli *c)
+static void stoppable_end(stoppable *st)
 {
-    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-    sigset_t pend;
-    if (sigpending(&pend) != 0)
-        return 0;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (sigismember(&pend, sigs[i]) == 1) {
-            sigset_t one;
-            sigemptyset(&one);
-            sigaddset(&one, sigs[i]);
-            struct timespec zero = {0, 0};
-            siginfo_t si;
-            sigtimedwait(&one, &si, &zero);
-            return c->stopped = sigs[i];
-        }
-    return 0;
+    pthread_sigmask(SIG_SETMASK, &st->mask, NULL); /* blocked again first: none is taken with the old action */
+    for (int i = 0; i < NSTOP; i++)
+        sigaction(stop_sigs[i], &st->old[i], NULL);
 }
 
 static const char *file_kind(mode_t m)
@@ -232,10 +267,8 @@ static const char *file_kind(mode_t m)
                          : "not a regular file";
 }
 
-int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
+static int read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
 {
-    *out = NULL;
-    *len = 0;
     /* O_NONBLOCK: a FIFO without a writer does not stall the open (it is refused below, as any non-file is). */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
@@ -263,10 +296,6 @@ int cli_read_file(cli *c, const char *path, size_t max, const char *what, char *
     if (!buf)
         cli_err(c, "out of memory");
     while (buf) {
-        if (stop_signal(c)) {
-            cli_err(c, "reading the %s %s: stopped by signal %d", what, path, c->stopped);
-            break;
-        }
         if (got + 1 == cap) { /* it grew since fstat: read on, up to max + 1 bytes */
             if (got > max) {
                 cli_err(c, "the %s %s is larger than %zu bytes", what, path, max);
@@ -305,6 +334,17 @@ int cli_read_file(cli *c, const char *path, size_t max, const char *what, char *
     free(buf);
     close(fd);
     return -1;
+}
+
+int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    stoppable st;
+    stoppable_begin(&st);
+    int rc = read_file(c, path, max, what, out, len);
+    stoppable_end(&st);
+    return rc;
 }
 
 /* ---- configuration ---- */
@@ -475,12 +515,15 @@ static int resolve_store(cli *c, char *dir, size_t n)
         cli_err(c, "out of memory");
         return -1;
     }
-    bw_store_url_redact(c->store_url, masked, cap);
-    cli_escape(masked, c->store_shown, sizeof c->store_shown);
-    int secret = strcmp(masked, c->store_url) != 0;
+    unsigned what = 0;
+    bw_store_url_redact(c->store_url, masked, cap, &what);
+    snprintf(c->store_shown, sizeof c->store_shown, "%s", masked); /* cut after the masking: no piece of a secret */
+    if (strlen(masked) >= sizeof c->store_shown)
+        memcpy(c->store_shown + sizeof c->store_shown - 4, "...", 4);
     free(masked);
-    /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). */
-    if (c->store_spec && c->store_spec[0] != '@' && secret)
+    /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). Not for a
+       part masked only because it might hold one (a malformed URL, a string that is no URL: "--store foo"). */
+    if (c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
         cli_err(c,
                 "warning: --store %s gives a password on the command line, where every user of this host can read "
                 "it (ps): give it in a file only you can read (--store @FILE) or in $BREAKWATER_STORE",
@@ -622,7 +665,8 @@ static const struct {
                 "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
                 "window counts, consecutive failures, retry_after), or serve it on http://ADDR/metrics\n"
                 "(ADDR: HOST:PORT, numeric IPv4) until interrupted: 16 connections at once, each with\n"
-                "2s to send its request.\n"},
+                "2s to send its request; when all are taken, a new one replaces the oldest that has\n"
+                "not sent its request.\n"},
     {"sweep", "usage: breakwater sweep\n"
               "\n"
               "Delete the store's expired entries now; prints how many with -v.\n"},
@@ -712,9 +756,6 @@ int main(int argc, char **argv)
             bw_store_close(c.store);
             return rc;
         }
-    if (argv[i][0] == '-')
-        cli_err(&c, "unknown option '%s' (see: breakwater --help)", argv[i]);
-    else
-        cli_err(&c, "unknown command '%s' (see: breakwater --help)", argv[i]);
+    cli_unknown(&c, argv[i], "command");
     return EX_USAGE_;
 }

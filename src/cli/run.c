@@ -424,13 +424,9 @@ static int guard_new(cli *c, const char *name, guard *g)
     memset(g, 0, sizeof *g);
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
-        return cli_status(c, EX_USAGE_);
+        return EX_USAGE_;
     bw_error e;
     if (cli_open_store(c, 1, &e) != BW_OK) {
-        if (c->stopped) { /* told to stop while reading the store's URL */
-            bw_config_free(cfg);
-            return cli_status(c, EX_UNAVAILABLE_);
-        }
         cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
                 c->store_shown, e.message, name);
     }
@@ -531,7 +527,7 @@ int cmd_run(cli *c, int argc, char **argv)
             if (!(o.fallback = cli_optval(c, argc, argv, &i, "--fallback")))
                 return EX_USAGE_;
         } else if (argv[i][0] == '-') {
-            cli_err(c, "unknown option '%s' (see: breakwater run --help)", argv[i]);
+            cli_unknown(c, argv[i], "argument");
             return EX_USAGE_;
         } else if (!name) {
             name = argv[i];
@@ -634,7 +630,7 @@ int cmd_retry(cli *c, int argc, char **argv)
             if (cli_is_opt(a, valued[k]))
                 which = k;
         if (which < 0) {
-            cli_err(c, "unknown %s '%s' (see: breakwater retry --help)", a[0] == '-' ? "option" : "argument", a);
+            cli_unknown(c, a, "argument");
             return EX_USAGE_;
         }
         if (!(v = cli_optval(c, argc, argv, &i, valued[which])))

@@ -61,28 +61,55 @@ int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64
 /*
  * The secrets of a URL (url.c), for every message that shows a URL or may
  * echo a part of one: what bw_store_url_redact masks (store.h says which
- * parts, and why so generously). A span is url[at, at + len); `whole` marks
- * the span of a string that is not a URL at all (no scheme), which only ever
- * matches as a whole. bw__url_secrets writes the spans in order, merged, at
- * most max (max >= 1; past that the last one runs to the end of url) and
- * returns how many.
+ * parts, and why so generously). A span is url[at, at + len); `kind` says
+ * what it is, BW_STORE_URL_* bits (store.h; spans merged have their kinds
+ * or'ed): BW_STORE_URL_ALL marks a string that is not a URL at all (no
+ * scheme), which only ever matches as a whole. bw__url_secrets writes the
+ * spans in order, merged, at most max (max >= 1; past that the last one runs
+ * to the end of url, with the kinds of all it holds) and returns how many.
  */
 typedef struct bw__url_span {
     size_t at, len;
-    int whole;
+    unsigned kind;
 } bw__url_span;
 #define BW__URL_SPANS_MAX 32
 int bw__url_secrets(const char *url, bw__url_span *out, int max);
-/* url with each secret replaced by "***" into buf (n bytes, NUL-terminated when n > 0); the length of the whole. */
-size_t bw__url_redact(const char *url, char *buf, size_t n);
 /*
- * Replace in the string s (of an array of n bytes) every occurrence of a
- * secret of url, and of each piece of one between the delimiters of a URL
- * (a message may echo a part: libpq reads "u:SEC/RET@h" as host "u", port
- * "SEC"), with "***"; pieces shorter than 3 bytes are left (too short to
- * tell from ordinary words). The result is cut to n - 1 bytes.
+ * url with each secret replaced by "***" into buf (n bytes, NUL-terminated when n > 0); the length of the whole.
+ * *kinds (when kinds is not NULL): the BW_STORE_URL_* bits of what was masked, 0 nothing.
+ */
+size_t bw__url_redact(const char *url, char *buf, size_t n, unsigned *kinds);
+/*
+ * Replace in the string s (of an array of n bytes, any n; cut to n - 1 bytes
+ * first when it holds no NUL) with "***":
+ * - every occurrence of a secret of url, wherever it is;
+ * - each piece of one between the delimiters of a URL (a message may echo a
+ *   part: libpq reads "u:SEC/RET@h" as host "u", port "SEC"), of 3 bytes or
+ *   more, where it is a word of its own: not where a letter or digit of its
+ *   end touches another of s ("pass word" leaves "password" and "bwpass"
+ *   alone; a word of s that equals a piece, "a word to pass", is masked:
+ *   the scrub cannot tell it from an echo). Shorter pieces are left (too
+ *   short to tell from ordinary text);
+ * - both percent-decoded too (libpq quotes "u:abc%40def"'s password as
+ *   "abc@def"), all of each secret before any piece;
+ * - the first 3 bytes or more of any of these at the very end of s (a
+ *   message cut short in the middle of a secret).
  */
 void bw__url_scrub(const char *url, char *s, size_t n);
+/*
+ * What bw__url_scrub looks for in a message, computed once: an open store
+ * keeps it to scrub the errors of its later calls (store.c). Entries of a
+ * kind byte (BW__NEEDLE_WHOLE: all of a secret; BW__NEEDLE_PIECE: a piece of
+ * one), the text and a NUL, ended by an empty entry. bw__url_needles writes
+ * them into buf when its n bytes hold them all and returns the bytes needed
+ * (1: url has no secret to look for); bw__url_scrub_needles applies them to s
+ * as bw__url_scrub does (needles NULL: nothing to do). bw__url_wipe zeroes n
+ * bytes at p (a copy of a secret, before it is freed).
+ */
+enum { BW__NEEDLE_WHOLE = 'w', BW__NEEDLE_PIECE = 'p' };
+size_t bw__url_needles(const char *url, char *buf, size_t n);
+void bw__url_scrub_needles(const char *needles, char *s, size_t n);
+void bw__url_wipe(char *p, size_t n);
 
 /* ---- the store's clock ---- */
 

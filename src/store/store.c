@@ -1,8 +1,16 @@
 /*
- * store.c — the store front end: opening a URL through the scheme table (its
- * errors scrubbed of the URL's secrets, url.c), custom stores, the guard
- * every outside update runs through, close hooks (breakwater/store.h,
- * front.h).
+ * store.c — the store front end: opening a URL through the scheme table,
+ * custom stores, the guard every outside update runs through, close hooks
+ * (breakwater/store.h, front.h).
+ *
+ * Design notes: a URL's secrets never reach an error. bw_store_open scrubs
+ * its own errors of them (url.c), and a store opened by URL keeps what the
+ * scrub looks for (`needles`) to scrub the error of every later call that
+ * takes one (update, scan, sweep; read and read_many take none), here at
+ * the front end rather than in each backend: a reconnect's message from
+ * libpq quotes the hosts it tried, and a password holding an '@' may be
+ * read as part of one. Only a failed call pays for it; a URL without a
+ * secret (and a custom store) has no needles.
  *
  * Locking: `hooks_mu` guards the close-hook list. Everything else of a store is
  * set before bw_store_open returns and read-only after, but the injected clock
@@ -17,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/compiler.h"
 #include "base/component.h"
 #include "store/backend.h"
 #include "store/front.h"
@@ -27,6 +36,8 @@ struct bw_store {
     bw__store_clock clock;
     pthread_mutex_t hooks_mu;
     bw__store_hook *hooks;
+    char *needles; /* what a scrub of its errors looks for (url.c), NULL: nothing */
+    size_t needles_len;
 };
 
 static bw_store *store_new(void)
@@ -45,8 +56,24 @@ static bw_store *store_new(void)
 static void store_free(bw_store *s)
 {
     pthread_mutex_destroy(&s->hooks_mu);
+    if (s->needles) {
+        bw__url_wipe(s->needles, s->needles_len);
+        free(s->needles);
+    }
     free(s);
 }
+
+/* rc, after scrubbing *err of the store's URL's secrets when it is an error (the cold path). */
+static BW_NOINLINE int scrub(const bw_store *s, int rc, bw_error *err)
+{
+    if (err && s->needles) {
+        bw__url_scrub_needles(s->needles, err->message, sizeof err->message);
+        bw__url_scrub_needles(s->needles, err->field, sizeof err->field);
+    }
+    return rc;
+}
+
+#define SCRUBBED(s, rc, err) (BW_UNLIKELY((rc) != BW_OK) ? scrub((s), (rc), (err)) : BW_OK)
 
 /* ---- opening ---- */
 
@@ -117,12 +144,18 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
         return bw__fail(err, BW_EINVAL, "url", "url and out must not be NULL");
     bw__url *u = malloc(sizeof *u);
     bw_store *s = store_new();
-    if (!u || !s) {
+    size_t nl = bw__url_needles(url, NULL, 0); /* first: every error below is scrubbed with them */
+    char *needles = nl > 1 ? malloc(nl) : NULL;
+    if (!u || !s || (nl > 1 && !needles)) {
         free(u);
+        free(needles);
         if (s)
             store_free(s);
         return bw__fail(err, BW_ENOMEM, "", "out of memory");
     }
+    bw__url_needles(url, needles, nl);
+    s->needles = needles;
+    s->needles_len = nl;
     const bw__backend *b = NULL;
     int rc = bw__url_parse(url, u, err);
     if (rc == BW_OK)
@@ -135,22 +168,19 @@ int bw_store_open(const char *url, bw_store **out, bw_error *err)
     }
     free(u);
     if (rc != BW_OK) {
+        scrub(s, rc, err); /* whatever a backend or its library quoted of the URL: never its secrets (url.c) */
         store_free(s);
-        if (err) { /* whatever a backend or its library quoted of the URL: never its secrets (url.c) */
-            bw__url_scrub(url, err->message, sizeof err->message);
-            bw__url_scrub(url, err->field, sizeof err->field);
-        }
         return rc;
     }
     *out = s;
     return BW_OK;
 }
 
-int bw_store_url_redact(const char *url, char *buf, size_t n)
+int bw_store_url_redact(const char *url, char *buf, size_t n, unsigned *masked)
 {
     if (!url || (!buf && n > 0))
         return BW_EINVAL;
-    size_t len = bw__url_redact(url, buf, n);
+    size_t len = bw__url_redact(url, buf, n, masked);
     return len > INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -263,7 +293,8 @@ static bw_store_verdict guarded(void *arg, int64_t now, const bw_store_entry *cu
 
 int bw__store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *arg, bw_error *err)
 {
-    return s->ops.update(s->ctx, key, fn, arg, err);
+    int rc = s->ops.update(s->ctx, key, fn, arg, err);
+    return SCRUBBED(s, rc, err);
 }
 
 int bw_store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *arg, bw_error *err)
@@ -275,9 +306,11 @@ int bw_store_update(bw_store *s, const char *key, bw_store_update_fn fn, void *a
         return rc;
     guard g = {fn, arg, 0, 0};
     rc = s->ops.update(s->ctx, key, guarded, &g, err);
-    if (rc == BW_OK && g.bad == 1)
+    if (rc != BW_OK)
+        return scrub(s, rc, err);
+    if (g.bad == 1)
         return bw__fail(err, BW_EINVAL, "len", "entry length must be in [1, %d], got %u", BW_STORE_DATA_MAX, g.len);
-    if (rc == BW_OK && g.bad == 2)
+    if (g.bad == 2)
         return bw__fail(err, BW_EINVAL, "verdict", "the update function returned an unknown verdict");
     return rc;
 }
@@ -304,7 +337,7 @@ int bw_store_sweep(bw_store *s, int max, int *deleted, bw_error *err)
     int rc = s->ops.sweep(s->ctx, max, &n, err);
     if (deleted)
         *deleted = n;
-    return rc;
+    return SCRUBBED(s, rc, err);
 }
 
 _Static_assert(BW_STORE_KEY_MAX == BW__STORE_KEY_MAX, "the public and the internal key bounds agree");
@@ -326,7 +359,7 @@ int bw_store_scan(bw_store *s, bw_store_cursor *cursor, bw_store_key *keys, int 
     int got = 0;
     int rc = s->ops.scan(s->ctx, cursor->pos, next, max, keys, &got, err);
     if (rc != BW_OK)
-        return rc;
+        return scrub(s, rc, err);
     if (got < 0 || got > max)
         return bw__fail(err, BW_ESYS, "", "the store's scan listed %d keys for a page of %d", got, max);
     next[sizeof next - 1] = 0;

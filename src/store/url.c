@@ -12,10 +12,15 @@
  * with bw__url_scrub; bw__url_redact gives the URL itself for a message.
  * Both find the secrets with one scan (bw__url_secrets), generous by design:
  * masking a part that was no secret costs a less telling message, missing a
- * secret costs the secret.
+ * secret costs the secret. The scrub looks for each secret whole, anywhere,
+ * and for its pieces (a library may quote a part) only as words of their
+ * own, so that a password of common words does not mask words of the message
+ * it is part of ("pass word" in "password"); both as written and
+ * percent-decoded; in place, so a message of any length is scrubbed whole.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/duration.h"
@@ -161,19 +166,21 @@ static int space(char c)
 typedef struct spans {
     bw__url_span *v;
     int n, max;
-    size_t cut; /* past max: everything from here on is one span; SIZE_MAX: none */
+    size_t cut;         /* past max: everything from here on is one span; SIZE_MAX: none */
+    unsigned cut_kinds; /* the kinds of the spans left out past max */
 } spans;
 
-static void add(spans *sp, size_t at, size_t len, int whole)
+static void add(spans *sp, size_t at, size_t len, unsigned kind)
 {
     if (len == 0)
         return;
     if (sp->n == sp->max) {
         if (at < sp->cut)
             sp->cut = at;
+        sp->cut_kinds |= kind;
         return;
     }
-    sp->v[sp->n++] = (bw__url_span){at, len, whole};
+    sp->v[sp->n++] = (bw__url_span){at, len, kind};
 }
 
 /*
@@ -191,7 +198,7 @@ static size_t userinfo(const char *url, size_t a, size_t n, spans *sp)
         return a;
     const char *colon = memchr(url + a, ':', at - a);
     if (colon)
-        add(sp, (size_t)(colon - url) + 1, at - (size_t)(colon - url) - 1, 0);
+        add(sp, (size_t)(colon - url) + 1, at - (size_t)(colon - url) - 1, BW_STORE_URL_PASSWORD);
     return at + 1;
 }
 
@@ -222,7 +229,7 @@ static void ports(const char *url, size_t h, size_t n, spans *sp)
             while (d < ee && url[d] >= '0' && url[d] <= '9')
                 d++;
             if (d < ee)
-                add(sp, p + 1, ee - p - 1, 0);
+                add(sp, p + 1, ee - p - 1, BW_STORE_URL_PORT);
         }
         e = ee + 1;
     }
@@ -252,7 +259,7 @@ static void bare_words(const char *url, size_t r, size_t n, int keywords, spans 
             eq |= (a < n && url[a] == '=') || (b > r && url[b - 1] == '=');
         }
         if (!eq)
-            add(sp, i, e - i, 0);
+            add(sp, i, e - i, BW_STORE_URL_WORD);
         i = e < n && !query && url[e] == '?' ? qa : e + 1;
     }
 }
@@ -302,7 +309,7 @@ static void keyed_values(const char *url, size_t r, size_t n, spans *sp)
                 break;
             e = w = we;
         }
-        add(sp, v, e - v, 0);
+        add(sp, v, e - v, BW_STORE_URL_KEYED);
         i = e > i ? e - 1 : i;
     }
 }
@@ -321,6 +328,7 @@ static void sort_merge(spans *sp)
             size_t end = sp->v[i].at + sp->v[i].len, prev = sp->v[k - 1].at + sp->v[k - 1].len;
             if (end > prev)
                 sp->v[k - 1].len = end - sp->v[k - 1].at;
+            sp->v[k - 1].kind |= sp->v[i].kind;
         } else {
             sp->v[k++] = sp->v[i];
         }
@@ -330,13 +338,13 @@ static void sort_merge(spans *sp)
 
 int bw__url_secrets(const char *url, bw__url_span *out, int max)
 {
-    spans sp = {out, 0, max - 1, SIZE_MAX}; /* one kept for the tail past max */
+    spans sp = {out, 0, max - 1, SIZE_MAX, 0}; /* one kept for the tail past max */
     size_t n = strlen(url);
     const char *colon = strchr(url, ':');
     if (!colon || !scheme_like(url, (size_t)(colon - url))) { /* not a URL: all of it may be a secret */
         if (n == 0)
             return 0;
-        out[0] = (bw__url_span){0, n, 1};
+        out[0] = (bw__url_span){0, n, BW_STORE_URL_ALL};
         return 1;
     }
     size_t r = (size_t)(colon - url) + 1;
@@ -352,9 +360,11 @@ int bw__url_secrets(const char *url, bw__url_span *out, int max)
     if (sp.cut != SIZE_MAX) { /* too many: from the first one left out to the end, all masked */
         while (sp.n > 0 && sp.v[sp.n - 1].at >= sp.cut)
             sp.n--;
-        if (sp.n > 0 && sp.v[sp.n - 1].at + sp.v[sp.n - 1].len >= sp.cut)
+        if (sp.n > 0 && sp.v[sp.n - 1].at + sp.v[sp.n - 1].len >= sp.cut) {
             sp.cut = sp.v[--sp.n].at;
-        sp.v[sp.n++] = (bw__url_span){sp.cut, n - sp.cut, 0};
+            sp.cut_kinds |= sp.v[sp.n].kind;
+        }
+        sp.v[sp.n++] = (bw__url_span){sp.cut, n - sp.cut, sp.cut_kinds};
     }
     return sp.n;
 }
@@ -369,46 +379,57 @@ static void put(char *buf, size_t n, size_t *k, const char *s, size_t len)
     *k += len;
 }
 
-size_t bw__url_redact(const char *url, char *buf, size_t n)
+size_t bw__url_redact(const char *url, char *buf, size_t n, unsigned *kinds)
 {
     bw__url_span v[BW__URL_SPANS_MAX];
     int ns = bw__url_secrets(url, v, BW__URL_SPANS_MAX);
     size_t k = 0, at = 0, len = strlen(url);
+    unsigned masked = 0;
     for (int i = 0; i < ns; i++) {
         put(buf, n, &k, url + at, v[i].at - at);
         put(buf, n, &k, "***", 3);
         at = v[i].at + v[i].len;
+        masked |= v[i].kind;
     }
+    if (kinds)
+        *kinds = masked;
     put(buf, n, &k, url + at, len - at);
     if (n > 0)
         buf[k < n ? k : n - 1] = 0;
     return k;
 }
 
-/* Replace every occurrence of needle (m >= 1 bytes) in s (an array of n bytes) with "***". */
-static void replace(char *s, size_t n, const char *needle, size_t m)
+static int word_byte(char c)
 {
-    char out[512];
-    size_t k = 0, len = strlen(s);
-    if (n > sizeof out)
-        n = sizeof out;
-    if (len >= n)
-        len = n - 1;
-    int found = 0;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/*
+ * Replace in s (a string within an array of n bytes, cut to n - 1 first) every occurrence of needle (m >= 3
+ * bytes) with "***", and its first 3 or more bytes when they end s (a message cut short in the middle of a
+ * secret); a piece (`piece`) only where it is not part of a longer word: an end of it that is a letter or digit
+ * must not touch another in s. In place, whatever n: "***" is never longer than what it replaces.
+ */
+static void replace(char *s, size_t n, const char *needle, size_t m, int piece)
+{
+    const char *end = memchr(s, 0, n);
+    size_t len = end ? (size_t)(end - s) : n - 1, k = 0;
+    char before = 0; /* the byte of s before i as it was (k <= i: it may be written over) */
     for (size_t i = 0; i < len;) {
-        if (i + m <= len && memcmp(s + i, needle, m) == 0) {
-            put(out, n, &k, "***", 3);
-            i += m;
-            found = 1;
+        size_t at = len - i < m ? len - i : m; /* what of the needle s has from i on */
+        int left = !piece || !word_byte(needle[0]) || !word_byte(before);
+        int right = !piece || at < m || !word_byte(needle[m - 1]) || i + m == len || !word_byte(s[i + m]);
+        if (at >= 3 && left && right && memcmp(s + i, needle, at) == 0) {
+            memcpy(s + k, "***", 3); /* k + 3 <= i + at: nothing not yet read is written */
+            k += 3;
+            i += at;
+            before = needle[at - 1];
         } else {
-            put(out, n, &k, s + i, 1);
-            i++;
+            before = s[i];
+            s[k++] = s[i++];
         }
     }
-    if (!found)
-        return;
-    out[k < n ? k : n - 1] = 0;
-    memcpy(s, out, strlen(out) + 1);
+    s[k] = 0;
 }
 
 static int delimiter(char c)
@@ -416,27 +437,158 @@ static int delimiter(char c)
     return c && strchr(" \t\r\n/?#@:&=,;'\"\\%[]", c) != NULL;
 }
 
+static int hex(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The byte at p[i] of a text of len bytes, percent-decoded ("%40": '@'), into *c; the bytes it took (1 or 3). */
+static size_t decoded_at(const char *p, size_t len, size_t i, char *c)
+{
+    if (p[i] == '%' && i + 2 < len && hex(p[i + 1]) >= 0 && hex(p[i + 2]) >= 0) {
+        *c = (char)(hex(p[i + 1]) * 16 + hex(p[i + 2]));
+        return 3;
+    }
+    *c = p[i];
+    return 1;
+}
+
+/* The byte at p[i] into *c, percent-decoded when `decode`; the bytes it took. */
+static size_t step(const char *p, size_t len, size_t i, int decode, char *c)
+{
+    if (decode)
+        return decoded_at(p, len, i, c);
+    *c = p[i];
+    return 1;
+}
+
+/*
+ * The length of p[0, len), percent-decoded when `decode`; *nul: whether a byte of it is a NUL ("%00").
+ */
+static size_t text_len(const char *p, size_t len, int decode, int *nul)
+{
+    size_t tl = 0;
+    char c;
+    *nul = 0;
+    for (size_t i = 0; i < len; tl++) {
+        i += step(p, len, i, decode, &c);
+        *nul |= c == 0;
+    }
+    return tl;
+}
+
+/*
+ * Append one needle (backend.h: its kind, its text, a NUL) of p[0, len), percent-decoded when `decode`, at *k of
+ * buf (n bytes) when it fits; count it.
+ */
+static void needle(char *buf, size_t n, size_t *k, char kind, const char *p, size_t len, int decode)
+{
+    int nul;
+    size_t tl = text_len(p, len, decode, &nul);
+    if (buf && *k + tl + 2 <= n) {
+        size_t j = *k;
+        buf[j++] = kind;
+        char c;
+        for (size_t i = 0; i < len; buf[j++] = c)
+            i += step(p, len, i, decode, &c);
+        buf[j] = 0;
+    }
+    *k += tl + 2;
+}
+
+static int ends_piece(char c)
+{
+    return c == 0 || delimiter(c);
+}
+
+/*
+ * The needles of the secret p[0, len) of kind `kind`: all of it (BW__NEEDLE_WHOLE), or each piece between
+ * delimiters (BW__NEEDLE_PIECE), of at least SHORTEST bytes; as written, or percent-decoded (`decode`: then a
+ * delimiter or a NUL decoded ends a piece, and all of it is a needle only when it decodes to no NUL).
+ */
+static void needles_of(char *buf, size_t n, size_t *k, char kind, const char *p, size_t len, int decode)
+{
+    enum { SHORTEST = 3 };
+    int nul;
+    size_t tl = text_len(p, len, decode, &nul), w;
+    char c;
+    if (kind == BW__NEEDLE_WHOLE) {
+        if (tl >= SHORTEST && !nul)
+            needle(buf, n, k, BW__NEEDLE_WHOLE, p, len, decode);
+        return;
+    }
+    for (size_t a = 0; a < len;) {
+        while (a < len && (w = step(p, len, a, decode, &c), ends_piece(c)))
+            a += w;
+        size_t b = a, pl = 0; /* p[a, b): a piece of pl bytes (decoded) */
+        while (b < len && (w = step(p, len, b, decode, &c), !ends_piece(c))) {
+            b += w;
+            pl++;
+        }
+        if (pl >= SHORTEST && pl < tl)
+            needle(buf, n, k, BW__NEEDLE_PIECE, p + a, b - a, decode);
+        a = b;
+    }
+}
+
+size_t bw__url_needles(const char *url, char *buf, size_t n)
+{
+    size_t k = 0;
+    bw__url_span v[BW__URL_SPANS_MAX];
+    int ns = url ? bw__url_secrets(url, v, BW__URL_SPANS_MAX) : 0;
+    /* Every secret whole before any piece: a piece masked first would leave the rest of a whole one shown. */
+    static const char kinds[] = {BW__NEEDLE_WHOLE, BW__NEEDLE_PIECE};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ns; i++) {
+            const char *p = url + v[i].at;
+            size_t len = v[i].len;
+            int nul;
+            if (v[i].kind & BW_STORE_URL_ALL) { /* not a URL: matched only whole, never decoded */
+                if (kinds[pass] == BW__NEEDLE_WHOLE)
+                    needles_of(buf, n, &k, BW__NEEDLE_WHOLE, p, len, 0);
+                continue;
+            }
+            needles_of(buf, n, &k, kinds[pass], p, len, 0);
+            if (text_len(p, len, 1, &nul) < len) /* and as a library that decodes the URL (libpq) quotes it */
+                needles_of(buf, n, &k, kinds[pass], p, len, 1);
+        }
+    if (buf && k < n)
+        buf[k] = 0;
+    return k + 1;
+}
+
+void bw__url_scrub_needles(const char *needles, char *s, size_t n)
+{
+    if (!needles || !s || n == 0)
+        return;
+    for (const char *p = needles; *p; p += strlen(p) + 1)
+        replace(s, n, p + 1, strlen(p + 1), *p == BW__NEEDLE_PIECE);
+}
+
 void bw__url_scrub(const char *url, char *s, size_t n)
 {
     if (!url || !s || n == 0)
         return;
-    enum { SHORTEST = 3 };
-    bw__url_span v[BW__URL_SPANS_MAX];
-    int ns = bw__url_secrets(url, v, BW__URL_SPANS_MAX);
-    for (int i = 0; i < ns; i++) {
-        const char *p = url + v[i].at;
-        size_t len = v[i].len;
-        if (len >= SHORTEST)
-            replace(s, n, p, len);
-        for (size_t a = 0; !v[i].whole && a < len;) { /* and each piece between delimiters */
-            while (a < len && delimiter(p[a]))
-                a++;
-            size_t b = a;
-            while (b < len && !delimiter(p[b]))
-                b++;
-            if (b - a >= SHORTEST && b - a < len)
-                replace(s, n, p + a, b - a);
-            a = b;
-        }
+    size_t len = bw__url_needles(url, NULL, 0);
+    if (len == 1)
+        return;
+    char *needles = malloc(len);
+    if (!needles) { /* what to look for is unknown: none of s is shown */
+        snprintf(s, n, "***");
+        return;
     }
+    bw__url_needles(url, needles, len);
+    bw__url_scrub_needles(needles, s, n);
+    bw__url_wipe(needles, len);
+    free(needles);
+}
+
+void bw__url_wipe(char *p, size_t n)
+{
+    volatile char *v = p; /* not a dead store the compiler may drop */
+    while (n--)
+        *v++ = 0;
 }

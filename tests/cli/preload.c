@@ -13,6 +13,10 @@
  * - BWTEST_SLOW_READ=PATH: every read() of the file PATH waits 20 ms and
  *   reads at most one byte (a slow file system: reading a large file takes
  *   long, so a test can signal the command in the middle of it).
+ * - BWTEST_HANG_READ=PATH: a read() of the file PATH never returns, as one
+ *   on a hung NFS or FUSE file system: a caught signal does not end it (the
+ *   kernel's killable wait goes on after a handler; here pause() is called
+ *   again), only a signal whose action ends the process does.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -109,21 +113,28 @@ int accept(int fd, struct sockaddr *addr, socklen_t *len)
     return cfd;
 }
 
+/* Whether fd is the file path names. */
+static int is_file(int fd, const char *path)
+{
+    char link[64], got[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t l = readlink(link, got, sizeof got - 1);
+    if (l <= 0)
+        return 0;
+    got[l] = 0;
+    return strcmp(got, path) == 0;
+}
+
 ssize_t read(int fd, void *buf, size_t n)
 {
     ssize_t (*real)(int, void *, size_t) = (ssize_t(*)(int, void *, size_t))next("read");
-    const char *slow = getenv("BWTEST_SLOW_READ");
-    if (slow && !in_child && n > 0) {
-        char link[64], path[4096];
-        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-        ssize_t l = readlink(link, path, sizeof path - 1);
-        if (l > 0) {
-            path[l] = 0;
-            if (strcmp(path, slow) == 0) {
-                usleep(20000);
-                n = 1;
-            }
-        }
+    const char *slow = getenv("BWTEST_SLOW_READ"), *hang = getenv("BWTEST_HANG_READ");
+    if (hang && !in_child && is_file(fd, hang))
+        for (;;)
+            pause();
+    if (slow && !in_child && n > 0 && is_file(fd, slow)) {
+        usleep(20000);
+        n = 1;
     }
     return real(fd, buf, n);
 }

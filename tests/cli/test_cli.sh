@@ -261,8 +261,9 @@ if command -v curl >/dev/null 2>&1; then
     curl -s "$url" >"$T/served"
     has "$T/served" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics --serve answers /metrics"
     # Idle connections (connected, nothing sent) do not delay a scrape: 12 of them made the next scrape wait 61 s
-    # when the server answered one connection at a time, waiting 5 s for each request. Now: at once with 12 (16
-    # slots), within the 2 s request deadline with 20 (more than the slots); an idle one is closed after it.
+    # when the server answered one connection at a time, waiting 5 s for each request; then, with 16 slots and the
+    # others waiting in the listen queue, 2 s for every 16 queued (20: 2 s, 100: 7.7 s). Now a new connection takes
+    # the slot of the oldest without a request: at once whatever their number; an idle one is closed after 2 s.
     python3 - "$url" >"$T/idle" 2>&1 <<'EOF'
 import socket, sys, time
 from urllib.parse import urlparse
@@ -280,7 +281,7 @@ def scrape():
         data += b
     s.close()
     return time.time() - t0, data.startswith(b"HTTP/1.0 200") and b"breakwater_state{" in data
-for n, bound in ((12, 1.5), (20, 6.0)):
+for n, bound in ((12, 1.5), (20, 1.5), (100, 5.0)):
     idle = [socket.create_connection(addr) for _ in range(n)]
     time.sleep(0.2)
     took, ok = scrape()
@@ -297,11 +298,56 @@ took = time.time() - t0
 print("an idle connection %s after %.1f s" % ("closed" if closed and took < 6 else "NOT closed", took))
 EOF
     has "$T/idle" "idle 12: answered" "metrics --serve: a scrape beside 12 idle connections is answered at once"
-    has "$T/idle" "idle 20: answered" "metrics --serve: a scrape beside 20 idle connections, within the request deadline"
+    has "$T/idle" "idle 20: answered" "metrics --serve: a scrape beside 20 idle connections is answered at once"
+    has "$T/idle" "idle 100: answered" "metrics --serve: a scrape beside 100 idle connections, within 5 s (7.7 s queued)"
     has "$T/idle" "an idle connection closed" "metrics --serve closes a connection that sends no request"
     kill -TERM $spid
     wait $spid
     expect $? 0 "metrics --serve ends on SIGTERM"
+    # Out of descriptors (ulimit -n 14: a handful of connections), accept fails with EMFILE and the listening
+    # socket stays readable: the server must not spin on it (it used a third of a loaded core or more), and a
+    # scrape still gets in (the oldest connection without a request gives its descriptor back).
+    : >"$T/serve3"
+    sh -c 'ulimit -n 14 && exec "$@"' sh "$BW" -v metrics --serve 127.0.0.1:0 2>"$T/serve3" &
+    spid=$!
+    n=0
+    while ! grep -q "serving" "$T/serve3" && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+    url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$T/serve3")
+    python3 - "$url" $spid >"$T/emfile" 2>&1 <<'EOF'
+import os, socket, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+addr, pid = (u.hostname, u.port), int(sys.argv[2])
+def cpu():
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+idle = [socket.create_connection(addr) for _ in range(12)]
+time.sleep(0.3)
+c0 = cpu()
+time.sleep(2)
+used = cpu() - c0
+print("out of descriptors: %s (%.2f s of CPU in 2 s)" % ("idle" if used < 0.3 else "SPINS", used))
+t0 = time.time()
+s = socket.create_connection(addr, timeout=60)
+s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+took = time.time() - t0
+ok = data.startswith(b"HTTP/1.0 200") and took < 5
+print("out of descriptors: a scrape %s in %.2f s" % ("answered" if ok else "NOT answered", took))
+for s in idle:
+    s.close()
+EOF
+    has "$T/emfile" "out of descriptors: idle" "metrics --serve out of descriptors does not spin: $(cat "$T/emfile")"
+    has "$T/emfile" "out of descriptors: a scrape answered" "metrics --serve out of descriptors still answers a scrape"
+    has "$T/serve3" "cannot accept a connection: Too many open files" "metrics --serve says accept failed"
+    kill -TERM $spid
+    wait $spid
+    expect $? 0 "metrics --serve (out of descriptors) ends on SIGTERM"
 fi
 
 # ---- configuration ----
@@ -445,11 +491,47 @@ expect $? 69 "a store that cannot be opened: 69"
 nosecret "$T/err" "--store with a password, refused"
 has "$T/err" 'redis://:\*\*\*@127.0.0.1:1' "the URL is shown masked"
 has "$T/err" "warning: --store .* gives a password on the command line" "a password on the command line: warned"
+# Warned for a password (a userinfo's, a keyed value, a port that is not a number), not for whatever is masked
+# because it might hold one: a string that is no URL (a file name without its scheme), a malformed option.
+for u in 'redis://127.0.0.1:SECRET/0' 'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'redis:u:SECRET@127.0.0.1:1'; do
+    "$BW" --store "$u" status >"$T/out" 2>"$T/err"
+    has "$T/err" "warning: --store .* gives a password" "--store $u: a password on the command line, warned"
+done
+for u in nosuchstore "sqlite$T/x.db" 'memory:?pool=1&x'; do
+    "$BW" --store "$u" status >"$T/out" 2>"$T/err"
+    expect $? 69 "--store $u: cannot be opened"
+    grep -q "gives a password" "$T/err" && fail "--store $u: warned of a password it does not give: $(cat "$T/err")" || ok
+done
 BREAKWATER_STORE='redis://u:SECRET@127.0.0.1:1?connect_timeout=200ms' "$BW" -v run sec -- true >"$T/out" 2>"$T/err"
 expect $? 0 "BREAKWATER_STORE with a password, refused: runs locally"
 nosecret "$T/err" "BREAKWATER_STORE with a password"
 has "$T/err" 'redis://u:\*\*\*@127.0.0.1:1' "BREAKWATER_STORE: shown masked"
 grep -q "warning: --store" "$T/err" && fail "a password in BREAKWATER_STORE is not on the command line" || ok
+# An unknown option is named without its value: a misspelt --store=URL holds the password.
+unknown() { # unknown NAME ARGS...: ARGS fail with 64, naming option NAME, its value not shown
+    want=$1
+    shift
+    "$BW" "$@" >"$T/out" 2>"$T/err"
+    expect $? 64 "an unknown option ($*): 64"
+    cat "$T/out" >>"$T/err"
+    nosecret "$T/err" "an unknown option's value ($*)"
+    has "$T/err" "unknown option '$want' (its value not shown)" "an unknown option named alone ($*)"
+}
+unknown --stor --stor=redis://:SECRET@h status
+unknown --stor run x --stor=redis://:SECRET@h -- true
+unknown --Store metrics --Store=redis://:SECRET@h
+unknown --stor status --stor=redis://:SECRET@h
+unknown --stor retry --stor=redis://:SECRET@h -- true
+unknown --pasword run x --pasword=SECRET -- true
+# A URL with a password where none is taken (--store forgotten): shown redacted; another word as given.
+for args in "redis://:SECRET@h status" "metrics redis://u:SECRET@h" "retry redis://h?password=SECRET -- true"; do
+    "$BW" $args >"$T/out" 2>"$T/err"
+    expect $? 64 "an unknown argument ($args): 64"
+    nosecret "$T/err" "an unknown argument ($args)"
+    has "$T/err" "unknown .*redis:.*\*\*\*" "an unknown argument shown redacted ($args)"
+done
+"$BW" metrics statuss 2>"$T/err"
+has "$T/err" "unknown argument 'statuss'" "an unknown word shown as given"
 for u in 'redis://:SECRET' 'redis://u:SECRET/x@127.0.0.1' 'redis:u:SECRET@127.0.0.1' 'postgresql://u:SE%zzCRET@h/db' \
     'postgresql:host=127.0.0.1 port=1 password=SECRET' "postgresql:host=h password='SEC RET" 'SECRET' \
     'sqlite:/proc/no/such/dir/c.db?password=SECRET' 'memory:?pool=1&SECRET'; do
@@ -561,6 +643,26 @@ if [ -n "$PRELOAD" ]; then
     fi
     wait $pid
     expect $? 130 "SIGINT during the read of a store URL file: 128 + 2"
+    # A read that never returns (preload.c: a hung NFS or FUSE file system, where only a signal that ends the
+    # process ends the wait): SIGTERM, and SIGHUP for a store URL's file, still end the command.
+    echo "wait=1s" >"$T/hang.conf"
+    echo "memory:" >"$T/hang.url"
+    for how in "TERM 143 --config-file $T/hang.conf" "HUP 129 --store @$T/hang.url"; do
+        set -- $how
+        env BWTEST_HANG_READ="${4#@}" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" "$3" "$4" run cf -- touch "$T/ran-hang" 2>"$T/err" &
+        pid=$!
+        sleep 1
+        kill -"$1" $pid
+        n=0
+        while kill -0 $pid 2>/dev/null && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+        if kill -0 $pid 2>/dev/null; then
+            fail "SIG$1 did not end a read that blocks ($3)"
+            kill -KILL $pid
+        fi
+        wait $pid
+        expect $? "$2" "SIG$1 during a read that blocks ($3): 128 + its number"
+        [ ! -e "$T/ran-hang" ] && ok || fail "the command ran after SIG$1"
+    done
 fi
 
 # ---- messages escape control bytes ----
@@ -576,6 +678,13 @@ has "$T/err" 'cannot run cmd\\x1b\[2J' "the command's name escaped"
 grep -q "$(printf '\033')" "$T/err" && fail "a file name's ESC reached stderr" || ok
 "$BW" --store "$(printf 'bogus\033[2J:x')" status 2>"$T/err"
 grep -q "$(printf '\033')" "$T/err" && fail "a store URL's ESC reached stderr" || ok
+"$BW" --store "$(printf 'sqlite:/proc/no/such/\033[2J/c.db')" status 2>"$T/err"
+has "$T/err" 'store sqlite:/proc/no/such/\\x1b\[2J/c.db' "a store URL's ESC escaped once"
+# A backslash is escaped too: a name holding the four bytes \x1b reads otherwise than one holding an ESC.
+"$BW" --config-file "$T/no\\x1bfile" run esc -- true 2>"$T/err"
+has "$T/err" 'no\\\\x1bfile' "a file name's backslash escaped as \\\\"
+"$BW" --config-file "$(printf '%s/no\033file' "$T")" run esc -- true 2>"$T/err"
+has "$T/err" 'no\\x1bfile' "a file name's ESC escaped as \\x1b"
 
 # ---- a store that cannot be opened: the command still runs, protected locally ----
 "$BW" --store "sqlite:/proc/no/such/dir/c.db" run local -- sh -c "echo ran > '$T/local'" 2>"$T/err"

@@ -24,7 +24,8 @@
  *   one that held a '&', "...&password=x&SECRET") is
  *   masked by bw_store_url_redact, and no error of bw_store_open (message or
  *   field) holds it; and the redacted text of any input fits the bound
- *   store.h gives (3 * strlen + 1) and is what its return value says.
+ *   store.h gives (3 * strlen + 1), is what its return value says, and is
+ *   the input itself when *masked says nothing was masked.
  * Built as a fuzzer with clang (-DBW_FUZZ=ON); without it, replay.c drives the
  * checked-in corpus (tests/fuzz/corpus/url/) under ctest.
  */
@@ -202,9 +203,14 @@ static char *redacted(const char *text)
     char *r = malloc(cap);
     if (!r)
         return NULL;
-    int n = bw_store_url_redact(text, r, cap);
+    unsigned masked = 0xdead, again = 0xdead;
+    int n = bw_store_url_redact(text, r, cap, &masked);
     REQUIRE(n >= 0 && (size_t)n == strlen(r) && (size_t)n < cap);
-    REQUIRE(bw_store_url_redact(text, NULL, 0) == n);
+    REQUIRE(bw_store_url_redact(text, NULL, 0, &again) == n && again == masked);
+    /* What it says it masked: nothing when the text is unchanged, something when a "***" was put in. */
+    REQUIRE(masked != 0 || strcmp(r, text) == 0);
+    REQUIRE(masked == 0 || strstr(r, "***") != NULL);
+    REQUIRE((masked & ~(unsigned)(BW_STORE_URL_SECRET | BW_STORE_URL_WORD | BW_STORE_URL_ALL)) == 0);
     return r;
 }
 
