@@ -180,7 +180,7 @@ static void count_change(bw_breaker *b, int from, int to, int why)
         return;
     atomic_fetch_add_explicit(&b->cold->transitions[from][to], 1, memory_order_relaxed);
     if (from == BW_STATE_HALF_OPEN && (to == BW_STATE_CLOSED || to == BW_STATE_OPEN) && why != BW_REASON_OPERATOR &&
-        why != BW_REASON_SHARED)
+        why != BW_REASON_SHARED && why != BW_REASON_RETRY_AFTER) /* a Retry-After ends a round, not as failed */
         atomic_fetch_add_explicit(to == BW_STATE_CLOSED ? &b->cold->rounds_passed : &b->cold->rounds_failed, 1,
                                   memory_order_relaxed);
 }
