@@ -436,13 +436,28 @@ BW_API int bw_breaker_reset(bw_breaker *b);
  * curl.h does it for you with bw_curl_set_open_on_retry_after): CLOSED and
  * HALF_OPEN move to OPEN with that wait (reason BW_REASON_RETRY_AFTER; a
  * half-open round ends, its outcomes stale, and its backoff is kept, as the
- * round did not fail), an OPEN whose wait ends sooner starts a new OPEN period
- * of `ns`, one that ends later is left alone. After the wait, recovery goes as
- * usual (HALF_OPEN, probes). Not an operator state: it ends by itself.
+ * round did not fail: it counts in neither rounds_passed nor rounds_failed),
+ * an OPEN whose wait ends sooner starts a new OPEN period of `ns`, one that
+ * ends later is left alone. After the wait, recovery goes as usual
+ * (HALF_OPEN, probes; a later trip waits the configured wait again). Not an
+ * operator state: it ends by itself.
+ * With a store (store.h) the whole fleet honours it: the shared circuit opens
+ * as a trip whose open wait is `ns`, counted from when the store applies it,
+ * and every breaker on it rejects until then. Stored mode: one blocking store
+ * update, as a verb (if the store fails, only this breaker's local circuit
+ * opens, and it is degraded). Coordinated mode: this breaker opens at once
+ * and its lane writes the fleet's OPEN as it writes a trip (store_queue: a
+ * full queue drops it, BW_EVENT_STORE_WRITE_DROPPED; written late if the
+ * store was failing and the wait is not over), never subject to store_quorum
+ * (the dependency itself said so); the others follow it from their next poll.
+ * A stored OPEN that would last longer than any breaker of the circuit's
+ * configuration could open it for (its longest backoff, or 365 d) is read back
+ * as corrupt (docs/stores.md).
  * Returns BW_OK (b is OPEN until at least now + ns); BW_ESTATE in an operator
- * state (FORCED_OPEN, DISABLED, METRICS_ONLY), which wins; BW_ERANGE for ns
- * out of range; BW_EINVAL for NULL; BW_ENOTSUP for a breaker with a store
- * (its shared circuit decides its OPEN periods). Thread safety: any thread.
+ * state (FORCED_OPEN, DISABLED, METRICS_ONLY), which wins: the stored
+ * circuit's in stored mode, this breaker's own in coordinated mode (whose
+ * verbs stay local; nothing is written then); BW_ERANGE for ns out of range;
+ * BW_EINVAL for NULL. Thread safety: any thread.
  */
 BW_API int bw_breaker_open_for(bw_breaker *b, int64_t ns);
 BW_API int bw_breaker_force_open(bw_breaker *b);

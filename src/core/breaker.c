@@ -1580,24 +1580,40 @@ static int apply_verb(bw_breaker *b, int target, int quiet)
     return BW_OK;
 }
 
+/*
+ * Open b until now + ns: its own machine, and with a store the fleet's
+ * circuit, through the mechanisms a trip and a verb use (attach_store.c): a
+ * stored breaker's one update, whose result tells the state and brings the
+ * event (the local change is its own only when the store was not reached); a
+ * coordinated one's queued write, as its local trip's.
+ */
 int bw_breaker_open_for(bw_breaker *b, int64_t ns)
 {
     if (!b)
         return BW_EINVAL;
-    if (ns <= 0 || ns > INT64_C(365) * 86400 * BW_NS_PER_S)
+    if (ns <= 0 || ns > BW__OPEN_FOR_MAX)
         return BW_ERANGE;
-    if (link_of(b))
-        return BW_ENOTSUP; /* the shared circuit decides its own OPEN: see breaker.h */
+    const bw__link *l = link_of(b);
+    int stored = l && l->c.mode == BW_STORE_STORED;
     pending ev;
     ev.n = 0;
     change c = change_begin(b);
+    c.nocount = stored; /* a stored breaker's transition is counted as its store's */
     int st = b->m.state;
     int moved = bw__machine_open_for(&b->m, now_of(b), ns);
     int after = change_end(b, &c);
+    int rc = moved || st == BW_STATE_OPEN ? BW_OK : BW_ESTATE; /* an operator state wins */
+    if (stored) {
+        int shared = bw__shared_open_for(b, ns);
+        if (shared >= 0)
+            return shared ? BW_OK : BW_ESTATE; /* the fleet's circuit decided, and its result told */
+        if (moved) /* the store was not reached: the local circuit, which serves meanwhile, moved */
+            count_change(b, c.before, AFTER_STATE(after), BW_REASON_RETRY_AFTER);
+    }
     bw__announce(b, &ev, c.before, after, 0);
-    if (!moved && st != BW_STATE_OPEN)
-        return BW_ESTATE; /* an operator state */
-    return BW_OK;
+    if (l && !stored && rc == BW_OK)
+        bw__coord_open_for(b, ns); /* the fleet's circuit decides whether it opens, or is open longer */
+    return rc;
 }
 
 void bw__breaker_preset(bw_breaker *b, int target)
