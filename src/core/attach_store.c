@@ -309,9 +309,9 @@ int bw__shared_open_for(bw_breaker *b, int64_t ns)
     return op.after == BW_STATE_OPEN;
 }
 
-void bw__shared_verb(bw_breaker *b, int target)
+int bw__shared_verb(bw_breaker *b, int target)
 {
     bw__shared_op op = new_op(BW__OP_VERB);
     op.state = target;
-    store_op(b, &op);
+    return store_op(b, &op);
 }

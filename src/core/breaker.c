@@ -1557,26 +1557,32 @@ int bw_breaker_last_failure(const bw_breaker *b, int *code)
 
 /* ---- operator verbs ---- */
 
-/* An operator verb: the machine, then (stored mode) the fleet's circuit; events unless `quiet`. */
+/*
+ * An operator verb: the machine, then (stored mode) the fleet's circuit;
+ * events unless `quiet`. A stored circuit lives in the store: the verb's
+ * update there moves it, and its result tells (and counts) that move, once
+ * (store_result). Only when the store was not reached is the local circuit's
+ * move, which then serves, this breaker's to tell.
+ */
 static int apply_verb(bw_breaker *b, int target, int quiet)
 {
     pending ev;
     ev.n = 0;
+    const bw__link *l = link_of(b);
+    int stored = l && l->c.mode == BW_STORE_STORED;
     change c = change_begin(b);
-    const bw__link *sl = link_of(b);
-    /* A preset is not a transition anyone made; a stored breaker's verb is counted as its store's transition. */
-    c.nocount = quiet || (sl && sl->c.mode == BW_STORE_STORED);
+    c.nocount = quiet || stored; /* a preset is not a transition anyone made */
     bw__machine_apply(&b->m, target);
     if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
     int after = change_end(b, &c);
     if (target == BW_STATE_CLOSED && !quiet && b->cold)
         atomic_fetch_add_explicit(&b->cold->resets, 1, memory_order_relaxed);
+    int told = stored && bw__shared_verb(b, target) == BW_OK;
+    if (stored && !told && !quiet && AFTER_STATE(after) != c.before)
+        count_change(b, c.before, AFTER_STATE(after), BW_REASON_OPERATOR);
     if (!quiet)
-        bw__announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
-    const bw__link *l = link_of(b);
-    if (l && l->c.mode == BW_STORE_STORED)
-        bw__shared_verb(b, target); /* a stored circuit lives in the store: the state goes there */
+        bw__announce(b, &ev, c.before, told ? c.before : after, target == BW_STATE_CLOSED);
     return BW_OK;
 }
 

@@ -428,6 +428,7 @@ int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t s
 int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
                       const char *msg);
 int bw__shared_snapshot(bw_breaker *b, bw_snapshot *out);
-void bw__shared_verb(bw_breaker *b, int target);
+/* A stored breaker's verb: one update of its circuit (its result handled as every operation's); the store's status. */
+int bw__shared_verb(bw_breaker *b, int target);
 
 #endif

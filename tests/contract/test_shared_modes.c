@@ -661,6 +661,42 @@ static void test_stored_hold_recovers(void)
     }
 }
 
+/*
+ * A stored breaker's verb moves the fleet's circuit: one STATE_CHANGE (and a
+ * reset's one RESET) to the caller, counted once, whether its own local
+ * circuit moved too or not; while the store fails, the local circuit's move
+ * is the one told (after the DEGRADED).
+ */
+static void test_stored_verb_events(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    recorder *log = rec_new();
+    bw_breaker *b = make("svc-verbs", s, BW_STORE_STORED, 1, log, 0);
+    static const int verbs[] = {BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY, BW_STATE_CLOSED};
+    for (int i = 0; i < 4; i++) {
+        int from = bw_breaker_state(b);
+        CHECK_OK(bw_breaker_apply(b, i == 3 ? BW_VERB_RESET : (bw_verb)(i + 1)));
+        CHECK_INT(rec_changes_to(log, 0, verbs[i]), 1);
+        CHECK_INT(rec_count_line(log, 0, "reset"), i == 3);
+        bw_counters k;
+        CHECK_OK(bw_breaker_counters(b, &k));
+        CHECK_INT(k.transitions[from][verbs[i]], 1);
+    }
+    CHECK_INT(rec_count(log), 5); /* four changes and the reset */
+    failing_set(&f, 1);
+    rec_clear(log);
+    CHECK_OK(bw_breaker_force_open(b)); /* the store fails: the local circuit's move, told once */
+    CHECK_STR(rec_since(log, 0), "degraded, state closed->forced_open");
+    CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED); /* the local circuit serves */
+    CHECK_INT(shared_snapshot(inner, "svc-verbs").state, BW_STATE_CLOSED);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    bw_store_close(inner);
+    rec_free(log);
+}
+
 /* ---- a store that claims more bytes than an entry holds ---- */
 
 typedef struct liar {
@@ -1988,6 +2024,7 @@ int main(int argc, char **argv)
     RUN(test_stored_store_failure_falls_back);
     RUN(test_stored_reads_without_writes);
     RUN(test_stored_hold_recovers);
+    RUN(test_stored_verb_events);
     RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
     RUN(test_coordinated_quorum);
