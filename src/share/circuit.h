@@ -12,12 +12,12 @@
  *   probe round; local windows trip (BW__OP_TRIP), pollers move OPEN to
  *   HALF_OPEN (BW__OP_ADVANCE), probes are leased (BW__OP_ACQUIRE in
  *   HALF_OPEN) and tallied (BW__OP_RECORD) by generation, so an outcome of an
- *   earlier round is dropped as stale.
- * In both, BW__OP_OPEN_FOR opens the circuit until a given end (a dependency's
- * Retry-After: bw_breaker_open_for), as a trip whose open wait is that long. With a quorum K > 1, a local trip is
+ *   earlier round is dropped as stale. With a quorum K > 1, a local trip is
  *   a vote: the entry keeps the instances (share/instance.h) that tripped
  *   within the last open wait, and the shared circuit opens only at the K-th
  *   distinct one.
+ * In both, BW__OP_OPEN_FOR opens the circuit until a given end (a dependency's
+ * Retry-After: bw_breaker_open_for), as a trip whose open wait is that long.
  * Lifetimes: a CLOSED circuit with nothing to remember is deleted, except that a
  * reset keeps its entry (a fence, below); an operator state never expires;
  * anything else expires `ttl` after its last write, and an OPEN circuit `ttl`
