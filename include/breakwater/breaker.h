@@ -131,7 +131,8 @@ BW_API const char *bw_breaker_key(const bw_breaker *b);
  * TIME. On the system clock (no bw_config_set_clock) a breaker whose
  * slow_call_duration is 100 ms or more (the default is 60 s) or off, and that
  * was made with no listener taking BW_EVENT_CALL, reads the library's coarse
- * clock (so do its counters' durations): the system
+ * clock (so do its counters' durations, whose histogram's buckets are what it
+ * resolves: BW_DURATION_BOUNDS_NS): the system
  * clock as of the last tick of a ticker thread (one per process, started by the
  * first such breaker, stopped by bw_fini), read with one load. Its period is a
  * hundredth of the smallest such threshold in the process, at least 1 ms and at
@@ -312,16 +313,23 @@ BW_API const char *bw_call_kind_name(bw_call_kind kind);
  * the settled calls (stale ones included) whose duration was at most
  * BW_DURATION_BOUNDS[i] and more than the bound before it; the last bucket
  * (index BW_DURATION_BUCKETS - 1) counts the rest (+Inf). The bounds in seconds:
- * 0.001 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10. A duration is as precise
- * as the breaker's clock (breaker.h, TIME): on the coarse clock, to within its
- * period (at most 10 ms). A breaker that does not time its calls (no slow-call
- * detection and counters off) has no histogram.
+ * 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 30 60. They start at 10 ms because
+ * that is what every clock a breaker may time its calls with resolves: the
+ * coarse clock (TIME, above), which times calls by default, reads the time as
+ * of its last tick, up to 10 ms apart, so a 3 ms call measures 0 or 10 ms and
+ * a bucket of 1 ms or 5 ms could only be wrong. On it a call is counted to
+ * within a period (plus however long the ticker waited for a CPU): one within
+ * a period of a bound may be counted in the bucket next to it; each bucket is
+ * at least a period wide. On the precise clock (and a manual or custom one)
+ * durations are exact, and all calls of 10 ms or less share the first bucket;
+ * bw_counters.duration_sum_s still gives their mean. A breaker that does not
+ * time its calls (no slow-call detection and counters off) has no histogram.
  */
 #define BW_DURATION_BUCKETS 13
 #define BW_DURATION_BOUNDS_NS                                                                                          \
     {                                                                                                                  \
-        1000000, 5000000, 10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000,       \
-            5000000000, 10000000000                                                                                    \
+        10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 5000000000,             \
+            10000000000, 30000000000, 60000000000                                                                      \
     }
 
 /* Bytes of the short message kept with the last failure, its terminating NUL included. */
@@ -436,13 +444,28 @@ BW_API int bw_breaker_reset(bw_breaker *b);
  * curl.h does it for you with bw_curl_set_open_on_retry_after): CLOSED and
  * HALF_OPEN move to OPEN with that wait (reason BW_REASON_RETRY_AFTER; a
  * half-open round ends, its outcomes stale, and its backoff is kept, as the
- * round did not fail), an OPEN whose wait ends sooner starts a new OPEN period
- * of `ns`, one that ends later is left alone. After the wait, recovery goes as
- * usual (HALF_OPEN, probes). Not an operator state: it ends by itself.
+ * round did not fail: it counts in neither rounds_passed nor rounds_failed),
+ * an OPEN whose wait ends sooner starts a new OPEN period of `ns`, one that
+ * ends later is left alone. After the wait, recovery goes as usual
+ * (HALF_OPEN, probes; a later trip waits the configured wait again). Not an
+ * operator state: it ends by itself.
+ * With a store (store.h) the whole fleet honours it: the shared circuit opens
+ * as a trip whose open wait is `ns`, counted from when the store applies it,
+ * and every breaker on it rejects until then. Stored mode: one blocking store
+ * update, as a verb (if the store fails, only this breaker's local circuit
+ * opens, and it is degraded). Coordinated mode: this breaker opens at once
+ * and its lane writes the fleet's OPEN as it writes a trip (store_queue: a
+ * full queue drops it, BW_EVENT_STORE_WRITE_DROPPED; written late if the
+ * store was failing and the wait is not over), never subject to store_quorum
+ * (the dependency itself said so); the others follow it from their next poll.
+ * A stored OPEN that would last longer than any breaker of the circuit's
+ * configuration could open it for (its longest backoff, or 365 d) is read back
+ * as corrupt (docs/stores.md).
  * Returns BW_OK (b is OPEN until at least now + ns); BW_ESTATE in an operator
- * state (FORCED_OPEN, DISABLED, METRICS_ONLY), which wins; BW_ERANGE for ns
- * out of range; BW_EINVAL for NULL; BW_ENOTSUP for a breaker with a store
- * (its shared circuit decides its OPEN periods). Thread safety: any thread.
+ * state (FORCED_OPEN, DISABLED, METRICS_ONLY), which wins: the stored
+ * circuit's in stored mode, this breaker's own in coordinated mode (whose
+ * verbs stay local; nothing is written then); BW_ERANGE for ns out of range;
+ * BW_EINVAL for NULL. Thread safety: any thread.
  */
 BW_API int bw_breaker_open_for(bw_breaker *b, int64_t ns);
 BW_API int bw_breaker_force_open(bw_breaker *b);

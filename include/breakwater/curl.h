@@ -178,9 +178,12 @@ BW_API int bw_curl_set_retry_after_cap(bw_curl *c, int64_t ns, bw_error *err);
  * an OPEN that lasts longer already is left alone), after its failure was
  * recorded, so every request to that host is rejected, without I/O, until the
  * host said it would be back; then recovery goes as usual (HALF_OPEN,
- * probes). max_ns in [0, 365d]; 0 (the default) turns it off. A circuit with
- * a store ignores it (bw_breaker_open_for: BW_ENOTSUP). Returns BW_OK,
- * BW_EINVAL, BW_ERANGE.
+ * probes). max_ns in [0, 365d]; 0 (the default) turns it off. Circuits with
+ * a store (store.h, set in the registry's or keyed breaker's configuration)
+ * open the fleet's shared circuit: every process on the store rejects
+ * requests to that host until then (stored mode at once, coordinated mode
+ * from each one's next poll; bw_breaker_open_for). Returns BW_OK, BW_EINVAL,
+ * BW_ERANGE.
  */
 BW_API int bw_curl_set_open_on_retry_after(bw_curl *c, int64_t max_ns, bw_error *err);
 

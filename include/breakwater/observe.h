@@ -129,7 +129,18 @@ BW_API bw_listener bw_log_listener(bw_log *log);
  */
 BW_API void bw_log_free(bw_log *log);
 
-/* ---- Prometheus / OpenMetrics exposition ---- */
+/*
+ * ---- Prometheus / OpenMetrics exposition ----
+ *
+ * Each breaker's counters (bw_breaker_counters) become families named
+ * <prefix>_<what> (docs/observability.md lists them). Its call durations are
+ * the histogram <prefix>_call_duration_seconds, with the buckets of
+ * BW_DURATION_BOUNDS_NS (breaker.h): le="0.01" "0.025" "0.05" "0.1" "0.25"
+ * "0.5" "1.0" "2.5" "5.0" "10.0" "30.0" "60.0" "+Inf". They start at 10 ms,
+ * the longest period of the coarse clock that times calls by default
+ * (breaker.h, TIME): a call counts in its own bucket, or, within that period
+ * of a bound, in the one next to it; on the precise clock durations are exact.
+ */
 
 typedef enum bw_metrics_format {
     BW_METRICS_PROMETHEUS = 0, /* the Prometheus text format 0.0.4 */

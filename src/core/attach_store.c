@@ -65,18 +65,22 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
                        op->open_wait, op->failed_rounds, now);
     /*
      * Back from a failing store, a coordinated breaker OPEN on its own (it
-     * tripped while its trip could not be written) writes that trip now, while
-     * its wait lasts, so the fleet is not left unaware of it.
+     * tripped, or a Retry-After opened it, while that could not be written)
+     * writes it now, while its wait lasts, so the fleet is not left unaware.
      */
     int retrip = health == BW__LINK_RECOVERED && !stored && b->m.state == BW_STATE_OPEN &&
                  b->extra->view.state == BW_STATE_CLOSED && bw__machine_deadline(&b->m) > now;
+    /* An OPEN a Retry-After made is written as what it is: the fleet's circuit opens for what is left of it. */
+    int64_t held = retrip && b->m.why == BW_REASON_RETRY_AFTER ? bw__machine_deadline(&b->m) - now : 0;
     int after = bw__change_end(b, &c);
     if (rc == BW_OK && stored && op->before != op->after) {
         bw__note_shared(b, op->before, op->after, op->why);
         bw__add_change(b, &ev, op->before, op->after | op->why << 8);
     }
     bw__announce(b, &ev, c.before, after, 0);
-    if (c.trip || retrip)
+    if (held > 0)
+        bw__coord_open_for(b, held);
+    else if (c.trip || retrip)
         bw__coord_trip(b);
 }
 
@@ -177,7 +181,14 @@ void bw__store_release(bw_breaker *b)
 BW_NOINLINE void bw__coord_trip(bw_breaker *b)
 {
     bw__coord *coord = b->extra ? b->extra->coord : NULL;
-    if (coord && bw__coord_enqueue(coord, BW__OP_TRIP, 0, 0, 0) != 0)
+    if (coord && bw__coord_enqueue(coord, BW__OP_TRIP, 0, 0, 0, 0) != 0)
+        write_dropped(b);
+}
+
+void bw__coord_open_for(bw_breaker *b, int64_t ns)
+{
+    bw__coord *coord = b->extra ? b->extra->coord : NULL;
+    if (coord && bw__coord_enqueue(coord, BW__OP_OPEN_FOR, 0, 0, 0, ns) != 0)
         write_dropped(b);
 }
 
@@ -256,7 +267,7 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
         applied = 0; /* records nothing there: no store round trip (HALF_OPEN still hands its slot back) */
         stored = 1;
     } else if (leased) {
-        if (bw__coord_enqueue(b->extra->coord, BW__OP_RECORD, p->generation_, outcome, slow) != 0)
+        if (bw__coord_enqueue(b->extra->coord, BW__OP_RECORD, p->generation_, outcome, slow, 0) != 0)
             write_dropped(b);
         applied = 1;
         stored = 1;
@@ -295,9 +306,20 @@ int bw__shared_snapshot(bw_breaker *b, bw_snapshot *out)
     return rc;
 }
 
-void bw__shared_verb(bw_breaker *b, int target)
+int bw__shared_open_for(bw_breaker *b, int64_t ns)
+{
+    if (!bw__link_gate(link_of(b)))
+        return -1;
+    bw__shared_op op = new_op(BW__OP_OPEN_FOR);
+    op.wait = ns;
+    if (store_op(b, &op) != BW_OK)
+        return -1;
+    return op.after == BW_STATE_OPEN;
+}
+
+int bw__shared_verb(bw_breaker *b, int target)
 {
     bw__shared_op op = new_op(BW__OP_VERB);
     op.state = target;
-    store_op(b, &op);
+    return store_op(b, &op);
 }

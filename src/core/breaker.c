@@ -180,7 +180,7 @@ static void count_change(bw_breaker *b, int from, int to, int why)
         return;
     atomic_fetch_add_explicit(&b->cold->transitions[from][to], 1, memory_order_relaxed);
     if (from == BW_STATE_HALF_OPEN && (to == BW_STATE_CLOSED || to == BW_STATE_OPEN) && why != BW_REASON_OPERATOR &&
-        why != BW_REASON_SHARED)
+        why != BW_REASON_SHARED && why != BW_REASON_RETRY_AFTER) /* a Retry-After ends a round, not as failed */
         atomic_fetch_add_explicit(to == BW_STATE_CLOSED ? &b->cold->rounds_passed : &b->cold->rounds_failed, 1,
                                   memory_order_relaxed);
 }
@@ -1557,47 +1557,69 @@ int bw_breaker_last_failure(const bw_breaker *b, int *code)
 
 /* ---- operator verbs ---- */
 
-/* An operator verb: the machine, then (stored mode) the fleet's circuit; events unless `quiet`. */
+/*
+ * An operator verb: the machine, then (stored mode) the fleet's circuit;
+ * events unless `quiet`. A stored circuit lives in the store: the verb's
+ * update there moves it, and its result tells (and counts) that move, once
+ * (store_result). Only when the store was not reached is the local circuit's
+ * move, which then serves, this breaker's to tell.
+ */
 static int apply_verb(bw_breaker *b, int target, int quiet)
 {
     pending ev;
     ev.n = 0;
+    const bw__link *l = link_of(b);
+    int stored = l && l->c.mode == BW_STORE_STORED;
     change c = change_begin(b);
-    const bw__link *sl = link_of(b);
-    /* A preset is not a transition anyone made; a stored breaker's verb is counted as its store's transition. */
-    c.nocount = quiet || (sl && sl->c.mode == BW_STORE_STORED);
+    c.nocount = quiet || stored; /* a preset is not a transition anyone made */
     bw__machine_apply(&b->m, target);
     if (target == BW_STATE_CLOSED)
         atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
     int after = change_end(b, &c);
     if (target == BW_STATE_CLOSED && !quiet && b->cold)
         atomic_fetch_add_explicit(&b->cold->resets, 1, memory_order_relaxed);
+    int told = stored && bw__shared_verb(b, target) == BW_OK;
+    if (stored && !told && !quiet && AFTER_STATE(after) != c.before)
+        count_change(b, c.before, AFTER_STATE(after), BW_REASON_OPERATOR);
     if (!quiet)
-        bw__announce(b, &ev, c.before, after, target == BW_STATE_CLOSED);
-    const bw__link *l = link_of(b);
-    if (l && l->c.mode == BW_STORE_STORED)
-        bw__shared_verb(b, target); /* a stored circuit lives in the store: the state goes there */
+        bw__announce(b, &ev, c.before, told ? c.before : after, target == BW_STATE_CLOSED);
     return BW_OK;
 }
 
+/*
+ * Open b until now + ns: its own machine, and with a store the fleet's
+ * circuit, through the mechanisms a trip and a verb use (attach_store.c): a
+ * stored breaker's one update, whose result tells the state and brings the
+ * event (the local change is its own only when the store was not reached); a
+ * coordinated one's queued write, as its local trip's.
+ */
 int bw_breaker_open_for(bw_breaker *b, int64_t ns)
 {
     if (!b)
         return BW_EINVAL;
-    if (ns <= 0 || ns > INT64_C(365) * 86400 * BW_NS_PER_S)
+    if (ns <= 0 || ns > BW__OPEN_FOR_MAX)
         return BW_ERANGE;
-    if (link_of(b))
-        return BW_ENOTSUP; /* the shared circuit decides its own OPEN: see breaker.h */
+    const bw__link *l = link_of(b);
+    int stored = l && l->c.mode == BW_STORE_STORED;
     pending ev;
     ev.n = 0;
     change c = change_begin(b);
+    c.nocount = stored; /* a stored breaker's transition is counted as its store's */
     int st = b->m.state;
     int moved = bw__machine_open_for(&b->m, now_of(b), ns);
     int after = change_end(b, &c);
+    int rc = moved || st == BW_STATE_OPEN ? BW_OK : BW_ESTATE; /* an operator state wins */
+    if (stored) {
+        int shared = bw__shared_open_for(b, ns);
+        if (shared >= 0)
+            return shared ? BW_OK : BW_ESTATE; /* the fleet's circuit decided, and its result told */
+        if (moved) /* the store was not reached: the local circuit, which serves meanwhile, moved */
+            count_change(b, c.before, AFTER_STATE(after), BW_REASON_RETRY_AFTER);
+    }
     bw__announce(b, &ev, c.before, after, 0);
-    if (!moved && st != BW_STATE_OPEN)
-        return BW_ESTATE; /* an operator state */
-    return BW_OK;
+    if (l && !stored && rc == BW_OK)
+        bw__coord_open_for(b, ns); /* the fleet's circuit decides whether it opens, or is open longer */
+    return rc;
 }
 
 void bw__breaker_preset(bw_breaker *b, int target)

@@ -413,11 +413,22 @@ void bw__store_stop(bw_breaker *b, int wait);
 void bw__store_release(bw_breaker *b);
 /* A local CLOSED -> OPEN trip of a coordinated breaker: queue its write to the store. */
 void bw__coord_trip(bw_breaker *b);
+/* bw_breaker_open_for on a coordinated breaker: queue the write that opens the fleet's circuit for ns. */
+void bw__coord_open_for(bw_breaker *b, int64_t ns);
+/*
+ * bw_breaker_open_for on a stored breaker: one update that opens the fleet's
+ * circuit for ns (its result handled as every operation's: events, health).
+ * Returns 1 when the circuit is OPEN after it, 0 when it is in an operator
+ * state, -1 when the store was not reached (failed, or degraded and not due
+ * for a retry).
+ */
+int bw__shared_open_for(bw_breaker *b, int64_t ns);
 /* Admission, settlement, snapshot and verbs of a breaker with a store. */
 int bw__shared_acquire(bw_breaker *b, bw_permit *p, bw_rejection *why, int64_t stamp, unsigned st);
 int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, int timed_out,
                       const char *msg);
 int bw__shared_snapshot(bw_breaker *b, bw_snapshot *out);
-void bw__shared_verb(bw_breaker *b, int target);
+/* A stored breaker's verb: one update of its circuit (its result handled as every operation's); the store's status. */
+int bw__shared_verb(bw_breaker *b, int target);
 
 #endif

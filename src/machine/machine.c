@@ -367,9 +367,17 @@ int bw__machine_trip(bw__machine *m, int64_t now)
     return 1;
 }
 
+int64_t bw__machine_longest_wait(const bw__mcfg *cfg)
+{
+    int64_t w = backoff_wait(cfg, BW__BACKOFF_ROUNDS);
+    return w > BW__OPEN_FOR_MAX ? w : BW__OPEN_FOR_MAX;
+}
+
 int bw__machine_open_for(bw__machine *m, int64_t now, int64_t wait)
 {
     int st = m->state;
+    if (wait <= 0 || wait > BW__OPEN_FOR_MAX)
+        return 0;
     if (st != BW_STATE_CLOSED && st != BW_STATE_OPEN && st != BW_STATE_HALF_OPEN)
         return 0; /* an operator state wins */
     if (st == BW_STATE_OPEN && bw__sat_add(m->opened_at, m->open_wait) >= bw__sat_add(now, wait))

@@ -31,6 +31,8 @@
 #define BW__GEN_MAX (UINT64_MAX / 2)
 /* Open-wait growth stops after this many consecutive failed rounds. */
 #define BW__BACKOFF_ROUNDS 64
+/* The longest wait bw__machine_open_for takes (a Retry-After's: bw_breaker_open_for, 365 days). */
+#define BW__OPEN_FOR_MAX (INT64_C(365) * 86400 * 1000000000)
 
 /* A lazily read instant: `read(ctx)` is called at most once, when first needed. */
 typedef struct bw__now {
@@ -283,13 +285,22 @@ int64_t bw__machine_retry_after(const bw__machine *m, int64_t now);
 int bw__machine_trip(bw__machine *m, int64_t now);
 
 /*
- * Open m at `now` for `wait` (> 0), as a dependency asked (Retry-After):
- * CLOSED and HALF_OPEN move to OPEN (a half-open round ends, not as a failed
- * one), an OPEN that would end sooner starts a new OPEN period of `wait`;
- * an OPEN that ends later, and an operator state, are left alone (0).
- * Returns 1 when m changed (the generation moved).
+ * Open m at `now` for `wait` (in (0, BW__OPEN_FOR_MAX]), as a dependency asked
+ * (Retry-After): CLOSED and HALF_OPEN move to OPEN (a half-open round ends,
+ * not as a failed one), an OPEN that would end sooner starts a new OPEN period
+ * of `wait`; an OPEN that ends later, an operator state, and a wait out of
+ * range are left alone (0). Returns 1 when m changed (the generation moved).
  */
 int bw__machine_open_for(bw__machine *m, int64_t now, int64_t wait);
+
+/*
+ * The longest open wait a machine of this configuration can be in: its
+ * backoff's longest (wait grown by wait_multiplier up to wait_max, or up to
+ * BW__WAIT_CEILING without one), or an open_for's BW__OPEN_FOR_MAX, whichever
+ * is longer. A stored OPEN that would last longer from now was written by no
+ * breaker of this configuration (share/circuit.c reads it as corrupt).
+ */
+int64_t bw__machine_longest_wait(const bw__mcfg *cfg);
 
 /* Operator verbs (see breaker.h). */
 void bw__machine_reset(bw__machine *m);

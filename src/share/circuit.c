@@ -6,6 +6,12 @@
  * coordinated quorum's, below; n is 0 otherwise, and the same layout as before
  * quorums existed).
  *
+ * Retry-After. BW__OP_OPEN_FOR (bw_breaker_open_for, both modes) writes no
+ * field of its own: the machine's OPEN (opened_at, open_wait = the asked
+ * wait) holds it, so its entry is any OPEN one's (older versions read it), and
+ * the OPEN wait read back is checked against the longest either could set
+ * (load_entry). It is not a vote: it opens the shared circuit whatever K.
+ *
  * Quorum. With a quorum K > 1 a coordinated TRIP is a vote: the entry keeps
  * the distinct instances that tripped within the last open wait (`wait`; older
  * votes are dropped), and only the K-th distinct one trips the shared circuit,
@@ -130,11 +136,13 @@ static int load_votes(const bw_store_entry *cur, long len, votes *v)
 
 /*
  * Decode an entry into m and *v, checking everything the encoder could not
- * have written (machine/image.c checks the image). Returns 1 when loaded, 0
- * when there is no entry, -1 when it is corrupt (m is then unusable).
+ * have written (machine/image.c checks the image), and, when `capped`, that an
+ * OPEN circuit's wait ends no later from `now` than its configuration could
+ * have set (circuit.h). Returns 1 when loaded, 0 when there is no entry, -1
+ * when it is corrupt (m is then unusable).
  */
-static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
-                      unsigned *flags, votes *v)
+static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, int64_t now,
+                      int capped, uint64_t *born, unsigned *flags, votes *v)
 {
     v->n = 0;
     if (!cur)
@@ -146,6 +154,10 @@ static int load_entry(const bw__shared_op *op, bw__machine *m, void *wmem, const
     *flags = cur->data[1];
     if (bw__machine_load(m, op->cfg, wmem, cur->data + HEAD, (size_t)len) != 0 || *born > m->gen)
         return -1; /* the generation starts at born and only grows */
+    /* Both sides are range-checked instants and waits (image.c): no sum overflows. */
+    if (capped && m->state == BW_STATE_OPEN &&
+        bw__machine_deadline(m) > bw__sat_add(now, bw__machine_longest_wait(op->cfg)))
+        return -1; /* held open longer than any breaker of this configuration, or a Retry-After, could */
     if (load_votes(cur, len, v) != 0) {
         v->n = 0;
         return -1;
@@ -259,10 +271,10 @@ static bw_store_verdict verdict(bw__shared_op *op, bw_store_verdict v)
  * corrupt; op->found says which. A fresh circuit's generation starts at the
  * wall clock (see the top). Returns as load_entry.
  */
-static int load_or_fresh(bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, uint64_t *born,
-                         unsigned *flags, votes *v)
+static int load_or_fresh(bw__shared_op *op, bw__machine *m, void *wmem, const bw_store_entry *cur, int64_t now,
+                         uint64_t *born, unsigned *flags, votes *v)
 {
-    int loaded = load_entry(op, m, wmem, cur, born, flags, v);
+    int loaded = load_entry(op, m, wmem, cur, now, 1, born, flags, v);
     op->found = loaded == 1;
     if (!op->found) { /* a fresh circuit (or a corrupt entry, replaced) */
         *flags = 0;
@@ -300,7 +312,8 @@ static int reject_read(bw__shared_op *op, int64_t now, const bw_store_entry *cur
     uint64_t born = 0;
     unsigned flags = 0;
     votes v;
-    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write || load_entry(op, &m, wmem, cur, &born, &flags, &v) != 1)
+    if (op->op != BW__OP_ACQUIRE || op->snap || op->must_write ||
+        load_entry(op, &m, wmem, cur, now, 1, &born, &flags, &v) != 1)
         return 0;
     if ((m.state != BW_STATE_OPEN && m.state != BW_STATE_FORCED_OPEN) || bw__machine_deadline(&m) <= now)
         return 0;
@@ -325,7 +338,7 @@ int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *c
     op->op = BW__OP_ADVANCE;
     op->wrote = 0;
     op->corrupt = 0;
-    if (load_or_fresh(op, &m, wmem, cur, &born, &flags, &v) < 0 || bw__machine_deadline(&m) <= now)
+    if (load_or_fresh(op, &m, wmem, cur, now, &born, &flags, &v) < 0 || bw__machine_deadline(&m) <= now)
         return 0; /* corrupt (an update replaces it), or a timed transition is due: only an update does it */
     op->now = now;
     op->before = m.state;
@@ -347,7 +360,7 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     uint64_t born = 0;
     unsigned flags = 0;
     votes v;
-    int loaded = load_or_fresh(op, &m, wmem, cur, &born, &flags, &v);
+    int loaded = load_or_fresh(op, &m, wmem, cur, now, &born, &flags, &v);
     int voted = 0;
     op->corrupt = loaded < 0 && op->op != BW__OP_READ; /* a read replaces nothing: the next update reports it */
     bw__now t = bw__now_at(now);
@@ -380,6 +393,9 @@ bw_store_verdict bw__shared_apply(void *arg, int64_t now, const bw_store_entry *
     case BW__OP_VERB:
         bw__machine_apply(&m, op->state);
         op->ok = 1;
+        break;
+    case BW__OP_OPEN_FOR: /* not a vote: the dependency itself said so */
+        op->ok = bw__machine_open_for(&m, now, op->wait);
         break;
     default: /* READ */
         break;
@@ -464,8 +480,8 @@ int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit 
     uint64_t born = 0;
     unsigned flags = 0;
     votes v;
-    if (load_entry(&op, &m, wmem, cur, &born, &flags, &v) != 1)
-        return -1;
+    if (load_entry(&op, &m, wmem, cur, now, 0, &born, &flags, &v) != 1)
+        return -1; /* uncapped: a reader without the configuration cannot tell its longest wait, and only reads */
     bw__now t = bw__now_at(now);
     bw__machine_snapshot(&m, &t, &out->snap);
     out->snap.shared = 1;

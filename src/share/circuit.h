@@ -16,6 +16,8 @@
  *   a vote: the entry keeps the instances (share/instance.h) that tripped
  *   within the last open wait, and the shared circuit opens only at the K-th
  *   distinct one.
+ * In both, BW__OP_OPEN_FOR opens the circuit until a given end (a dependency's
+ * Retry-After: bw_breaker_open_for), as a trip whose open wait is that long.
  * Lifetimes: a CLOSED circuit with nothing to remember is deleted, except that a
  * reset keeps its entry (a fence, below); an operator state never expires;
  * anything else expires `ttl` after its last write, and an OPEN circuit `ttl`
@@ -25,7 +27,10 @@
  * outcome, a read) writes nothing and so renews nothing.
  * Untrusted entries: an entry that does not decode as exactly what the encoder
  * writes is corrupt; an update treats it as absent, replaces it with a fresh
- * circuit (or deletes it) and sets `corrupt`.
+ * circuit (or deletes it) and sets `corrupt`. So is an OPEN entry whose wait
+ * would end later from now than any breaker of its configuration could have
+ * opened it for (bw__machine_longest_wait: its backoff's longest, or 365 days
+ * for a Retry-After): a store cannot hold the fleet open for longer.
  */
 #ifndef BW_SHARE_CIRCUIT_H
 #define BW_SHARE_CIRCUIT_H
@@ -42,7 +47,8 @@ enum {
     BW__OP_RECORD = 2,  /* settle a permit of generation `gen` */
     BW__OP_TRIP = 3,    /* CLOSED -> OPEN (coordinated: a local trip) */
     BW__OP_ADVANCE = 4, /* timed transitions (coordinated poll) */
-    BW__OP_VERB = 5     /* operator verb: `state` CLOSED (reset) or an override */
+    BW__OP_VERB = 5,    /* operator verb: `state` CLOSED (reset) or an override */
+    BW__OP_OPEN_FOR = 6 /* OPEN for `wait` from now (bw__machine_open_for: a Retry-After); no quorum */
 };
 
 typedef struct bw__shared_op {
@@ -54,6 +60,7 @@ typedef struct bw__shared_op {
     uint64_t gen;        /* RECORD: the permit's generation */
     int outcome, slow;   /* RECORD */
     int state;           /* VERB */
+    int64_t wait;        /* OPEN_FOR: the wait, in (0, BW__OPEN_FOR_MAX] */
     int must_write;      /* write even when nothing changed (a degraded breaker's retry: only a write
                             shows the store works); an unchanged entry is rewritten with its lifetime */
     uint32_t quorum;     /* TRIP: distinct instances that must trip within one open wait (0 or 1: the first) */
@@ -62,7 +69,8 @@ typedef struct bw__shared_op {
     int64_t now;            /* the store's clock during the update */
     int before, after;      /* state before and after */
     int why;                /* bw_reason of the last transition when before != after, else 0 */
-    int ok;                 /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped */
+    int ok;                 /* ACQUIRE: admitted; RECORD: 1 applied, 0 nothing, -1 stale; TRIP: tripped;
+                               OPEN_FOR: opened (0: open longer already, or an operator state) */
     uint64_t out_gen;       /* the generation after (ACQUIRE: the permit's) */
     int64_t open_until;     /* OPEN: when the wait ends on the store's clock; else INT64_MAX */
     int64_t open_wait;      /* the shared circuit's current (or next) open wait */

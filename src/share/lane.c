@@ -71,6 +71,7 @@ typedef struct qop {
     int op;
     uint64_t gen;
     int outcome, slow;
+    int64_t wait;
 } qop;
 
 typedef struct lane lane;
@@ -256,6 +257,7 @@ static void run_writes(lane *ln, bw__coord *c)
         op.gen = o.gen;
         op.outcome = o.outcome;
         op.slow = o.slow;
+        op.wait = o.wait;
         update(ln, c, &op);
     }
 }
@@ -601,7 +603,7 @@ int bw__coord_new(bw__link *l, const bw__coord_cfg *cfg, bw__coord_result_fn res
     return BW_OK;
 }
 
-int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow)
+int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow, int64_t wait)
 {
     lane *ln = c->ln;
     pthread_mutex_lock(&ln->mu);
@@ -614,6 +616,7 @@ int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow)
         o->gen = gen;
         o->outcome = outcome;
         o->slow = slow;
+        o->wait = wait;
         c->count++;
         if (!c->busy)
             hqueue(ln, c); /* due now; a busy coordinator is requeued by whoever holds it */

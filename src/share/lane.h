@@ -46,9 +46,10 @@ void bw__coord_stop(bw__coord *c, int wait);
 /* Free the owner's side of a stopped coordinator. */
 void bw__coord_release(bw__coord *c);
 /*
- * Queue a write (BW__OP_TRIP or BW__OP_RECORD); returns 0, or -1 when the
- * queue was full (or its memory could not be made) and it was dropped.
+ * Queue a write: BW__OP_TRIP, BW__OP_RECORD (gen, outcome, slow) or
+ * BW__OP_OPEN_FOR (wait); the other arguments are 0. Returns 0, or -1 when
+ * the queue was full (or its memory could not be made) and it was dropped.
  */
-int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow);
+int bw__coord_enqueue(bw__coord *c, int op, uint64_t gen, int outcome, int slow, int64_t wait);
 
 #endif

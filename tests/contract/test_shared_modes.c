@@ -15,7 +15,10 @@
  *   late probe from an old round dropped, a lease expiring, degradation and
  *   recovery adopting an OPEN made while cut off, the queue filling up;
  *   quorum tripping (the fleet's circuit opens at the K-th distinct instance
- *   to trip within one open wait; one process's breakers are one instance).
+ *   to trip within one open wait; one process's breakers are one instance);
+ * - both: bw_breaker_open_for (a Retry-After) opens the fleet's circuit until
+ *   its end, and an OPEN read back that would last longer than anything of
+ *   ours could set is corrupt.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -656,6 +659,42 @@ static void test_stored_hold_recovers(void)
         bw_store_close(inner);
         rec_free(log);
     }
+}
+
+/*
+ * A stored breaker's verb moves the fleet's circuit: one STATE_CHANGE (and a
+ * reset's one RESET) to the caller, counted once, whether its own local
+ * circuit moved too or not; while the store fails, the local circuit's move
+ * is the one told (after the DEGRADED).
+ */
+static void test_stored_verb_events(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    recorder *log = rec_new();
+    bw_breaker *b = make("svc-verbs", s, BW_STORE_STORED, 1, log, 0);
+    static const int verbs[] = {BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY, BW_STATE_CLOSED};
+    for (int i = 0; i < 4; i++) {
+        int from = bw_breaker_state(b);
+        CHECK_OK(bw_breaker_apply(b, i == 3 ? BW_VERB_RESET : (bw_verb)(i + 1)));
+        CHECK_INT(rec_changes_to(log, 0, verbs[i]), 1);
+        CHECK_INT(rec_count_line(log, 0, "reset"), i == 3);
+        bw_counters k;
+        CHECK_OK(bw_breaker_counters(b, &k));
+        CHECK_INT(k.transitions[from][verbs[i]], 1);
+    }
+    CHECK_INT(rec_count(log), 5); /* four changes and the reset */
+    failing_set(&f, 1);
+    rec_clear(log);
+    CHECK_OK(bw_breaker_force_open(b)); /* the store fails: the local circuit's move, told once */
+    CHECK_STR(rec_since(log, 0), "degraded, state closed->forced_open");
+    CHECK_RC(call(b, BW_SUCCESS), BW_REJECTED); /* the local circuit serves */
+    CHECK_INT(shared_snapshot(inner, "svc-verbs").state, BW_STATE_CLOSED);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    bw_store_close(inner);
+    rec_free(log);
 }
 
 /* ---- a store that claims more bytes than an entry holds ---- */
@@ -1729,6 +1768,287 @@ static void test_stored_rejection_by_read(void)
     bw_store_close(inner);
 }
 
+/* ---- bw_breaker_open_for: a hold with an end (a Retry-After), for the whole fleet ---- */
+
+/* The number of state changes into `to` among r's events, and whether the last of them had reason `why`. */
+static int changes_into(recorder *r, bw_state to, bw_reason why)
+{
+    int n = rec_count(r), k = 0, last = -1;
+    for (int i = 0; i < n; i++)
+        if (r->ev[i].ev.type == BW_EVENT_STATE_CHANGE && r->ev[i].ev.to == to) {
+            k++;
+            last = i;
+        }
+    if (last >= 0 && r->ev[last].ev.reason != why)
+        H_FAIL("the last change into %s had reason %s, not %s", bw_state_name(to),
+               bw_reason_name(r->ev[last].ev.reason), bw_reason_name(why));
+    return k;
+}
+
+/*
+ * Stored mode: open_for writes the fleet's circuit, OPEN for the given wait
+ * (a trip whose wait is that long): every breaker on it rejects with that
+ * retry_after, the entry lives until the wait ends plus its lifetime, one
+ * STATE_CHANGE (reason retry_after) goes to the caller; a shorter one leaves
+ * it alone, a longer one starts a new period; afterwards recovery goes as
+ * usual, and an operator state wins (BW_ESTATE).
+ */
+static void test_stored_open_for(void)
+{
+    bw_store *s = open_store();
+    recorder *la = rec_new(), *lb = rec_new();
+    bw_breaker *a = make("svc-ra", s, BW_STORE_STORED, 1, la, 0);
+    bw_breaker *b = make("svc-ra", s, BW_STORE_STORED, 1, lb, 0);
+    CHECK_OK(call(b, BW_SUCCESS));
+    CHECK_OK(bw_breaker_open_for(a, 5 * S));
+    CHECK_INT(changes_into(la, BW_STATE_OPEN, BW_REASON_RETRY_AFTER), 1);
+    CHECK_INT(changes_into(lb, BW_STATE_OPEN, BW_REASON_RETRY_AFTER), 0); /* stored: the caller's event only */
+    bw_counters k;
+    CHECK_OK(bw_breaker_counters(a, &k));
+    CHECK_INT(k.reason, BW_REASON_RETRY_AFTER);
+    CHECK_INT(k.transitions[BW_STATE_CLOSED][BW_STATE_OPEN], 1);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED); /* the other breaker: the fleet's circuit */
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 5 * S);
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 5 * S);
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.state, BW_STATE_OPEN);
+    CHECK_INT(snap.shared, 1);
+    CHECK_INT(snap.open_wait_ns, 5 * S);
+    CHECK_INT(peek_at(s, "svc-ra").expires_at, clock_now() + 5 * S + 86400 * S); /* store_ttl after the wait */
+    pump(2 * S);
+    uint64_t gen = snap.generation;
+    CHECK_OK(bw_breaker_open_for(b, 1 * S)); /* ends sooner than the OPEN: left alone */
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK(snap.generation == gen);
+    CHECK_INT(snap.retry_after_ns, 3 * S);
+    CHECK_OK(bw_breaker_open_for(b, 4 * S)); /* ends later: a new OPEN period of 4 s */
+    CHECK_OK(bw_breaker_snapshot(a, &snap));
+    CHECK(snap.generation > gen);
+    CHECK_INT(snap.retry_after_ns, 4 * S);
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 4 * S);
+    pump(4 * S); /* the wait ends: recovery as usual, a probe, and CLOSED */
+    bw_permit probe;
+    CHECK_OK(bw_acquire(a, &probe, &why));
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    CHECK_OK(bw_settle(a, &probe, BW_SUCCESS));
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    CHECK_OK(call(b, BW_SUCCESS));
+    /* A trip afterwards waits the configured 10 s: a Retry-After's wait is not kept. */
+    CHECK_OK(call(b, BW_FAILURE)); /* 1 of 2 failed: a trip */
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 10 * S);
+    /* An operator state wins, in the store as in memory. */
+    CHECK_OK(bw_breaker_force_open(a));
+    CHECK_RC(bw_breaker_open_for(b, 5 * S), BW_ESTATE);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_FORCED_OPEN);
+    CHECK_RC(bw_breaker_open_for(b, 0), BW_ERANGE);
+    CHECK_RC(bw_breaker_open_for(b, 365 * 86400 * S + 1), BW_ERANGE);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    rec_free(la);
+    rec_free(lb);
+}
+
+/* make()'s breaker, one probe a round, with store_quorum 3 (a local trip alone would open nothing shared). */
+static bw_breaker *make_ra(const char *name, bw_store *s, recorder *log)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 4, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 2, &e));
+    CHECK_OK(bw_config_set_wait(c, 10 * S, &e));
+    CHECK_OK(bw_config_set_permitted_probes(c, 1, &e));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 5 * S, &e));
+    CHECK_OK(bw_config_set_store_poll(c, 1 * S, &e));
+    CHECK_OK(bw_config_set_store_quorum(c, 3, &e));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, log));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_COORDINATED, &e));
+    bw_breaker *b = NULL;
+    int rc = bw_breaker_new(name, c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_breaker_new: %s: %s", bw_strerror(rc), e.message);
+    bw_config_free(c);
+    return b;
+}
+
+/*
+ * Coordinated mode: open_for opens this process's circuit at once (reason
+ * retry_after) and its lane writes the fleet's OPEN for that wait, as it
+ * writes a trip; the other breakers follow it from their next poll, with the
+ * shared retry_after; a quorum does not apply (the dependency said so); after
+ * the wait, the probes are leased fleet-wide as usual and the circuit closes.
+ */
+static void test_coordinated_open_for(void)
+{
+    bw_store *s = open_store();
+    recorder *la = rec_new(), *lb = rec_new();
+    bw_breaker *a = make_ra("svc-coord-ra", s, la);
+    bw_breaker *b = make_ra("svc-coord-ra", s, lb);
+    pump(0);
+    CHECK_OK(bw_breaker_open_for(a, 5 * S));
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_INT(changes_into(la, BW_STATE_OPEN, BW_REASON_RETRY_AFTER), 1);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 5 * S);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED);
+    pump(0); /* the lane writes it */
+    bw_snapshot sh = shared_snapshot(s, "svc-coord-ra");
+    CHECK_INT(sh.state, BW_STATE_OPEN);
+    CHECK_INT(sh.open_wait_ns, 5 * S);
+    CHECK_INT(sh.retry_after_ns, 5 * S);
+    pump(1 * S); /* b's poll */
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    CHECK_INT(changes_into(lb, BW_STATE_OPEN, BW_REASON_SHARED), 1);
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_OPEN);
+    CHECK_INT(why.retry_after_ns, 4 * S);
+    bw_snapshot fs;
+    CHECK_OK(bw_breaker_snapshot(b, &fs));
+    CHECK_INT(fs.shared, 1);
+    CHECK_INT(fs.open_wait_ns, 5 * S);
+    /* A shorter one from b writes nothing new; a longer one moves the fleet's end. */
+    CHECK_OK(bw_breaker_open_for(b, 1 * S));
+    pump(0);
+    CHECK_INT(shared_snapshot(s, "svc-coord-ra").retry_after_ns, 4 * S);
+    CHECK_OK(bw_breaker_open_for(b, 6 * S));
+    pump(0);
+    CHECK_INT(shared_snapshot(s, "svc-coord-ra").retry_after_ns, 6 * S);
+    pump(1 * S); /* a's poll */
+    CHECK_RC(bw_acquire(a, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 5 * S);
+    pump(5 * S); /* the wait ends: one probe for the fleet */
+    bw_permit pa;
+    CHECK_OK(bw_acquire(a, &pa, NULL));
+    CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+    CHECK_INT(why.state, BW_STATE_HALF_OPEN);
+    CHECK_OK(bw_settle(a, &pa, BW_SUCCESS));
+    pump(0);
+    pump(1 * S);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED);
+    CHECK_OK(call(b, BW_SUCCESS));
+    /* This process's operator state wins here (a coordinated verb stays local): nothing is written. */
+    CHECK_OK(bw_breaker_disable(a));
+    CHECK_RC(bw_breaker_open_for(a, 5 * S), BW_ESTATE);
+    pump(0);
+    CHECK_INT(shared_snapshot(s, "svc-coord-ra").state, BW_STATE_CLOSED);
+    bw_breaker_free(a);
+    bw_breaker_free(b);
+    bw_store_close(s);
+    rec_free(la);
+    rec_free(lb);
+}
+
+/*
+ * A coordinated open_for made while the store failed is written when the
+ * store answers again, as a trip would be, but as what it is: the fleet's
+ * circuit opens for what is left of it (28 s), not for the configured wait.
+ */
+static void test_coordinated_open_for_written_after_recovery(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    bw_breaker *a = make("svc-late-ra", s, BW_STORE_COORDINATED, 1, NULL, 0);
+    bw_breaker *other = make("svc-late-ra", inner, BW_STORE_COORDINATED, 1, NULL, 0);
+    pump(0);
+    failing_set(&f, 1);
+    CHECK_OK(bw_breaker_open_for(a, 30 * S));
+    pump(0); /* its write fails: degraded */
+    CHECK_INT(shared_snapshot(inner, "svc-late-ra").state, BW_STATE_CLOSED);
+    failing_set(&f, 0);
+    pump(2 * S); /* a's retry time: its poll succeeds (recovered), and it writes its OPEN */
+    pump(0);
+    bw_snapshot sh = shared_snapshot(inner, "svc-late-ra");
+    CHECK_INT(sh.state, BW_STATE_OPEN);
+    CHECK_INT(sh.retry_after_ns, 28 * S);
+    pump(1 * S); /* the other one's poll */
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(other, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 27 * S);
+    bw_breaker_free(a);
+    bw_breaker_free(other);
+    bw_store_close(s);
+    bw_store_close(inner);
+}
+
+/* A breaker on s in `mode` whose longest backoff is 1 min (wait 10 s, doubling, wait_max 1 min). */
+static bw_breaker *make_capped(const char *name, bw_store *s, bw_store_mode mode, recorder *log)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_wait(c, 10 * S, &e));
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, &e));
+    CHECK_OK(bw_config_set_wait_max(c, 60 * S, &e));
+    CHECK_OK(bw_config_set_store_poll(c, 1 * S, &e));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, log));
+    CHECK_OK(bw_config_set_store(c, s, mode, &e));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new(name, c, &b, &e));
+    bw_config_free(c);
+    return b;
+}
+
+/*
+ * An OPEN read back from a store is untrusted: one that would last longer from
+ * now than its configuration's longest wait or a Retry-After's 365 days (here
+ * 365 days: the backoff stops at 1 min) is corrupt, in both modes: replaced by
+ * a fresh circuit (BW_EVENT_STORE_CORRUPT), so a store cannot hold the fleet
+ * open for longer. 365 days exactly is what open_for may write, and holds.
+ */
+static void test_open_held_too_long(void)
+{
+    const int64_t year = 365 * 86400 * S;
+    for (int mode = 0; mode < 2; mode++) {
+        bw_store *s = open_store();
+        recorder *la = rec_new(), *lb = rec_new();
+        bw_store_mode m = mode ? BW_STORE_COORDINATED : BW_STORE_STORED;
+        bw_breaker *a = make_capped("svc-held", s, m, la);
+        bw_breaker *b = make_capped("svc-held", s, m, lb);
+        pump(0);
+        CHECK_OK(bw_breaker_open_for(a, year)); /* the longest a Retry-After may ask */
+        pump(0);
+        pump(1 * S); /* coordinated: b's poll */
+        bw_rejection why;
+        bw_permit p;
+        CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);
+        CHECK_INT(why.retry_after_ns, year - 1 * S);
+        CHECK_INT(rec_count_line(lb, 0, "corrupt"), 0);
+        const poke pokes[] = {{AT_OPEN_WAIT, (uint64_t)(year + 10 * S), 8, 0},       /* ends past 365 d from now */
+                              {AT_OPENED_AT, (uint64_t)(clock_now() + year), 8, 0}}; /* opened a year ahead */
+        for (int i = 0; i < 2; i++) {
+            CHECK_OK(bw_store_update(s, "svc-held", poke_fn, (void *)&pokes[i], NULL));
+            pump(1 * S); /* coordinated: the polls find it corrupt, and one of them replaces it */
+            if (m == BW_STORE_STORED)
+                CHECK_OK(call(b, BW_SUCCESS)); /* stored: the acquire finds it corrupt, and is admitted */
+            CHECK_INT(rec_count_line(la, 0, "corrupt") + rec_count_line(lb, 0, "corrupt"), i + 1);
+            CHECK_INT(shared_snapshot(s, "svc-held").state, BW_STATE_CLOSED);
+            CHECK_OK(bw_breaker_open_for(a, 30 * S)); /* OPEN again, for the next poke */
+            pump(0);
+            CHECK_INT(shared_snapshot(s, "svc-held").state, BW_STATE_OPEN);
+        }
+        bw_breaker_free(a);
+        bw_breaker_free(b);
+        bw_store_close(s);
+        rec_free(la);
+        rec_free(lb);
+    }
+}
+
 int main(int argc, char **argv)
 {
     store_url_init(argc, argv);
@@ -1744,6 +2064,7 @@ int main(int argc, char **argv)
     RUN(test_stored_contention_is_no_failure);
     RUN(test_stored_reads_without_writes);
     RUN(test_stored_hold_recovers);
+    RUN(test_stored_verb_events);
     RUN(test_stored_entry_too_long);
     RUN(test_coordinated_trip_propagates);
     RUN(test_coordinated_quorum);
@@ -1759,6 +2080,10 @@ int main(int argc, char **argv)
     RUN(test_read_circuit);
     RUN(test_stored_rejection_by_read);
     RUN(test_config_checks);
+    RUN(test_stored_open_for);
+    RUN(test_coordinated_open_for);
+    RUN(test_coordinated_open_for_written_after_recovery);
+    RUN(test_open_held_too_long);
     RUN(test_coordinated_close_bounded_when_store_hangs);
     clock_done();
     store_url_cleanup();

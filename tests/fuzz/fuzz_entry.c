@@ -55,7 +55,8 @@ static bw_store_verdict run(int op, const bw__mcfg *c, int64_t now, const bw_sto
     out->gen = op == BW__OP_RECORD && cur && cur->len >= 20 ? 0 : BW__GEN_NO_ENTRY;
     out->outcome = BW_FAILURE;
     out->state = BW_STATE_CLOSED;
-    out->quorum = 3; /* a TRIP votes (share/circuit.c): the votes' decoder and encoder run too */
+    out->wait = 5 * BW_NS_PER_S; /* OPEN_FOR */
+    out->quorum = 3;             /* a TRIP votes (share/circuit.c): the votes' decoder and encoder run too */
     out->instance = 0x77;
     out->snap = op == BW__OP_READ ? &snap : NULL;
     return bw__shared_apply(out, now, cur, next);
@@ -67,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bw__mcfg c;
     bw_fuzz_entry_cfg(data[0], &c);
-    int op = (data[0] >> 4) % 6; /* READ .. VERB */
+    int op = (data[0] >> 4) % 7; /* READ .. OPEN_FOR */
     static bw_store_entry cur, next;
     memset(&cur, 0, sizeof cur);
     cur.len = (uint32_t)data[1] | (uint32_t)data[2] << 8;

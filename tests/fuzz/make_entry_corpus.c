@@ -1,7 +1,7 @@
 /*
  * make_entry_corpus.c (tests/fuzz/) — writes the seed corpus of fuzz_entry.c:
  * real entries of every policy and window, taken from a store after a few calls
- * in each state. Run by hand (./make_entry_corpus DIR); its output is checked
+ * in each state, and opened for a Retry-After. Run by hand (./make_entry_corpus DIR); its output is checked
  * in under tests/fuzz/corpus/entry/.
  */
 #include <stdio.h>
@@ -26,6 +26,7 @@ static bw_store_verdict apply(int op, const bw__mcfg *c, int64_t now, bw_store_e
     o.gen = *gen;
     o.outcome = outcome;
     o.state = BW_STATE_CLOSED;
+    o.wait = 400 * BW_NS_PER_S; /* OPEN_FOR: a Retry-After longer than the configured wait */
     o.quorum = 4;
     o.instance = voter;
     bw_store_verdict v = bw__shared_apply(&o, now, *have ? e : NULL, &next);
@@ -84,6 +85,9 @@ int main(int argc, char **argv)
                 dump(dir, (uint8_t)sel, 3, &e);
             now += BW_NS_PER_S;
         }
+        apply(BW__OP_OPEN_FOR, &c, now, &e, &have, 0, &gen);
+        if (have)
+            dump(dir, (uint8_t)sel, BW__OP_OPEN_FOR, &e); /* OPEN until a Retry-After's end */
     }
     printf("%d entries written to %s\n", n_written, dir);
     return 0;

@@ -10,7 +10,8 @@
  *   whose wait is over, with a budget of 2 probes, get exactly 2 permits
  *   (stored mode) or 2 leases (coordinated mode) between them;
  * - a trip in one process rejects in another: within a bounded time through
- *   the polls (coordinated), at the very next acquire (stored);
+ *   the polls (coordinated), at the very next acquire (stored); and so does
+ *   a bw_breaker_open_for (a Retry-After), for its wait, not the configured one;
  * - quorum tripping (coordinated, store_quorum 2, three processes): one
  *   process's trip leaves the others serving; a second process's trip opens
  *   the fleet's circuit for the third within a bounded time;
@@ -490,6 +491,7 @@ typedef struct tripper {
     pipes p;
     int staged;    /* child 1 waits for `second` to close after the start signal */
     int second[2]; /* when staged */
+    int64_t open;  /* > 0: the child opens its circuit with bw_breaker_open_for(open) instead of failing */
 } tripper;
 
 /* Ready; at the start signal fail until the circuit is OPEN here; tell; hold until told to finish. */
@@ -510,6 +512,10 @@ static int trip_child(void *arg, int idx)
             wait_closed(t->second[0]);
     }
     int rc;
+    if (t->open > 0 && (rc = bw_breaker_open_for(b, t->open)) != BW_OK) {
+        send_msg(out, MSG_FAIL, idx, rc, 3, 0);
+        return 1;
+    }
     for (int i = 0; i < 4 && bw_breaker_state(b) != BW_STATE_OPEN; i++)
         if ((rc = call(b, BW_FAILURE, NULL)) != BW_OK) {
             send_msg(out, MSG_FAIL, idx, rc, 3, 0);
@@ -522,12 +528,15 @@ static int trip_child(void *arg, int idx)
     return 0;
 }
 
-static void run_trip(bw_store_mode mode)
+/* A trip in the child rejects here; with open > 0 the child opens its circuit for that long (a Retry-After). */
+static void run_trip(bw_store_mode mode, int64_t open)
 {
     begin_test();
     tripper t;
     memset(&t, 0, sizeof t);
-    t.name = mode == BW_STORE_STORED ? "trip-stored" : "trip-coordinated";
+    t.open = open;
+    t.name = mode == BW_STORE_STORED ? (open ? "open-for-stored" : "trip-stored")
+                                     : (open ? "open-for-coordinated" : "trip-coordinated");
     t.k.mode = mode;
     t.k.wait = 10 * S;
     t.k.poll = 100 * MS;
@@ -564,14 +573,14 @@ static void run_trip(bw_store_mode mode)
     } else {
         while ((rc = call(b, BW_SUCCESS, &why)) == BW_OK && mono_ns() - t0 < 2 * S)
             sleep_ns(1 * MS);
-        printf("# %s: the coordinated trip rejected here after %.1f ms (store_poll 100 ms)\n", url,
-               (double)(mono_ns() - t0) / 1e6);
+        printf("# %s: the coordinated %s rejected here after %.1f ms (store_poll 100 ms)\n", url,
+               open ? "open_for" : "trip", (double)(mono_ns() - t0) / 1e6);
     }
     CHECK_RC(rc, BW_REJECTED);
     if (rc == BW_REJECTED) {
         CHECK_INT(why.state, BW_STATE_OPEN);
-        CHECK(why.retry_after_ns > 0);
-        CHECK(why.retry_after_ns <= 10 * S);
+        CHECK(why.retry_after_ns > (open ? open - 2 * S : 0)); /* the child's open wait, not the configured 10 s */
+        CHECK(why.retry_after_ns <= (open ? open : 10 * S));
         CHECK_STATE(b, BW_STATE_OPEN);
     }
     close(t.p.fin[1]);
@@ -586,12 +595,23 @@ out:
 
 static void test_trip_coordinated(void)
 {
-    run_trip(BW_STORE_COORDINATED);
+    run_trip(BW_STORE_COORDINATED, 0);
 }
 
 static void test_trip_stored(void)
 {
-    run_trip(BW_STORE_STORED);
+    run_trip(BW_STORE_STORED, 0);
+}
+
+/* bw_breaker_open_for (a Retry-After of 5 s) in one process rejects in another, for that long. */
+static void test_open_for_coordinated(void)
+{
+    run_trip(BW_STORE_COORDINATED, 5 * S);
+}
+
+static void test_open_for_stored(void)
+{
+    run_trip(BW_STORE_STORED, 5 * S);
 }
 
 /* ---- quorum: three processes, store_quorum 2 ---- */
@@ -800,6 +820,8 @@ int main(int argc, char **argv)
     RUN(test_race_coordinated);
     RUN(test_trip_coordinated);
     RUN(test_trip_stored);
+    RUN(test_open_for_coordinated);
+    RUN(test_open_for_stored);
     RUN(test_quorum_coordinated);
     RUN(test_killed_mid_loop);
     store_url_cleanup();

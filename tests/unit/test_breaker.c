@@ -168,6 +168,8 @@ static void test_open_for(void)
     CHECK_INT(s.retry_after_ns, 3 * S);
     CHECK_OK(bw_breaker_counters(b, &k));
     CHECK_INT(k.calls[BW_CALL_STALE], 1);
+    CHECK_INT(k.transitions[BW_STATE_HALF_OPEN][BW_STATE_OPEN], 1);
+    CHECK_INT(k.rounds_failed, 0); /* nor counted as one */
     pump(3 * S);
     call(b, BW_SUCCESS); /* recovery as usual */
     CHECK_STATE(b, BW_STATE_CLOSED);

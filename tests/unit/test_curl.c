@@ -7,13 +7,20 @@
  * in both forms, a pipeline whose retry waits the (capped) Retry-After and
  * whose deadline becomes the transfer's timeout, the multi interface with a
  * rejected handle, keyed circuits, and several threads at once.
+ * `test_curl STORE_URL` (ctest: test_curl_<scheme>, once per store) runs the
+ * circuits on a store instead, on a manual clock: a Retry-After opens the
+ * fleet's circuit (stored, coordinated, keyed), so a second member on the
+ * same store rejects too.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <pthread.h>
 
 #include "harness.h"
+#include "clockfix.h"
 #include "http_server.h"
+#include "recorder.h"
+#include "store_url.h"
 #include "timeutil.h"
 #include "breakwater/breakwater.h"
 #include "breakwater/curl.h"
@@ -694,12 +701,154 @@ static void test_arguments(void)
     bw_registry_free(r);
 }
 
-int main(void)
+/* ---- Retry-After with a store: the fleet honours it (test_curl STORE_URL, once per store) ---- */
+
+/* One "process" of the fleet: a registry of hosts on store s (in `mode`) on the manual clock, and its bw_curl. */
+typedef struct member {
+    bw_registry *r;           /* the hosts' circuits: a registry's breakers, */
+    bw_breaker *keyed_parent; /* or this breaker's keyed circuits */
+    bw_curl *bc;
+    recorder *log;
+} member;
+
+static member join(bw_store *s, bw_store_mode mode, int keyed)
+{
+    member m;
+    m.log = rec_new();
+    bw_config *c = bw_config_new();
+    bw_error e;
+    if (bw_config_parse(c, "window=count:100 min_calls=100 wait=30s permitted_probes=1 store_poll=1s keyed_maxsize=8",
+                        &e) != BW_OK)
+        H_FAIL("config: %s", e.message);
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_set_listener(c, BW_EVENTS_ALL, rec_listen, m.log));
+    CHECK_OK(bw_config_set_store(c, s, mode, &e));
+    m.r = NULL;
+    m.bc = NULL;
+    bw_breaker *parent = NULL;
+    if (keyed) {
+        CHECK_OK(bw_breaker_new("hosts", c, &parent, &e));
+        CHECK_OK(bw_curl_new(NULL, parent, &m.bc, &e));
+    } else {
+        CHECK_OK(bw_registry_new(c, &m.r, &e));
+        CHECK_OK(bw_curl_new(m.r, NULL, &m.bc, &e));
+    }
+    bw_config_free(c);
+    CHECK_OK(bw_curl_set_open_on_retry_after(m.bc, 10 * S, NULL));
+    m.keyed_parent = parent;
+    return m;
+}
+
+static void leave(member *m)
+{
+    bw_curl_free(m->bc);
+    bw_registry_free(m->r);
+    bw_breaker_free(m->keyed_parent);
+    rec_free(m->log);
+}
+
+/* The one request `url` through m: its status, and the result in *res. */
+static int request(member *m, const char *url, bw_curl_result *res)
+{
+    CURL *e = easy_for(url);
+    int rc = bw_curl_perform(m->bc, e, res);
+    curl_easy_cleanup(e);
+    return rc;
+}
+
+/* State changes into OPEN that m saw with reason `why`. */
+static int opened_by(member *m, bw_reason why)
+{
+    int n = rec_count(m->log), k = 0;
+    for (int i = 0; i < n; i++) {
+        const bw_event *ev = rec_nth(m->log, i);
+        k += ev->type == BW_EVENT_STATE_CHANGE && ev->to == BW_STATE_OPEN && ev->reason == why;
+    }
+    return k;
+}
+
+/*
+ * Three 503s with Retry-After: 5 from one member: only the first reaches the
+ * server, its circuit opens (reason retry_after) for 5 s, and another member
+ * on the same store rejects too (stored: at once; coordinated: from its next
+ * poll), without I/O; after the 5 s a probe goes through and the circuit
+ * closes for everyone.
+ */
+static void fleet_honours_retry_after(bw_store_mode mode, int keyed)
+{
+    clock_fresh(CLOCKFIX_START);
+    bw_store *s = store_open_fresh(clk);
+    member a = join(s, mode, keyed), b = join(s, mode, keyed);
+    bw_curl_result res;
+    CHECK_OK(request(&a, at("/ok"), &res)); /* each has the host's circuit, as a running process would */
+    CHECK_OK(request(&b, at("/ok"), &res));
+    pump(0); /* coordinated: their first polls */
+    long q0 = atomic_load(&srv.requests);
+    CHECK_OK(request(&a, at("/status/503?ra=5"), &res));
+    CHECK_INT(res.http_status, 503);
+    CHECK_RC(request(&a, at("/status/503?ra=5"), &res), BW_REJECTED);
+    CHECK_INT(res.rejection.state, BW_STATE_OPEN);
+    CHECK_INT(res.rejection.retry_after_ns, 5 * S);
+    CHECK_RC(request(&a, at("/status/503?ra=5"), &res), BW_REJECTED);
+    CHECK_INT(atomic_load(&srv.requests), q0 + 1); /* only the first reached the server */
+    CHECK_INT(opened_by(&a, BW_REASON_RETRY_AFTER), 1);
+    if (mode == BW_STORE_COORDINATED) {
+        pump(0);     /* the lane writes the fleet's OPEN (on a manual clock, when it moves) */
+        pump(1 * S); /* b's next poll reads it */
+    }
+    int64_t left = mode == BW_STORE_COORDINATED ? 4 * S : 5 * S;
+    CHECK_RC(request(&b, at("/ok"), &res), BW_REJECTED);
+    CHECK_INT(res.rejection.state, BW_STATE_OPEN);
+    CHECK_INT(res.rejection.retry_after_ns, left);
+    CHECK_INT(atomic_load(&srv.requests), q0 + 1);
+    if (mode == BW_STORE_COORDINATED)
+        CHECK_INT(opened_by(&b, BW_REASON_SHARED), 1);
+    pump(left); /* the wait is over: a probe reaches the server, and its success closes the circuit */
+    CHECK_OK(request(&b, at("/ok"), &res));
+    CHECK_INT(res.http_status, 200);
+    CHECK_INT(atomic_load(&srv.requests), q0 + 2);
+    pump(1 * S);
+    CHECK_OK(request(&a, at("/ok"), &res));
+    CHECK_OK(request(&b, at("/ok"), &res));
+    CHECK_INT(atomic_load(&srv.requests), q0 + 4);
+    leave(&a);
+    leave(&b);
+    bw_store_close(s);
+}
+
+static void test_store_stored(void)
+{
+    fleet_honours_retry_after(BW_STORE_STORED, 0);
+}
+
+static void test_store_coordinated(void)
+{
+    fleet_honours_retry_after(BW_STORE_COORDINATED, 0);
+}
+
+static void test_store_keyed(void)
+{
+    fleet_honours_retry_after(BW_STORE_STORED, 1);
+    fleet_honours_retry_after(BW_STORE_COORDINATED, 1);
+}
+
+int main(int argc, char **argv)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (http_server_start(&srv) != 0) {
         fprintf(stderr, "test_curl: could not start the HTTP server on loopback\n");
         return 1;
+    }
+    if (argc > 1) { /* test_curl STORE_URL: the circuits on a store (ctest: test_curl_<scheme>) */
+        store_url_init(argc, argv);
+        RUN(test_store_stored);
+        RUN(test_store_coordinated);
+        RUN(test_store_keyed);
+        clock_done();
+        store_url_cleanup();
+        http_server_stop(&srv);
+        curl_global_cleanup();
+        return TEST_SUMMARY();
     }
     RUN(test_names);
     RUN(test_classification);

@@ -33,6 +33,7 @@
 
 #include "harness.h"
 #include "clockfix.h"
+#include "base/tick.h"
 
 #define S BW_NS_PER_S
 #define MS BW_NS_PER_MS
@@ -415,6 +416,117 @@ static bw_metrics *scenario_set(scenario *sc, const char *prefix, size_t keys_ma
 
 /* ---- tests ---- */
 
+/* ---- the call-duration histogram and the clocks that time calls ---- */
+
+/*
+ * A clock that reads like the coarse one (base/tick.h): the fixture's manual
+ * clock as of its last tick, one tick every `period`.
+ */
+typedef struct ticks {
+    int64_t period;
+} ticks;
+
+static int64_t ticks_now(void *user)
+{
+    const ticks *t = user;
+    int64_t now = bw_clock_now(clk);
+    return now - now % t->period;
+}
+
+/* The bucket b's histogram counted its one call in since `before` (the index), or -1 when not exactly one call. */
+static int bucket_of_call(bw_breaker *b, const bw_counters *before)
+{
+    bw_counters k;
+    CHECK_OK(bw_breaker_counters(b, &k));
+    int at = -1, n = 0;
+    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
+        if (k.duration_buckets[i] != before->duration_buckets[i]) {
+            at = i;
+            n += (int)(k.duration_buckets[i] - before->duration_buckets[i]);
+        }
+    return n == 1 ? at : -1;
+}
+
+/* The bucket a call of exactly d belongs in. */
+static int bucket_holding(const int64_t *bounds, int64_t d)
+{
+    int i = 0;
+    while (i < BW_DURATION_BUCKETS - 1 && d > bounds[i])
+        i++;
+    return i;
+}
+
+/* One call of `dur` on b, starting `phase` after a tick of `period`: the bucket it was counted in. */
+static int bucket_after(bw_breaker *b, int64_t period, int64_t phase, int64_t dur)
+{
+    int64_t now = clock_now();
+    clock_to(now - now % period + period + phase);
+    bw_counters before;
+    CHECK_OK(bw_breaker_counters(b, &before));
+    timed_call(b, dur, BW_SUCCESS);
+    return bucket_of_call(b, &before);
+}
+
+/*
+ * The histogram's bounds (BW_DURATION_BOUNDS_NS) are what every clock a
+ * breaker may time its calls with resolves, the coarse clock's longest period
+ * (10 ms) included: the first bound is at least a period and each bucket at
+ * least a period wide. On an exact clock a call of exactly a bound counts in
+ * its bucket and one a nanosecond longer in the next; on a clock that ticks
+ * every 10 ms, calls a whole number of periods long count in their own
+ * bucket whatever the phase of the ticks, for every bucket, and calls shorter
+ * than a period (1 to 9 ms: like issue 25's, which landed in le="0.001") in
+ * the bucket that holds them, never as faster than the clock can tell.
+ */
+static void test_duration_buckets(void)
+{
+    clock_fresh(CLOCKFIX_START);
+    static const int64_t bounds[BW_DURATION_BUCKETS - 1] = BW_DURATION_BOUNDS_NS;
+    const int64_t period = bw__tick_period_for(INT64_MAX);
+    CHECK_INT(period, 10 * MS);
+    CHECK(bounds[0] >= period);
+    for (int i = 1; i < BW_DURATION_BUCKETS - 1; i++)
+        if (bounds[i] - bounds[i - 1] < period)
+            H_FAIL("bucket (%lld ns, %lld ns] is narrower than the coarse clock's period", (long long)bounds[i - 1],
+                   (long long)bounds[i]);
+    /* An exact clock: the bounds themselves. */
+    bw_breaker *exact = make("exact", "counters=true");
+    for (int i = 0; i < BW_DURATION_BUCKETS - 1; i++) {
+        CHECK_INT(bucket_after(exact, 1, 0, bounds[i]), i);
+        CHECK_INT(bucket_after(exact, 1, 0, bounds[i] + 1), i + 1);
+    }
+    bw_breaker_free(exact);
+    /* A clock that ticks every period. */
+    ticks t = {period};
+    bw_clock *coarse = NULL;
+    CHECK_OK(bw_clock_custom_new(ticks_now, &t, &coarse));
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_set_clock(c, coarse));
+    bw_breaker *b = NULL;
+    CHECK_OK(bw_breaker_new("coarse", c, &b, NULL));
+    bw_config_free(c);
+    static const int64_t phases[] = {0, 1 * MS, 3 * MS, 7 * MS, 10 * MS - 1};
+    for (size_t ph = 0; ph < sizeof phases / sizeof phases[0]; ph++) {
+        for (int i = 0; i < BW_DURATION_BUCKETS; i++) {
+            /* The longest whole number of periods in bucket i (past the last bound for +Inf). */
+            int64_t lo = i > 0 ? bounds[i - 1] : -1, hi = i < BW_DURATION_BUCKETS - 1 ? bounds[i] : lo + period;
+            int64_t d = hi - hi % period;
+            if (d <= lo) {
+                H_FAIL("bucket %d holds no whole number of the coarse clock's periods", i);
+                continue;
+            }
+            int got = bucket_after(b, period, phases[ph], d);
+            if (got != i)
+                H_FAIL("a call of %lld ns at phase %lld ns counted in bucket %d, not %d", (long long)d,
+                       (long long)phases[ph], got, i);
+        }
+        for (int64_t d = 1 * MS; d < period; d += 2 * MS) /* 1, 3, 5, 7, 9 ms: the bucket that holds them */
+            CHECK_INT(bucket_after(b, period, phases[ph], d), bucket_holding(bounds, d));
+    }
+    bw_breaker_free(b);
+    bw_clock_free(coarse);
+}
+
 static void test_content_types(void)
 {
     CHECK_STR(bw_metrics_content_type(BW_METRICS_PROMETHEUS), "text/plain; version=0.0.4; charset=utf-8");
@@ -541,9 +653,9 @@ static void test_scenario_samples(void)
     CHECK_LINE(t, "breakwater_store_events_total{name=\"payments\",event=\"recovered\"} 0");
     CHECK_LINE(t, "breakwater_store_events_total{name=\"payments\",event=\"write_dropped\"} 0");
     /* its histogram: 5 failures of 0 s, 4 successes of 2 ms, 1 of 1.5 s (cumulative buckets) */
-    static const char *const les[] = {"0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
-                                      "0.5",   "1.0",   "2.5",  "5.0",   "10.0", "+Inf"};
-    static const int cum[] = {5, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10};
+    static const char *const les[] = {"0.01", "0.025", "0.05", "0.1",  "0.25", "0.5", "1.0",
+                                      "2.5",  "5.0",   "10.0", "30.0", "60.0", "+Inf"};
+    static const int cum[] = {9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10};
     for (int i = 0; i < 13; i++) {
         char want[128];
         snprintf(want, sizeof want, "breakwater_call_duration_seconds_bucket{name=\"payments\",le=\"%s\"} %d", les[i],
@@ -1626,6 +1738,7 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--dump") == 0)
         return dump(argv[2]);
+    RUN(test_duration_buckets);
     RUN(test_content_types);
     RUN(test_prefix_rule);
     RUN(test_bad_arguments);
