@@ -13,9 +13,10 @@
 /* The fitting calls: the cases below differ from these in one type. */
 std::string fits(bw::breaker_ref b, bw::pipeline &p)
 {
-    std::unique_ptr<int> u = b.call([] { return std::make_unique<int>(1); },
-                                    bw::fallback{[] { return std::unique_ptr<int>(); }});
-    b.try_call_key("k", [] { return 1; }, bw::fallback{[](const bw::fallback_info &) { return 2L; }});
+    std::unique_ptr<int> u =
+        b.call([] { return std::make_unique<int>(1); }, bw::fallback{[] { return std::unique_ptr<int>(); }});
+    b.try_call_key(
+        "k", [] { return 1; }, bw::fallback{[](const bw::fallback_info &) { return 2L; }});
     p.add_fallback(BW_FALLBACK_ON_ALL, [](const bw_fallback_info &) { return 1; });
     int n = p.call([](bw::context) { return 1; }, [](int v) { return v; }, bw::fallback{[] { return 2; }});
     return b.call([] { return std::string("x"); }, bw::fallback{[] { return "y"; }}) + std::to_string(n + *u);
@@ -57,7 +58,10 @@ std::unique_ptr<int> wrong_pointer(bw::breaker_ref b)
 // expect: bw::fallback: the fallback's return type does not convert to the call's result type
 int wrong_try(bw::breaker_ref b)
 {
-    return b.try_call_key("k", [] { return 1; }, bw::fallback{[] { return std::string("2"); }}).value();
+    return b
+        .try_call_key(
+            "k", [] { return 1; }, bw::fallback{[] { return std::string("2"); }})
+        .value();
 }
 #endif
 
@@ -65,7 +69,8 @@ int wrong_try(bw::breaker_ref b)
 // expect: bw::fallback: the fallback's return type does not convert to the call's result type
 std::string pipeline_type(bw::pipeline &p)
 {
-    return p.call([] { return std::string("x"); }, bw::fallback{[](const bw::fallback_info &why) { return why.code(); }});
+    return p.call([] { return std::string("x"); },
+                  bw::fallback{[](const bw::fallback_info &why) { return why.code(); }});
 }
 #endif
 

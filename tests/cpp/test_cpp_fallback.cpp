@@ -124,8 +124,8 @@ void test_call_fallback_on_rejection()
         bw::fallback{[] { return std::nullopt; }});
     CHECK(!o);
     /* Move-only: a std::unique_ptr<triangle> for a std::unique_ptr<shape> call. */
-    std::unique_ptr<shape> p = f.b.call([&] { return std::make_unique<shape>(4); },
-                                        bw::fallback{[] { return std::make_unique<triangle>(); }});
+    std::unique_ptr<shape> p =
+        f.b.call([&] { return std::make_unique<shape>(4); }, bw::fallback{[] { return std::make_unique<triangle>(); }});
     CHECK(p && p->sides == 3);
     /* A void call; a mutable fallback. */
     int stood = 0;
@@ -159,14 +159,14 @@ void test_call_fallback_on_failure()
 {
     fixture f("min_calls=100");
     int fallbacks = 0;
-    std::string s = f.b.call([]() -> std::string { throw http_error(503); },
-                             bw::fallback{[&](const bw::fallback_info &why) {
-                                 fallbacks++;
-                                 CHECK(why.failed() && !why.rejected());
-                                 CHECK_EQ(why.status(), BW_OK);
-                                 CHECK(!why.retry_after() && !why.state());
-                                 return "stale:" + std::to_string(status_of(why.exception()));
-                             }});
+    std::string s =
+        f.b.call([]() -> std::string { throw http_error(503); }, bw::fallback{[&](const bw::fallback_info &why) {
+                     fallbacks++;
+                     CHECK(why.failed() && !why.rejected());
+                     CHECK_EQ(why.status(), BW_OK);
+                     CHECK(!why.retry_after() && !why.state());
+                     return "stale:" + std::to_string(status_of(why.exception()));
+                 }});
     CHECK(s == "stale:503");
     CHECK_EQ(f.b.counters().calls[BW_CALL_FAILURE], 1); /* recorded as without a fallback */
 
@@ -188,8 +188,11 @@ void test_call_fallback_on_failure()
     /* UNREACHABLE is a failure for the fallback too; IGNORED is not. */
     r = f.b.call([] { return response{0, ""}; }, [](const response &) { return bw::outcome::unreachable; }, cached);
     CHECK(r.body == "cached:0");
-    r = f.b.call([] { return response{404, "not found"}; }, [](const response &) { return bw::outcome::ignored; },
-                 cached);
+    r = f.b.call(
+        [] {
+            return response{404, "not found"};
+        },
+        [](const response &) { return bw::outcome::ignored; }, cached);
     CHECK(r.body == "not found");
     CHECK_EQ(fallbacks, 3);
 
@@ -261,21 +264,31 @@ void test_call_key_fallback()
     std::string key = "tenant-1";
     auto zero = bw::fallback{[](const bw::fallback_info &why) { return why.rejected() ? -1 : -2; }};
     for (int i = 0; i < 4; i++)
-        CHECK_EQ(f.b.call_key(key, [] { return 1; }, [](int) { return bw::outcome::failure; }, zero), -2);
-    CHECK_EQ(f.b.call_key(key, [] { return 1; }, zero), -1);
-    CHECK_EQ(f.b.call_key("tenant-2", [] { return 1; }, zero), 1);
-    CHECK_EQ(f.b.call_key(std::string_view(key), [] { return 1; }, zero), -1);
+        CHECK_EQ(f.b.call_key(
+                     key, [] { return 1; }, [](int) { return bw::outcome::failure; }, zero),
+                 -2);
+    CHECK_EQ(f.b.call_key(
+                 key, [] { return 1; }, zero),
+             -1);
+    CHECK_EQ(f.b.call_key(
+                 "tenant-2", [] { return 1; }, zero),
+             1);
+    CHECK_EQ(f.b.call_key(
+                 std::string_view(key), [] { return 1; }, zero),
+             -1);
     CHECK(f.b.state() == bw::state::closed); /* the breaker's own circuit */
     bool caught = false;
     try {
-        f.b.call_key("bad key", [] { return 1; }, zero);
+        f.b.call_key(
+            "bad key", [] { return 1; }, zero);
     } catch (const bw::error &e) {
         caught = e.code() == BW_EINVAL && !e.message().empty();
     }
     CHECK(caught);
     caught = false;
     try {
-        f.b.call_key(std::string_view("nul\0", 4), [] { return 1; }, zero);
+        f.b.call_key(
+            std::string_view("nul\0", 4), [] { return 1; }, zero);
     } catch (const bw::error &e) {
         caught = e.code() == BW_EINVAL && e.field() == "key";
     }
@@ -305,9 +318,11 @@ void test_try_call_fallback()
     CHECK(v && v.fallback() == BW_FALLBACK_ON_REJECTED);
     auto bad = f.b.try_call([] { return 1; }, bw::fallback{0u, [] { return 2; }});
     CHECK_EQ(bad.status(), BW_ERANGE);
-    auto key = f.b.try_call_key(std::string_view("nul\0", 4), [] { return 1; }, two);
+    auto key = f.b.try_call_key(
+        std::string_view("nul\0", 4), [] { return 1; }, two);
     CHECK(key.status() == BW_EINVAL && key.fallback() == 0);
-    auto keyed = f.b.try_call_key("tenant", [] { return 1; }, two);
+    auto keyed = f.b.try_call_key(
+        "tenant", [] { return 1; }, two);
     CHECK(keyed && keyed.value() == 1);
 }
 
@@ -358,8 +373,7 @@ void test_pipeline_call_fallback()
             calls++;
             return response{200, "live"};
         },
-        code,
-        bw::fallback{[&](const bw::fallback_info &why) {
+        code, bw::fallback{[&](const bw::fallback_info &why) {
             CHECK(why.rejected());
             CHECK_EQ(why.attempts(), 1);
             CHECK(why.rejection().last_failure() == 502);
@@ -450,8 +464,7 @@ void test_pipeline_call_exceptions()
 
     /* A pipeline with a fallback layer (add_fallback's int code) refuses typed calls; execute works. */
     bw::pipeline q("with-layer");
-    q.add_fallback(BW_FALLBACK_ON_ALL, [](const bw::fallback_info &why) { return why.failed() ? 100 : 101; })
-        .add(f.b);
+    q.add_fallback(BW_FALLBACK_ON_ALL, [](const bw::fallback_info &why) { return why.failed() ? 100 : 101; }).add(f.b);
     caught = false;
     try {
         q.call([] { return 1; }, bw::fallback{[] { return 2; }});
@@ -476,8 +489,10 @@ void test_pipeline_call_timeout_full_keyed()
         return std::string("late");
     };
     auto cached = bw::fallback{[](const bw::fallback_info &why) {
-        return std::string(why.timed_out() ? "timed out" : why.full() ? "full" : "?") + ":" +
-               std::to_string(why.status());
+        return std::string(why.timed_out() ? "timed out"
+                           : why.full()    ? "full"
+                                           : "?") +
+               ":" + std::to_string(why.status());
     }};
     CHECK(p.call(slow, cached) == "timed out:" + std::to_string(BW_ETIMEDOUT));
     bool caught = false;
@@ -495,8 +510,8 @@ void test_pipeline_call_timeout_full_keyed()
         throw http_error(504);
     };
     CHECK(p.call(late_throw, bw::fallback{[](const bw::fallback_info &why) {
-              return std::to_string(status_of(why.exception()));
-          }}) == "504");
+                     return std::to_string(status_of(why.exception()));
+                 }}) == "504");
     caught = false;
     try {
         p.call(late_throw);
@@ -523,10 +538,11 @@ void test_pipeline_call_timeout_full_keyed()
     k.add_keyed(family);
     auto fails = [](int v) { return v; };
     for (int i = 0; i < 2; i++)
-        k.call_key("tenant-9", [] { return 1; }, fails);
-    CHECK(k.call_key("tenant-9", [] { return 0; }, fails, bw::fallback{[](const bw::fallback_info &why) {
-              return why.rejected() ? 42 : 0;
-          }}) == 42);
+        k.call_key(
+            "tenant-9", [] { return 1; }, fails);
+    CHECK(k.call_key(
+              "tenant-9", [] { return 0; }, fails,
+              bw::fallback{[](const bw::fallback_info &why) { return why.rejected() ? 42 : 0; }}) == 42);
     CHECK_EQ(k.call_key("tenant-8", [](bw::context c) { return c.key() == "tenant-8" ? 5 : 6; }), 5);
     CHECK_EQ(k.try_call_key("tenant-9", [] { return 0; }).status(), BW_REJECTED);
     caught = false;
