@@ -12,10 +12,12 @@
  *   cpp_c_closed_success_why  the same with a bw_rejection to fill (as README.md's pay(), and as a permit has)
  *   cpp_closed_success     try_acquire() + permit.settle(success): the same through the wrapper
  *   cpp_closed_call        call([] { return 0; }): acquire, the call, the default classifier, settle
+ *   cpp_closed_call_fallback  the same given a bw::fallback (not run: the call succeeds)
  *   cpp_c_open_reject      bw_acquire in OPEN, filling a bw_rejection, and reading its retry_after (with the
  *                          settle of an admitted call that correct C needs, as the permit's destructor has)
  *   cpp_open_reject        try_acquire() in OPEN, testing rejected() and reading the rejection's retry_after
  *   cpp_open_reject_bool   try_acquire() in OPEN, testing the permit (if (!p)) and reading the retry_after
+ *   cpp_open_reject_fallback  call() in OPEN given a bw::fallback that reads the retry_after and returns a value
  */
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +109,10 @@ int main(int argc, char **argv)
         bw::breaker owner = make(nullptr);
         bw::breaker_ref br = owner;
         MEASURE(br.call([] { return 0; }));
+    } else if (std::strcmp(path, "cpp_closed_call_fallback") == 0) {
+        bw::breaker owner = make(nullptr);
+        bw::breaker_ref br = owner;
+        MEASURE(br.call([] { return 0; }, bw::fallback{[] { return 1; }}));
     } else if (std::strcmp(path, "cpp_c_open_reject") == 0) {
         bw::breaker br = make("wait=1h");
         open(br);
@@ -138,6 +144,13 @@ int main(int argc, char **argv)
             if (!p)
                 sink = p.rejection().raw().retry_after_ns;
         });
+    } else if (std::strcmp(path, "cpp_open_reject_fallback") == 0) {
+        bw::breaker owner = make("wait=1h");
+        open(owner);
+        bw::breaker_ref br = owner;
+        MEASURE(sink = br.call([] { return int64_t(0); }, bw::fallback{[](const bw::fallback_info &why) {
+                                   return why.raw().rejection.retry_after_ns;
+                               }}));
     } else {
         std::fprintf(stderr, "ir_bench_cpp: unknown path '%s'\n", path);
         return 2;

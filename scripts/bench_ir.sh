@@ -23,7 +23,7 @@ set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build-ir}
 [ $# -gt 0 ] && shift
-paths=${*:-"closed_success closed_success_nocounters closed_success_noclock closed_failure time_window_failure open_reject half_open_probe keyed_hot pipeline5 stored_shm round_robin_100k keyed_random_100k registry_random_1m cpp_c_closed_success cpp_c_closed_success_why cpp_closed_success cpp_closed_call cpp_c_open_reject cpp_open_reject cpp_open_reject_bool"}
+paths=${*:-"closed_success closed_success_nocounters closed_success_noclock closed_failure time_window_failure open_reject half_open_probe keyed_hot pipeline5 stored_shm round_robin_100k keyed_random_100k registry_random_1m cpp_c_closed_success cpp_c_closed_success_why cpp_closed_success cpp_closed_call cpp_closed_call_fallback cpp_c_open_reject cpp_open_reject cpp_open_reject_bool cpp_open_reject_fallback"}
 
 command -v valgrind >/dev/null 2>&1 || { echo "bench-ir: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF -DBW_BUILD_EXAMPLES=OFF -DBW_WITH_SQLITE=OFF -DBW_WITH_MHD=OFF -DBW_WITH_REDIS=OFF -DBW_WITH_POSTGRES=OFF -DBW_WITH_CURL=OFF >/dev/null

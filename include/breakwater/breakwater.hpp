@@ -33,6 +33,16 @@
  * Built with -fno-exceptions (no __cpp_exceptions), only the noexcept forms
  * exist (define BW_CPP_NO_EXCEPTIONS to get that in any build).
  *
+ * Fallbacks. call() and try_call(), a breaker's or a pipeline's, take a
+ * typed fallback after the callable (and its classifier): bw::fallback{fn},
+ * where fn gets a bw::fallback_info (rejected and retry_after, or the failure's
+ * code and exception) and returns a value of the call's type, which the call
+ * returns instead of throwing. A fallback whose type does not fit stops the
+ * build with a static_assert that says so.
+ *
+ *     std::string page = payments.call([&] { return fetch(url); },
+ *                                      bw::fallback{[&](const bw::fallback_info &why) { return cached(url); }});
+ *
  * Names and keys. The C API takes NUL-terminated strings. A std::string_view
  * argument is copied into a 256-byte buffer on the stack first (names and keys
  * are at most 255 bytes: a longer one, or one holding a NUL byte, is refused
@@ -385,6 +395,237 @@ template <class... F> struct classifier : F... {
 };
 template <class... F> classifier(F...) -> classifier<F...>;
 
+/* ---- fallbacks ---- */
+
+/*
+ * bw::fallback_info — why a fallback is standing in (a view of
+ * bw_fallback_info, pipeline.h, with the exception the call threw), given to
+ * the fallback of breaker_ref::call and pipeline::call. One reason holds:
+ * rejected() (a breaker refused: the call was not made), failed() (the call
+ * ran, and threw or gave a failure), timed_out(), full().
+ */
+class fallback_info
+{
+  public:
+    explicit fallback_info(const bw_fallback_info &why) noexcept : why_(why)
+    {
+    }
+#if BW_CPP_EXCEPTIONS
+    fallback_info(const bw_fallback_info &why, std::exception_ptr thrown) noexcept : why_(why), thrown_(thrown)
+    {
+    }
+#endif
+    /* The BW_FALLBACK_ON_* bit this fallback stands in for. */
+    unsigned reason() const noexcept
+    {
+        return why_.reason;
+    }
+    bool rejected() const noexcept
+    {
+        return why_.reason == BW_FALLBACK_ON_REJECTED;
+    }
+    bool failed() const noexcept
+    {
+        return why_.reason == BW_FALLBACK_ON_FAILURE;
+    }
+    bool timed_out() const noexcept
+    {
+        return why_.reason == BW_FALLBACK_ON_TIMEOUT;
+    }
+    bool full() const noexcept
+    {
+        return why_.reason == BW_FALLBACK_ON_FULL;
+    }
+    /* rejected(): the breaker's reasons (its state, retry_after, last failure); an empty rejection otherwise. */
+    bw::rejection rejection() const noexcept
+    {
+        return bw::rejection(why_.rejection);
+    }
+    /* rejected(): the state that refused the call; std::nullopt otherwise. */
+    std::optional<bw::state> state() const noexcept
+    {
+        if (!rejected())
+            return std::nullopt;
+        return static_cast<bw::state>(why_.rejection.state);
+    }
+    /* Rejected by an OPEN circuit: the time until it admits a probe; std::nullopt otherwise. */
+    std::optional<nanoseconds> retry_after() const noexcept
+    {
+        return rejection().retry_after();
+    }
+    /*
+     * The call's code: for breaker_ref::call the failure code of the verdict
+     * (0 for an exception the classifier gave none), for pipeline::call the code
+     * the layers saw (pipeline::exception_rc for an exception); 0 when no call
+     * ran.
+     */
+    int code() const noexcept
+    {
+        return why_.rc;
+    }
+    /* The status the call ended with: BW_OK for a failure, BW_REJECTED, BW_ETIMEDOUT or BW_EFULL. */
+    int status() const noexcept
+    {
+        return why_.status;
+    }
+    /* The attempts an inner retry layer made (1 without one). */
+    int attempts() const noexcept
+    {
+        return why_.attempts;
+    }
+#if BW_CPP_EXCEPTIONS
+    /* The exception the call threw (failed(), or timed_out() after a throw); nullptr when it threw none. */
+    const std::exception_ptr &exception() const noexcept
+    {
+        return thrown_;
+    }
+#endif
+    const bw_fallback_info &raw() const noexcept
+    {
+        return why_;
+    }
+
+  private:
+    bw_fallback_info why_;
+#if BW_CPP_EXCEPTIONS
+    std::exception_ptr thrown_;
+#endif
+};
+
+/*
+ * bw::fallback{fn} or bw::fallback{on, fn} — a typed fallback for
+ * breaker_ref::call, try_call and pipeline::call: fn takes a
+ * const bw::fallback_info & (or nothing) and returns a value that converts to
+ * the call's result type, which the call then returns instead. `on` (the
+ * BW_FALLBACK_ON_* bits, default BW_FALLBACK_ON_ALL) says for which outcomes;
+ * a call refuses an empty set or unknown bits with BW_ERANGE. A type that
+ * does not fit is a compile error (static_assert) naming what is wrong.
+ */
+template <class G> struct fallback {
+    unsigned on;
+    G fn;
+    explicit fallback(G g) : on(BW_FALLBACK_ON_ALL), fn(std::move(g))
+    {
+    }
+    fallback(unsigned mask, G g) : on(mask), fn(std::move(g))
+    {
+    }
+};
+template <class G> fallback(G) -> fallback<G>;
+template <class G> fallback(unsigned, G) -> fallback<G>;
+
+namespace detail
+{
+/* What a call with a fallback returns: the callable's result, by value (a reference result is copied). */
+template <class R> using value_t = std::remove_cv_t<std::remove_reference_t<R>>;
+
+/* The result of a fallback G, whichever way it is called; void when it cannot be called either way. */
+template <class G, bool Info = std::is_invocable_v<G &, const fallback_info &>, bool None = std::is_invocable_v<G &>>
+struct fallback_call {
+    static constexpr bool ok = false;
+    using type = void;
+};
+template <class G, bool None> struct fallback_call<G, true, None> {
+    static constexpr bool ok = true;
+    using type = std::invoke_result_t<G &, const fallback_info &>;
+};
+template <class G> struct fallback_call<G, false, true> {
+    static constexpr bool ok = true;
+    using type = std::invoke_result_t<G &>;
+};
+/* Whether fallback G can stand in for a call whose value is V (void: anything it returns is dropped). */
+template <class V, class G>
+constexpr bool fallback_fits = fallback_call<G>::ok &&
+                               (std::is_void_v<V> || std::is_convertible_v<typename fallback_call<G>::type, V>);
+
+/* The compile-time checks of a call given a fallback: one readable error each. */
+template <class V, class G> constexpr void check_fallback() noexcept
+{
+    static_assert(fallback_call<G>::ok,
+                  "bw::fallback: the fallback must be callable with a const bw::fallback_info & or with no argument");
+    static_assert(!fallback_call<G>::ok || fallback_fits<V, G>,
+                  "bw::fallback: the fallback's return type does not convert to the call's result type");
+}
+
+/* Run fallback g for a call whose value is V, and return what it returned as a V. */
+template <class V, class G> V stand_in(G &g, const fallback_info &why)
+{
+    if constexpr (fallback_fits<V, G>) {
+        if constexpr (std::is_void_v<V>) {
+            if constexpr (std::is_invocable_v<G &, const fallback_info &>)
+                (void)std::invoke(g, why);
+            else
+                (void)std::invoke(g);
+        } else if constexpr (std::is_invocable_v<G &, const fallback_info &>) {
+            return std::invoke(g, why);
+        } else {
+            (void)why;
+            return std::invoke(g);
+        }
+    } else {
+        std::abort(); /* not compiled: check_fallback has stopped the build */
+    }
+}
+
+/* Whether `on` is a set of BW_FALLBACK_ON_* bits a fallback may take. */
+constexpr bool fallback_mask_ok(unsigned on) noexcept
+{
+    return on != 0 && (on & ~BW_FALLBACK_ON_ALL) == 0;
+}
+inline bw_error fallback_mask_refused(unsigned on) noexcept
+{
+    bw_error e = bw_error();
+    e.code = BW_ERANGE;
+    std::snprintf(e.field, sizeof e.field, "on");
+    std::snprintf(e.message, sizeof e.message,
+                  "on must be a nonzero set of BW_FALLBACK_ON_* bits (within 0x%x), got 0x%x", BW_FALLBACK_ON_ALL, on);
+    return e;
+}
+
+/* A bw_fallback_info: the rejection when there is one, else an empty one (retry_after_ns BW_NO_TIME). */
+inline bw_fallback_info fallback_why(unsigned reason, int status, int rc, int attempts,
+                                     const bw_rejection *why) noexcept
+{
+    bw_fallback_info w = bw_fallback_info();
+    w.reason = reason;
+    w.status = status;
+    w.rc = rc;
+    w.attempts = attempts;
+    if (why)
+        w.rejection = *why;
+    else
+        w.rejection.retry_after_ns = BW_NO_TIME;
+    return w;
+}
+
+/* Whether a fallback on `on` stands in for a call judged v: a failure or unreachable. */
+constexpr bool stands_in(unsigned on, verdict v) noexcept
+{
+    return (on & BW_FALLBACK_ON_FAILURE) && (v.result == outcome::failure || v.result == outcome::unreachable);
+}
+
+struct stood_in_t {
+};
+
+/* For the typed calls without a fallback, or without a code function. */
+struct no_fallback_fn {
+    void operator()() const noexcept
+    {
+    }
+};
+using no_fallback = fallback<no_fallback_fn>;
+struct no_code {
+    template <class... A> constexpr int operator()(const A &...) const noexcept
+    {
+        return 0;
+    }
+};
+/* A std::invoke_result stand-in for what cannot be invoked. */
+struct no_type {
+    using type = void;
+};
+} // namespace detail
+
 /*
  * bw::result<T> — the value of a noexcept factory, or its error. value() on an
  * error throws bw::error (aborts when built without exceptions).
@@ -447,7 +688,9 @@ template <class T> class result
 /*
  * bw::call_result<R> — what try_call returns: the callable's value when the
  * call ran, or that it was rejected (rejection()), or an error status (a bad
- * key, a moved-from breaker).
+ * key, a moved-from breaker). Given a bw::fallback, the value may be the
+ * fallback's: fallback() then says for which outcome (and rejection() why,
+ * when it stood in for a rejection).
  */
 template <class R> class call_result
 {
@@ -456,6 +699,11 @@ template <class R> class call_result
     {
     }
     call_result(int status, const bw_rejection &why) noexcept : status_(status), why_(why)
+    {
+    }
+    /* A fallback's value, standing in for the outcome `reason` (a BW_FALLBACK_ON_* bit). */
+    call_result(detail::stood_in_t, R &&v, unsigned reason, const bw_rejection &why)
+        : v_(std::move(v)), status_(BW_OK), fallback_(reason), why_(why)
     {
     }
     explicit operator bool() const noexcept
@@ -474,6 +722,11 @@ template <class R> class call_result
     const bw::rejection &rejection() const noexcept
     {
         return why_;
+    }
+    /* The BW_FALLBACK_ON_* bit a fallback stood in for (the value is the fallback's); 0 otherwise. */
+    unsigned fallback() const noexcept
+    {
+        return fallback_;
     }
     R &value() &noexcept
     {
@@ -495,6 +748,7 @@ template <class R> class call_result
   private:
     std::optional<R> v_;
     int status_;
+    unsigned fallback_ = 0;
     bw::rejection why_;
 };
 
@@ -505,6 +759,10 @@ template <> class call_result<void>
     {
     }
     call_result(int status, const bw_rejection &why) noexcept : status_(status), why_(why)
+    {
+    }
+    call_result(detail::stood_in_t, unsigned reason, const bw_rejection &why) noexcept
+        : status_(BW_OK), fallback_(reason), why_(why)
     {
     }
     explicit operator bool() const noexcept
@@ -523,9 +781,14 @@ template <> class call_result<void>
     {
         return why_;
     }
+    unsigned fallback() const noexcept
+    {
+        return fallback_;
+    }
 
   private:
     int status_;
+    unsigned fallback_ = 0;
     bw::rejection why_;
 };
 
@@ -1287,11 +1550,8 @@ class breaker_ref
     }
     permit acquire(const char *key) const
     {
-        permit p{permit::uninit()};
         bw_error e;
-        e.code = BW_OK; /* not all of it: this is a call's path */
-        e.field[0] = e.message[0] = '\0';
-        p.admit(b_, bw_keyed_acquire_ex(b_, key, &p.p_, &p.why_, &e));
+        permit p = keyed(key, e);
         if (!p)
             refuse(p.status_, p.why_, &e);
         return p;
@@ -1302,12 +1562,11 @@ class breaker_ref
     }
     permit acquire(std::string_view key) const
     {
-        detail::cstr k(key);
-        if (!k.ok()) {
-            bw_error e = detail::cstr::refused("key");
-            detail::raise(BW_EINVAL, &e);
-        }
-        return acquire(k.c_str());
+        bw_error e;
+        permit p = keyed(key, e);
+        if (!p)
+            refuse(p.status_, p.why_, &e);
+        return p;
     }
 
     /*
@@ -1331,6 +1590,43 @@ class breaker_ref
         permit p = acquire(std::forward<K>(key));
         return run(p, std::forward<F>(f), classify);
     }
+
+    /*
+     * call() with a fallback (bw::fallback{[on,] fn}): what fn returns, as f's
+     * result type (by value), stands in for a rejection (BW_FALLBACK_ON_REJECTED:
+     * f not run; fn sees the rejection, its retry_after) and for a call the
+     * classifier judged a failure or unreachable (BW_FALLBACK_ON_FAILURE: the
+     * call is settled first, its value dropped; fn sees the verdict's code, and
+     * the exception if f threw). Other outcomes are call()'s: a value returned,
+     * an exception rethrown, bw::rejected for a rejection outside `on`,
+     * bw::error for an error (a bad key). An exception fn throws propagates
+     * from call() (the breaker has recorded f's outcome already).
+     */
+    template <class F, class G> auto call(F &&f, fallback<G> fb) const
+    {
+        return call(std::forward<F>(f), detail::default_classifier(), std::move(fb));
+    }
+    template <class F, class C, class G> auto call(F &&f, C &&classify, fallback<G> fb) const
+    {
+        using V = detail::value_t<std::invoke_result_t<F>>;
+        detail::check_fallback<V, G>();
+        must_mask(fb.on);
+        permit p = try_acquire();
+        return guard<V>(p, nullptr, std::forward<F>(f), classify, fb);
+    }
+    template <class K, class F, class G> auto call_key(K &&key, F &&f, fallback<G> fb) const
+    {
+        return call_key(std::forward<K>(key), std::forward<F>(f), detail::default_classifier(), std::move(fb));
+    }
+    template <class K, class F, class C, class G> auto call_key(K &&key, F &&f, C &&classify, fallback<G> fb) const
+    {
+        using V = detail::value_t<std::invoke_result_t<F>>;
+        detail::check_fallback<V, G>();
+        must_mask(fb.on);
+        bw_error e;
+        permit p = keyed(std::forward<K>(key), e);
+        return guard<V>(p, &e, std::forward<F>(f), classify, fb);
+    }
 #endif
     /*
      * Run f() guarded by the breaker without throwing for a rejection: a
@@ -1348,6 +1644,38 @@ class breaker_ref
     {
         permit p = try_acquire(std::forward<K>(key));
         return try_run(p, std::forward<F>(f), classify);
+    }
+    /*
+     * try_call() with a fallback: as call() with one, the fallback's value in
+     * a call_result whose fallback() says for which outcome; a rejection
+     * outside `on` is rejected(), an error (a bad key, a bad `on`: BW_ERANGE)
+     * the status, with no value.
+     */
+    template <class F, class G> auto try_call(F &&f, fallback<G> fb) const
+    {
+        return try_call(std::forward<F>(f), detail::default_classifier(), std::move(fb));
+    }
+    template <class F, class C, class G> auto try_call(F &&f, C &&classify, fallback<G> fb) const
+    {
+        using V = detail::value_t<std::invoke_result_t<F>>;
+        detail::check_fallback<V, G>();
+        if (!detail::fallback_mask_ok(fb.on))
+            return call_result<V>(BW_ERANGE, bw_rejection());
+        permit p = try_acquire();
+        return try_guard<V>(p, std::forward<F>(f), classify, fb);
+    }
+    template <class K, class F, class G> auto try_call_key(K &&key, F &&f, fallback<G> fb) const
+    {
+        return try_call_key(std::forward<K>(key), std::forward<F>(f), detail::default_classifier(), std::move(fb));
+    }
+    template <class K, class F, class C, class G> auto try_call_key(K &&key, F &&f, C &&classify, fallback<G> fb) const
+    {
+        using V = detail::value_t<std::invoke_result_t<F>>;
+        detail::check_fallback<V, G>();
+        if (!detail::fallback_mask_ok(fb.on))
+            return call_result<V>(BW_ERANGE, bw_rejection());
+        permit p = try_acquire(std::forward<K>(key));
+        return try_guard<V>(p, std::forward<F>(f), classify, fb);
     }
 
     /* ---- inspection ---- */
@@ -1480,6 +1808,30 @@ class breaker_ref
     bw_breaker *b_;
 
   private:
+    /* A permit on the keyed circuit of `key`, with the error's detail in e. */
+    permit keyed(const char *key, bw_error &e) const noexcept
+    {
+        permit p{permit::uninit()};
+        e.code = BW_OK; /* not all of it: this is a call's path */
+        e.field[0] = e.message[0] = '\0';
+        p.admit(b_, bw_keyed_acquire_ex(b_, key, &p.p_, &p.why_, &e));
+        return p;
+    }
+    permit keyed(const std::string &key, bw_error &e) const noexcept
+    {
+        return keyed(key.c_str(), e);
+    }
+    permit keyed(std::string_view key, bw_error &e) const noexcept
+    {
+        detail::cstr k(key);
+        if (!k.ok()) {
+            e = detail::cstr::refused("key");
+            permit p;
+            p.status_ = BW_EINVAL;
+            return p;
+        }
+        return keyed(k.c_str(), e);
+    }
 #if BW_CPP_EXCEPTIONS
     [[noreturn]] static void refuse(int status, const bw_rejection &why, const bw_error *e)
     {
@@ -1487,7 +1839,103 @@ class breaker_ref
             throw rejected(why);
         detail::raise(status, e);
     }
+    static void must_mask(unsigned on)
+    {
+        if (!detail::fallback_mask_ok(on)) {
+            bw_error e = detail::fallback_mask_refused(on);
+            detail::raise(BW_ERANGE, &e);
+        }
+    }
+    /* call() with a fallback, once acquired: the fallback for a rejection in its mask, or what call() does. */
+    template <class V, class F, class C, class G>
+    static V guard(permit &p, const bw_error *e, F &&f, C &classify, fallback<G> &fb)
+    {
+        if (!p) {
+            if (p.rejected() && (fb.on & BW_FALLBACK_ON_REJECTED))
+                return detail::stand_in<V>(
+                    fb.fn, fallback_info(detail::fallback_why(BW_FALLBACK_ON_REJECTED, BW_REJECTED, 0, 1, &p.why_)));
+            refuse(p.status_, p.why_, e);
+        }
+        unsigned fell = 0;
+        return run_or<V>(p, std::forward<F>(f), classify, fb, fell);
+    }
 #endif
+    template <class V, class F, class C, class G>
+    static call_result<V> try_guard(permit &p, F &&f, C &classify, fallback<G> &fb)
+    {
+        if (!p) {
+            if (!p.rejected() || !(fb.on & BW_FALLBACK_ON_REJECTED))
+                return call_result<V>(p.status(), p.rejected() ? p.why_ : bw_rejection());
+            fallback_info why(detail::fallback_why(BW_FALLBACK_ON_REJECTED, BW_REJECTED, 0, 1, &p.why_));
+            if constexpr (std::is_void_v<V>) {
+                detail::stand_in<V>(fb.fn, why);
+                return call_result<V>(detail::stood_in_t(), BW_FALLBACK_ON_REJECTED, p.why_);
+            } else {
+                return call_result<V>(detail::stood_in_t(), detail::stand_in<V>(fb.fn, why), BW_FALLBACK_ON_REJECTED,
+                                      p.why_);
+            }
+        }
+        unsigned fell = 0;
+        if constexpr (std::is_void_v<V>) {
+            run_or<V>(p, std::forward<F>(f), classify, fb, fell);
+            if (fell)
+                return call_result<V>(detail::stood_in_t(), fell, bw_rejection());
+            return call_result<V>();
+        } else {
+            V v = run_or<V>(p, std::forward<F>(f), classify, fb, fell);
+            if (fell)
+                return call_result<V>(detail::stood_in_t(), std::move(v), fell, bw_rejection());
+            return call_result<V>(std::move(v));
+        }
+    }
+    /*
+     * Run f on an admitted permit, classify and settle; a failure in the
+     * fallback's mask is the fallback's (fell says so), anything else f's:
+     * its value, or its exception rethrown. An exception the fallback throws
+     * propagates.
+     */
+    template <class V, class F, class C, class G>
+    static V run_or(permit &p, F &&f, C &classify, fallback<G> &fb, unsigned &fell)
+    {
+        using R = std::invoke_result_t<F>;
+        verdict v(outcome::success);
+#if BW_CPP_EXCEPTIONS
+        std::exception_ptr thrown;
+        try {
+#endif
+            if constexpr (std::is_void_v<R>) {
+                std::invoke(std::forward<F>(f));
+                if constexpr (std::is_invocable_v<C &>)
+                    v = detail::to_verdict(std::invoke(classify));
+                p.settle(v);
+                if (!detail::stands_in(fb.on, v))
+                    return;
+            } else {
+                R r = std::invoke(std::forward<F>(f));
+                v = detail::to_verdict(std::invoke(classify, static_cast<const R &>(r)));
+                p.settle(v);
+                if (!detail::stands_in(fb.on, v))
+                    return static_cast<V>(std::forward<R>(r));
+            }
+#if BW_CPP_EXCEPTIONS
+        } catch (...) {
+            if (!p) /* thrown after the settle (copying the result): not the call's outcome */
+                throw;
+            v = detail::classify_exception(classify, std::current_exception());
+            p.settle(v);
+            if (!detail::stands_in(fb.on, v))
+                throw;
+            thrown = std::current_exception();
+        }
+#endif
+        fell = BW_FALLBACK_ON_FAILURE;
+        bw_fallback_info why = detail::fallback_why(BW_FALLBACK_ON_FAILURE, BW_OK, v.code, 1, nullptr);
+#if BW_CPP_EXCEPTIONS
+        return detail::stand_in<V>(fb.fn, fallback_info(why, std::move(thrown)));
+#else
+        return detail::stand_in<V>(fb.fn, fallback_info(why));
+#endif
+    }
     /* Run f on an admitted permit, classify and settle; rethrow what f threw. */
     template <class F, class C> static decltype(auto) run(permit &p, F &&f, C &classify)
     {
@@ -2155,9 +2603,12 @@ class pipeline
         return must(add_timeout(d, scratch()));
     }
     /*
-     * A fallback for the outcomes in `on` (BW_FALLBACK_ON_* bits): fn(const
-     * bw_fallback_info &) returns the code that replaces the call's. The pipeline
-     * owns fn.
+     * A fallback layer for the outcomes in `on` (BW_FALLBACK_ON_* bits) of
+     * execute's int-code calls: fn(const bw_fallback_info &), fn(const
+     * bw::fallback_info &) or fn() returns the code that replaces the call's
+     * (anything else does not compile). The pipeline owns fn. An exception fn
+     * throws becomes the code exception_rc. For a value of another type, give
+     * the call its fallback: call(f, bw::fallback{fn}).
      */
     template <class F> pipeline &add_fallback(unsigned on, F &&fn)
     {
@@ -2204,6 +2655,11 @@ class pipeline
     template <class F> pipeline &add_fallback(unsigned on, F &&fn, error_code &ec) noexcept
     {
         using box = fallback_box<std::decay_t<F>>;
+        static_assert(box::callable, "pipeline::add_fallback: the fallback must be callable with a const "
+                                     "bw_fallback_info &, a const bw::fallback_info & or no argument");
+        static_assert(!box::callable || box::returns_code,
+                      "pipeline::add_fallback: the fallback returns the int code that replaces the call's; for a "
+                      "value of another type give the call its fallback: call(f, bw::fallback{fn})");
         box *b = new (std::nothrow) box(std::forward<F>(fn));
         if (!b) {
             ec.assign(BW_ENOMEM, nullptr);
@@ -2238,6 +2694,102 @@ class pipeline
             return execution{BW_EINVAL, 0, bw_report()};
         return run(k.c_str(), f);
     }
+
+#if BW_CPP_EXCEPTIONS
+    /*
+     * A typed call through every layer (as Polly's ResiliencePipeline<T>):
+     * f takes a bw::context (or nothing) and returns a value of any type (or
+     * void), which call() returns, by value. For each attempt the layers see
+     * the int code code(value) (code() for a void f; without `code`, 0: a
+     * success), or exception_rc when f throws. Without a fallback, or for an
+     * outcome outside its mask, call() ends as the layers did: BW_OK gives the
+     * last attempt's value (even when its code said it failed), or rethrows
+     * its exception; a rejection throws bw::rejected; BW_ETIMEDOUT (rethrowing
+     * f's exception if the late attempt threw one), BW_EFULL and errors throw
+     * bw::error.
+     *
+     * With bw::fallback{[on,] fn}, what fn returns stands in for the outcomes
+     * in `on`: BW_FALLBACK_ON_REJECTED, _TIMEOUT and _FULL as for a fallback
+     * layer, and _FAILURE for a last attempt that threw or whose code is not
+     * 0 (as the default classifiers judge it). fn sees why (its retry_after,
+     * the code, the exception). It runs outside every layer, as an outermost
+     * fallback layer would, but emits no BW_EVENT_FALLBACK; an exception it
+     * throws propagates. A fallback layer (add_fallback) stands in with an int
+     * code, not a value: a pipeline that has one refuses typed calls
+     * (BW_EINVAL; use execute).
+     */
+    template <class F, class Code = detail::no_code> auto call(F &&f, Code &&code = Code())
+    {
+        detail::no_fallback none{detail::no_fallback_fn()};
+        return call_or_throw(nullptr, f, code, none);
+    }
+    template <class F, class G> auto call(F &&f, fallback<G> fb)
+    {
+        detail::no_code code;
+        return call_or_throw(nullptr, f, code, fb);
+    }
+    template <class F, class Code, class G> auto call(F &&f, Code &&code, fallback<G> fb)
+    {
+        return call_or_throw(nullptr, f, code, fb);
+    }
+    /* For the per-call circuit `key` (as execute_key). */
+    template <class F, class Code = detail::no_code> auto call_key(std::string_view key, F &&f, Code &&code = Code())
+    {
+        detail::no_fallback none{detail::no_fallback_fn()};
+        return call_or_throw(&key, f, code, none);
+    }
+    template <class F, class G> auto call_key(std::string_view key, F &&f, fallback<G> fb)
+    {
+        detail::no_code code;
+        return call_or_throw(&key, f, code, fb);
+    }
+    template <class F, class Code, class G> auto call_key(std::string_view key, F &&f, Code &&code, fallback<G> fb)
+    {
+        return call_or_throw(&key, f, code, fb);
+    }
+#endif
+    /*
+     * call() without the exceptions for outcomes: a bw::call_result holding the
+     * value (f's, or the fallback's: fallback() says so), or saying rejected()
+     * (rejection() says why), or the status (BW_ETIMEDOUT, BW_EFULL, an error).
+     * An exception f throws that no fallback takes, or one the fallback
+     * throws, is rethrown.
+     */
+    template <class F, class Code = detail::no_code> auto try_call(F &&f, Code &&code = Code())
+    {
+        detail::no_fallback none{detail::no_fallback_fn()};
+        bw_error e;
+        return typed(nullptr, f, code, none, e);
+    }
+    template <class F, class G> auto try_call(F &&f, fallback<G> fb)
+    {
+        detail::no_code code;
+        bw_error e;
+        return typed(nullptr, f, code, fb, e);
+    }
+    template <class F, class Code, class G> auto try_call(F &&f, Code &&code, fallback<G> fb)
+    {
+        bw_error e;
+        return typed(nullptr, f, code, fb, e);
+    }
+    template <class F, class Code = detail::no_code>
+    auto try_call_key(std::string_view key, F &&f, Code &&code = Code())
+    {
+        detail::no_fallback none{detail::no_fallback_fn()};
+        bw_error e;
+        return typed(&key, f, code, none, e);
+    }
+    template <class F, class G> auto try_call_key(std::string_view key, F &&f, fallback<G> fb)
+    {
+        detail::no_code code;
+        bw_error e;
+        return typed(&key, f, code, fb, e);
+    }
+    template <class F, class Code, class G> auto try_call_key(std::string_view key, F &&f, Code &&code, fallback<G> fb)
+    {
+        bw_error e;
+        return typed(&key, f, code, fb, e);
+    }
     int layers() const noexcept
     {
         return bw_pipeline_layers(p_);
@@ -2257,6 +2809,14 @@ class pipeline
         virtual ~owned() = default;
     };
     template <class F> struct fallback_box : owned {
+        static constexpr bool takes_c = std::is_invocable_v<F &, const bw_fallback_info &>;
+        static constexpr bool takes_info = std::is_invocable_v<F &, const fallback_info &>;
+        static constexpr bool callable = takes_c || takes_info || std::is_invocable_v<F &>;
+        using result = typename std::conditional_t<
+            takes_c, std::invoke_result<F &, const bw_fallback_info &>,
+            std::conditional_t<takes_info, std::invoke_result<F &, const fallback_info &>,
+                               std::conditional_t<callable, std::invoke_result<F &>, detail::no_type>>>::type;
+        static constexpr bool returns_code = std::is_convertible_v<result, int>;
         explicit fallback_box(F &&f) : fn(std::move(f))
         {
         }
@@ -2270,7 +2830,14 @@ class pipeline
 #if BW_CPP_EXCEPTIONS
             try {
 #endif
-                return std::invoke(self.fn, *why);
+                if constexpr (!callable || !returns_code)
+                    return exception_rc; /* not compiled: add_fallback's static_asserts stopped the build */
+                else if constexpr (takes_c)
+                    return std::invoke(self.fn, *why);
+                else if constexpr (takes_info)
+                    return std::invoke(self.fn, fallback_info(*why));
+                else
+                    return std::invoke(self.fn);
 #if BW_CPP_EXCEPTIONS
             } catch (...) {
                 return exception_rc;
@@ -2278,6 +2845,189 @@ class pipeline
 #endif
         }
     };
+    /* The value of a typed call's f, and the calls it can be given. */
+    template <class F> struct typed_call {
+        static constexpr bool with_context = std::is_invocable_v<F &, context>;
+        static constexpr bool callable = with_context || std::is_invocable_v<F &>;
+        using result =
+            typename std::conditional_t<with_context, std::invoke_result<F &, context>,
+                                        std::conditional_t<callable, std::invoke_result<F &>, detail::no_type>>::type;
+        using value = detail::value_t<result>;
+        static decltype(auto) invoke(F &f, bw_ctx *ctx)
+        {
+            if constexpr (with_context)
+                return std::invoke(f, context(ctx));
+            else
+                return std::invoke(f);
+        }
+    };
+    template <class V, class Code> static constexpr bool code_fits()
+    {
+        if constexpr (std::is_void_v<V>) {
+            if constexpr (std::is_invocable_v<Code &>)
+                return std::is_same_v<std::invoke_result_t<Code &>, int>;
+            else
+                return false;
+        } else if constexpr (std::is_invocable_v<Code &, const V &>) {
+            return std::is_same_v<std::invoke_result_t<Code &, const V &>, int>;
+        } else {
+            return false;
+        }
+    }
+    template <class F, class Code, class G> static constexpr bool typed_ok()
+    {
+        using V = typename typed_call<F>::value;
+        static_assert(typed_call<F>::callable,
+                      "pipeline::call: the call must be callable with a bw::context or with no argument");
+        static_assert(!typed_call<F>::callable || code_fits<V, Code>(),
+                      "pipeline::call: the code function must take the call's value (nothing for a void call) and "
+                      "return the int code the layers classify (0 = a success)");
+        if constexpr (!std::is_same_v<G, detail::no_fallback_fn>)
+            detail::check_fallback<V, G>();
+        return typed_call<F>::callable && code_fits<V, Code>() &&
+               (std::is_same_v<G, detail::no_fallback_fn> || detail::fallback_fits<V, G>);
+    }
+    /* A typed call's attempt: the value (or that f ran, for void), the exception f threw, the code it gave. */
+    template <class F, class Code> struct typed_task {
+        using V = typename typed_call<F>::value;
+        F &fn;
+        Code &code;
+        std::optional<std::conditional_t<std::is_void_v<V>, bool, V>> value;
+#if BW_CPP_EXCEPTIONS
+        std::exception_ptr thrown;
+#endif
+        static int call(bw_ctx *ctx, void *arg) noexcept
+        {
+            auto &self = *static_cast<typed_task *>(arg);
+            self.value.reset();
+#if BW_CPP_EXCEPTIONS
+            self.thrown = nullptr;
+            try {
+#endif
+                if constexpr (std::is_void_v<V>) {
+                    typed_call<F>::invoke(self.fn, ctx);
+                    self.value.emplace(true);
+                    return std::invoke(self.code);
+                } else {
+                    self.value.emplace(typed_call<F>::invoke(self.fn, ctx));
+                    return std::invoke(self.code, static_cast<const V &>(*self.value));
+                }
+#if BW_CPP_EXCEPTIONS
+            } catch (...) {
+                self.thrown = std::current_exception();
+                return exception_rc;
+            }
+#endif
+        }
+    };
+    /* A typed call: its value (f's or the fallback's) or why there is none (the error's detail in e). */
+    template <class F, class Code, class G>
+    auto typed(const std::string_view *key, F &f, Code &code, fallback<G> &fb, bw_error &e)
+    {
+        using V = typename typed_call<F>::value;
+        constexpr bool has_fallback = !std::is_same_v<G, detail::no_fallback_fn>;
+        if constexpr (!typed_ok<F, Code, G>()) {
+            return call_result<int>(BW_EINVAL, bw_rejection()); /* not compiled: typed_ok stopped the build */
+        } else {
+            e = bw_error();
+            if (owned_) {
+                e = int_fallback_refused();
+                return call_result<V>(BW_EINVAL, bw_rejection());
+            }
+            if (has_fallback && !detail::fallback_mask_ok(fb.on)) {
+                e = detail::fallback_mask_refused(fb.on);
+                return call_result<V>(BW_ERANGE, bw_rejection());
+            }
+            detail::cstr k(key ? *key : std::string_view());
+            if (!k.ok()) {
+                e = detail::cstr::refused("key");
+                return call_result<V>(BW_EINVAL, bw_rejection());
+            }
+            typed_task<F, Code> t
+            {
+                f, code, std::nullopt
+#if BW_CPP_EXCEPTIONS
+                    ,
+                    nullptr
+#endif
+            };
+            int rc = 0;
+            bw_report report;
+            int status =
+                bw_pipeline_execute_key(p_, key ? k.c_str() : nullptr, &typed_task<F, Code>::call, &t, &rc, &report);
+            if (report.fallback) { /* a fallback layer added through get() stood in with a code */
+                e = int_fallback_refused();
+                return call_result<V>(BW_EINVAL, bw_rejection());
+            }
+            bool threw = false; /* the last attempt made the call (BW_OK, BW_ETIMEDOUT), and it threw */
+#if BW_CPP_EXCEPTIONS
+            threw = (status == BW_OK || status == BW_ETIMEDOUT) && t.thrown;
+#endif
+            unsigned reason = status == BW_OK          ? (threw || rc != 0 ? BW_FALLBACK_ON_FAILURE : 0u)
+                              : status == BW_REJECTED  ? BW_FALLBACK_ON_REJECTED
+                              : status == BW_ETIMEDOUT ? BW_FALLBACK_ON_TIMEOUT
+                              : status == BW_EFULL     ? BW_FALLBACK_ON_FULL
+                                                       : 0u;
+            if constexpr (has_fallback) {
+                if (reason & fb.on) {
+                    bw_fallback_info why = detail::fallback_why(reason, status, rc, report.attempts,
+                                                                status == BW_REJECTED ? &report.rejection : nullptr);
+#if BW_CPP_EXCEPTIONS
+                    fallback_info info(why, threw ? t.thrown : nullptr);
+#else
+                    fallback_info info(why);
+#endif
+                    if constexpr (std::is_void_v<V>) {
+                        detail::stand_in<V>(fb.fn, info);
+                        return call_result<V>(detail::stood_in_t(), reason, why.rejection);
+                    } else {
+                        return call_result<V>(detail::stood_in_t(), detail::stand_in<V>(fb.fn, info), reason,
+                                              why.rejection);
+                    }
+                }
+            }
+#if BW_CPP_EXCEPTIONS
+            if (threw)
+                std::rethrow_exception(t.thrown);
+#endif
+            if (status != BW_OK)
+                return call_result<V>(status, status == BW_REJECTED ? report.rejection : bw_rejection());
+            if (!t.value) { /* a layer added through get() ended the call without making it */
+                e.code = BW_ESTATE;
+                std::snprintf(e.message, sizeof e.message, "a layer ended the typed call without making it");
+                return call_result<V>(BW_ESTATE, bw_rejection());
+            }
+            if constexpr (std::is_void_v<V>)
+                return call_result<V>();
+            else
+                return call_result<V>(std::move(*t.value));
+        }
+    }
+#if BW_CPP_EXCEPTIONS
+    template <class F, class Code, class G>
+    auto call_or_throw(const std::string_view *key, F &f, Code &code, fallback<G> &fb)
+    {
+        bw_error e;
+        auto r = typed(key, f, code, fb, e);
+        if (!r) {
+            if (r.rejected())
+                throw rejected(r.rejection().raw());
+            detail::raise(r.status(), &e);
+        }
+        if constexpr (!std::is_void_v<typename typed_call<F>::value>)
+            return std::move(r).value();
+    }
+#endif
+    static bw_error int_fallback_refused() noexcept
+    {
+        bw_error e = bw_error();
+        e.code = BW_EINVAL;
+        std::snprintf(e.field, sizeof e.field, "fallback");
+        std::snprintf(e.message, sizeof e.message,
+                      "a fallback layer stands in with an int code, not a value: typed calls (call, try_call) "
+                      "take their fallback as bw::fallback; use execute with this pipeline");
+        return e;
+    }
     template <class F> struct task {
         F &fn;
 #if BW_CPP_EXCEPTIONS

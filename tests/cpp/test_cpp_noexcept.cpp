@@ -7,6 +7,7 @@
  */
 #include <breakwater/breakwater.hpp>
 
+#include <optional>
 #include <string>
 
 #include "check.hpp"
@@ -111,6 +112,48 @@ void test_pipeline()
     CHECK_EQ(p.execute([] { return 0; }).rc, 0);
 }
 
+/* Typed fallbacks in the noexcept forms: try_call with a bw::fallback, on a breaker and a pipeline. */
+void test_fallbacks()
+{
+    auto clock = bw::manual_clock::make();
+    CHECK(clock);
+    bw::config cfg;
+    cfg.min_calls(2).failure_rate(0.5).wait(10s).clock(*clock);
+    auto made = bw::breaker::make("svc", cfg);
+    CHECK(made);
+    bw::breaker b = std::move(made).value();
+    auto failing = [](const std::string &s) {
+        return bw::verdict(s == "bad" ? bw::outcome::failure : bw::outcome::success, 5);
+    };
+    auto cached = bw::fallback{[](const bw::fallback_info &why) {
+        return std::string(why.rejected() ? "cached" : "failed:") + std::to_string(why.code());
+    }};
+    auto r = b.try_call([] { return std::string("bad"); }, failing, cached);
+    CHECK(r && r.value() == "failed:5" && r.fallback() == BW_FALLBACK_ON_FAILURE);
+    r = b.try_call([] { return std::string("bad"); }, failing, cached);
+    CHECK(b.state() == bw::state::open);
+    clock->advance(4s);
+    std::optional<bw::nanoseconds> wait;
+    auto rej = b.try_call([] { return std::string("live"); }, bw::fallback{[&](const bw::fallback_info &why) {
+                              wait = why.retry_after();
+                              return "cached";
+                          }});
+    CHECK(rej && rej.value() == "cached" && rej.fallback() == BW_FALLBACK_ON_REJECTED);
+    CHECK(wait == bw::nanoseconds(6s));
+    CHECK(b.try_call([] { return 1; }, bw::fallback{BW_FALLBACK_ON_FAILURE, [] { return 2; }}).rejected());
+
+    auto pm = bw::pipeline::make("typed");
+    CHECK(pm);
+    bw::pipeline p = std::move(pm).value();
+    bw::error_code ec;
+    p.add(b, ec);
+    CHECK(!ec);
+    auto t =
+        p.try_call([] { return 1; }, bw::fallback{[](const bw::fallback_info &why) { return why.rejected() ? 3 : 4; }});
+    CHECK(t && t.value() == 3 && t.fallback() == BW_FALLBACK_ON_REJECTED);
+    CHECK(p.try_call([] { return 1; }).rejected());
+}
+
 } // namespace
 
 int main()
@@ -118,5 +161,6 @@ int main()
     RUN(test_factories);
     RUN(test_calls);
     RUN(test_pipeline);
+    RUN(test_fallbacks);
     return SUMMARY();
 }
