@@ -246,8 +246,9 @@ BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *u
  * keyed_maxsize is 0, else 0 or >= keyed_maxsize; store_retry_max none or >=
  * store_retry; max_wait_in_half_open not off with a store; keyed_history_idle
  * >= keyed_idle), in that order. Returns BW_OK, BW_EINVAL
- * (cfg NULL) or BW_ERANGE with *err naming the field. Thread safety: cfg must
- * not be modified concurrently.
+ * (cfg NULL) or BW_ERANGE with *err naming the field, durations in human units
+ * ("wait_max must be none or at least wait = 1h, got 30m"). Thread safety: cfg
+ * must not be modified concurrently.
  */
 BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
 
@@ -255,12 +256,16 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
  * bw_config_parse — apply settings written as text: space-separated key=value
  * pairs using the names in the table above, e.g.
  *   "policy=rate failure_rate=0.5 window=time:30s min_calls=20 wait=30s"
- * Durations take a unit: ns, us, ms, s, m, h or d ("1.5s", "250ms"); a bare
- * number means seconds. Booleans are true/false, on/off, yes/no or 1/0.
+ * Durations need their unit: ns, us, ms, s, m, h or d ("1.5s", "250ms",
+ * "time:30s"); a bare number other than 0 is BW_EPARSE, the message asking
+ * which unit was meant ("2000ms or 2000s?"), since a number alone could mean
+ * either. Whole-number knobs (min_calls, ...) are bare. Booleans are
+ * true/false, on/off, yes/no or 1/0.
  * All or nothing: on any error the config is unchanged. Returns BW_OK; BW_EINVAL
  * (cfg or text NULL); BW_EPARSE for text that is not key=value, an unknown key
  * or a malformed value, with *err giving the byte offset and the offending text;
- * BW_ERANGE for a value out of range, with *err naming the field and range.
+ * BW_ERANGE for a value out of range, with *err naming the field and range,
+ * and the value as it was written ("got '-5m'").
  * Cross-field checks are left to bw_config_validate. Positive durations below
  * 1 ns round up to 1 ns; out-of-range and over-long numbers give BW_ERANGE.
  * Thread safety: one thread at a time per config.

@@ -185,13 +185,21 @@ int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err)
 
 int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err)
 {
-    if (cfg && kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME)
+    if (!cfg)
+        return null_cfg(err);
+    if (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME)
         return bw__fail(err, BW_EINVAL, "window", "window kind must be count or time, got %d", (int)kind);
-    int rc = set_count(cfg, "window", size, kind == BW_WINDOW_COUNT ? MAX_WINDOW_CALLS : MAX_WINDOW_SECONDS,
-                       FIELD(m.window_size), err);
-    if (rc == BW_OK)
-        cfg->m.window_kind = (uint8_t)kind;
-    return rc;
+    if (kind == BW_WINDOW_COUNT && (size < 1 || size > MAX_WINDOW_CALLS))
+        return bw__fail(err, BW_ERANGE, "window",
+                        "window must be count:N with N in [1, %" PRId64 "], got count:%" PRId64, MAX_WINDOW_CALLS,
+                        size);
+    if (kind == BW_WINDOW_TIME && (size < 1 || size > MAX_WINDOW_SECONDS))
+        return bw__fail(err, BW_ERANGE, "window",
+                        "window must be time:Ns with N in [1, %" PRId64 "] (1s to 1d), got time:%" PRId64 "s",
+                        MAX_WINDOW_SECONDS, size);
+    cfg->m.window_kind = (uint8_t)kind;
+    cfg->m.window_size = (uint32_t)size;
+    return BW_OK;
 }
 
 int bw_config_set_permitted_probes(bw_config *cfg, int64_t probes, bw_error *err)
@@ -383,19 +391,22 @@ int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user)
     return BW_OK;
 }
 
+/* The checks that involve two knobs (config.h lists them); the bounds one knob sets another in human units. */
 int bw_config_validate(const bw_config *cfg, bw_error *err)
 {
     if (!cfg)
         return null_cfg(err);
+    char a[40], b[40];
     if (cfg->m.max_concurrent > cfg->m.permitted)
         return bw__fail(err, BW_ERANGE, "max_concurrent_probes",
                         "max_concurrent_probes must be in [1, permitted_probes = %u], got %u", cfg->m.permitted,
                         cfg->m.max_concurrent);
     int64_t wait = bw__config_wait(cfg);
-    if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait)
-        return bw__fail(err, BW_ERANGE, "wait_max",
-                        "wait_max must be none or in [wait = %" PRId64 " ns, 365d], got %" PRId64 " ns", wait,
-                        cfg->m.wait_max);
+    if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait) {
+        bw__fmt_duration(a, sizeof a, wait, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->m.wait_max, "none");
+        return bw__fail(err, BW_ERANGE, "wait_max", "wait_max must be none or at least wait = %s, got %s", a, b);
+    }
     if (cfg->keyed_max == 0 && cfg->keyed_limit != 0)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 when keyed_maxsize is 0 (unbounded), got %u", cfg->keyed_limit);
@@ -403,10 +414,12 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 (twice keyed_maxsize) or in [keyed_maxsize = %u, %" PRId64 "], got %u",
                         cfg->keyed_max, MAX_COUNT, cfg->keyed_limit);
-    if (cfg->store_retry_max != 0 && cfg->store_retry_max < cfg->store_retry)
+    if (cfg->store_retry_max != 0 && cfg->store_retry_max < cfg->store_retry) {
+        bw__fmt_duration(a, sizeof a, cfg->store_retry, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->store_retry_max, "none");
         return bw__fail(err, BW_ERANGE, "store_retry_max",
-                        "store_retry_max must be none or in [store_retry = %" PRId64 " ns, 365d], got %" PRId64 " ns",
-                        cfg->store_retry, cfg->store_retry_max);
+                        "store_retry_max must be none or at least store_retry = %s, got %s", a, b);
+    }
     if (cfg->store && cfg->m.max_wait_ho == 0)
         return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
                         "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
@@ -416,10 +429,12 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
                         "store_quorum above 1 needs a store in coordinated mode (a quorum counts the local trips of "
                         "instances sharing one circuit), got %u",
                         cfg->store_quorum);
-    if (cfg->keyed_hidle < cfg->keyed_idle)
+    if (cfg->keyed_hidle < cfg->keyed_idle) {
+        bw__fmt_duration(a, sizeof a, cfg->keyed_idle, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->keyed_hidle, "0s");
         return bw__fail(err, BW_ERANGE, "keyed_history_idle",
-                        "keyed_history_idle must be in [keyed_idle = %" PRId64 " ns, 365d], got %" PRId64 " ns",
-                        cfg->keyed_idle, cfg->keyed_hidle);
+                        "keyed_history_idle must be at least keyed_idle = %s, got %s", a, b);
+    }
     return BW_OK;
 }
 
@@ -514,19 +529,29 @@ static const knob knobs[] = {
     {"store_close_timeout", K_DURATION, 0, bw_config_set_store_close_timeout, "a duration such as 5s"},
 };
 
-/* A count whose text overflowed 64 bits: the setter's range error, saying what was written instead of the saturated
- * value. */
-static int count_overflow(bw_config *c, const knob *k, const char *v, int64_t saturated, bw_error *err)
+/* A malformed value: what k takes, and what was written. */
+static int malformed(const knob *k, const char *v, bw_error *err)
 {
-    int rc = k->set_int(c, saturated, err);
-    if (rc == BW_OK) /* no count setter takes INT64_MAX; should one, the text still did not fit */
-        return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
-    char *got = err ? strstr(err->message, ", got ") : NULL;
+    return bw__fail(err, BW_EPARSE, k->key, "%s must be %s, got '%.40s'", k->key, k->expect, v);
+}
+
+/*
+ * A setter's range error (rc), reported with the value as it was written
+ * rather than as the setter saw it: "-5m", not -300000000000 ns; "1000000d",
+ * not a saturated 64-bit number; `note` after it. Setter messages end with
+ * ", got <value>".
+ */
+static int as_written(int rc, const char *v, const char *note, bw_error *err)
+{
+    char *got = rc != BW_OK && err ? strstr(err->message, ", got ") : NULL;
+    while (got && strstr(got + 1, ", got "))
+        got = strstr(got + 1, ", got ");
     if (got)
-        snprintf(got, sizeof err->message - (size_t)(got - err->message), ", got '%.40s' (beyond 64 bits)", v);
+        snprintf(got, sizeof err->message - (size_t)(got - err->message), ", got '%.40s'%s", v, note);
     return rc;
 }
 
+/* Apply value v to knob k of c; on error, fill *err (the message without its place) and return the code. */
 static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
 {
     double d;
@@ -535,36 +560,67 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
     switch (k->kind) {
     case K_RATE:
     case K_MULT:
-        return parse_double(v, &d) ? BW_EPARSE : k->set_double(c, d, err);
+        return parse_double(v, &d) ? malformed(k, v, err) : k->set_double(c, d, err);
     case K_COUNT:
         b = bw__parse_int(v, &i); /* 1: beyond 64 bits, i saturated */
-        return b < 0 ? BW_EPARSE : b ? count_overflow(c, k, v, i, err) : k->set_int(c, i, err);
+        if (b < 0)
+            return malformed(k, v, err);
+        if (!b)
+            return k->set_int(c, i, err);
+        if (k->set_int(c, i, err) ==
+            BW_OK) /* no count setter takes INT64_MAX; should one, the text still did not fit */
+            return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
+        return as_written(BW_ERANGE, v, " (beyond 64 bits)", err);
     case K_DURATION:
-        return bw__parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+        b = bw__parse_duration(v, &i);
+        if (b == BW__DURATION_BARE)
+            return bw__duration_bare(err, BW_EPARSE, k->key, "", v, "ms", "s");
+        return b ? malformed(k, v, err) : as_written(k->set_int(c, i, err), v, "", err);
     case K_BOOL:
-        return parse_bool(v, &b) ? BW_EPARSE : k->set_int(c, b, err);
+        return parse_bool(v, &b) ? malformed(k, v, err) : k->set_int(c, b, err);
     case K_POLICY:
         if (strcmp(v, "rate") == 0)
             return bw_config_set_policy(c, BW_POLICY_RATE, err);
         if (strcmp(v, "consecutive") == 0)
             return bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, err);
-        return BW_EPARSE;
+        return malformed(k, v, err);
     case K_STATE:
         for (int s = BW_STATE_CLOSED; s <= BW_STATE_METRICS_ONLY; s++)
             if (strcmp(v, bw_state_name((bw_state)s)) == 0)
                 return bw_config_set_initial_state(c, (bw_state)s, err);
-        return BW_EPARSE;
+        return malformed(k, v, err);
     case K_WINDOW:
         if (strncmp(v, "count:", 6) == 0)
-            return parse_int(v + 6, &i) ? BW_EPARSE : bw_config_set_window(c, BW_WINDOW_COUNT, i, err);
+            return parse_int(v + 6, &i) ? malformed(k, v, err)
+                                        : as_written(bw_config_set_window(c, BW_WINDOW_COUNT, i, err), v, "", err);
         if (strncmp(v, "time:", 5) == 0) {
-            if (bw__parse_duration(v + 5, &i) || i % BW_NS_PER_S != 0)
-                return BW_EPARSE;
-            return bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err);
+            b = bw__parse_duration(v + 5, &i);
+            if (b == BW__DURATION_BARE)
+                return bw__duration_bare(err, BW_EPARSE, k->key, "time:", v + 5, "s", "m");
+            if (b || (i % BW_NS_PER_S != 0 && i != INT64_MAX && i != -INT64_MAX)) /* whole seconds, or too many */
+                return malformed(k, v, err);
+            return as_written(bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err), v, "", err);
         }
-        return BW_EPARSE;
+        return malformed(k, v, err);
     }
-    return BW_EPARSE;
+    return malformed(k, v, err);
+}
+
+/* Prefix err's message (when code is an error) with where the setting was found; return code. */
+static int placed(int code, bw_error *err, const char *fmt, ...) BW_PRINTF(3, 4);
+static int placed(int code, bw_error *err, const char *fmt, ...)
+{
+    if (code != BW_OK && err) {
+        char msg[sizeof err->message];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < sizeof msg)
+            snprintf(msg + n, sizeof msg - (size_t)n, "%s", err->message);
+        memcpy(err->message, msg, sizeof msg);
+    }
+    return code;
 }
 
 int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
@@ -581,17 +637,15 @@ int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
         const char *start = p;
         while (*p && !isspace((unsigned char)*p))
             p++;
-        size_t len = (size_t)(p - start);
+        size_t len = (size_t)(p - start), at = (size_t)(start - text);
         char tok[256];
         if (len >= sizeof tok)
-            return bw__fail(err, BW_EPARSE, "", "at offset %zu: setting is too long (%zu bytes)",
-                            (size_t)(start - text), len);
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: setting is too long (%zu bytes)", at, len);
         memcpy(tok, start, len);
         tok[len] = 0;
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok)
-            return bw__fail(err, BW_EPARSE, "", "at offset %zu: expected key=value, got '%s'", (size_t)(start - text),
-                            tok);
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: expected key=value, got '%s'", at, tok);
         *eq = 0;
         const char *val = eq + 1;
         const knob *k = NULL;
@@ -599,19 +653,11 @@ int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
             if (strcmp(knobs[i].key, tok) == 0)
                 k = &knobs[i];
         if (!k)
-            return bw__fail(err, BW_EPARSE, tok, "at offset %zu: unknown setting '%s'", (size_t)(start - text), tok);
+            return bw__fail(err, BW_EPARSE, tok, "at offset %zu: unknown setting '%s'", at, tok);
+        /* A malformed value is placed at the value, a value out of range at its setting. */
         int rc = apply(&work, k, val, err);
-        if (rc == BW_EPARSE)
-            return bw__fail(err, BW_EPARSE, k->key, "at offset %zu: %s must be %s, got '%s'",
-                            (size_t)(eq + 1 - tok + (start - text)), k->key, k->expect, val);
-        if (rc != BW_OK) {
-            if (err) { /* prefix the setter's range message with the position */
-                char msg[sizeof err->message];
-                snprintf(msg, sizeof msg, "at offset %zu: %.180s", (size_t)(start - text), err->message);
-                memcpy(err->message, msg, sizeof msg);
-            }
-            return rc;
-        }
+        if (rc != BW_OK)
+            return placed(rc, err, "at offset %zu: ", rc == BW_EPARSE ? at + (size_t)(val - tok) : at);
     }
     *cfg = work;
     return BW_OK;
@@ -685,20 +731,9 @@ int bw_config_parse_env(bw_config *cfg, const char *prefix, bw_error *err)
         if (!k)
             return bw__fail(err, BW_EPARSE, "", "environment variable %.*s: unknown setting '%.*s'",
                             (int)(vl > 120 ? 120 : vl), var, (int)(kl > 60 ? 60 : kl), var + pl);
-        const char *val = eq + 1;
-        int rc = apply(&work, k, val, err);
-        if (rc == BW_EPARSE)
-            return bw__fail(err, BW_EPARSE, k->key, "environment variable %.*s: %s must be %s, got '%.40s'",
-                            (int)(vl > 100 ? 100 : vl), var, k->key, k->expect, val);
-        if (rc != BW_OK) {
-            if (err) { /* prefix the setter's range message with the variable */
-                char msg[sizeof err->message];
-                snprintf(msg, sizeof msg, "environment variable %.*s: %.150s", (int)(vl > 60 ? 60 : vl), var,
-                         err->message);
-                memcpy(err->message, msg, sizeof msg);
-            }
-            return rc;
-        }
+        int rc = apply(&work, k, eq + 1, err);
+        if (rc != BW_OK)
+            return placed(rc, err, "environment variable %.*s: ", (int)(vl > 64 ? 64 : vl), var);
     }
     *cfg = work;
     return BW_OK;

@@ -766,7 +766,6 @@ static void test_parse_each_key(void)
     PARSE_OK("window=count:50", "window", "count:50");
     PARSE_OK("window=count:1000000", "window", "count:1000000");
     PARSE_OK("window=time:30s", "window", "time:30s");
-    PARSE_OK("window=time:30", "window", "time:30s");
     PARSE_OK("window=time:2m", "window", "time:120s");
     PARSE_OK("window=time:1d", "window", "time:86400s");
     PARSE_OK("permitted_probes=7", "permitted_probes", "7");
@@ -805,10 +804,7 @@ static void test_parse_durations(void)
     PARSE_OK("wait=0.5h", "wait", "30m");
     PARSE_OK("wait=1.5d", "wait", "36h");
     PARSE_OK("wait=1.005s", "wait", "1005ms"); /* 1.005 * 1e9 is 1004999999.99... in binary: rounded, not cut */
-    /* Bare numbers are seconds. */
-    PARSE_OK("wait=30", "wait", "30s");
-    PARSE_OK("wait=1.5", "wait", "1500ms");
-    PARSE_OK("wait=120", "wait", "2m");
+    /* Bare numbers have no unit: refused (test_bare_durations_refused), but 0 is 0 in every unit. */
     /* Equivalent spellings format the same. */
     PARSE_OK("wait=1000ms", "wait", "1s");
     PARSE_OK("wait=60000000000ns", "wait", "1m");
@@ -1405,6 +1401,77 @@ static void test_parse_env(void)
     bw_config_free(c);
 }
 
+/* ---- issue 25: messages in the user's words ---- */
+
+/* Durations in messages: in the unit the user wrote (text) or in human units (C), never "-1 ns". */
+static void test_duration_messages(void)
+{
+    bw_error e;
+    bw_config *c = bw_config_new();
+    err_poison(&e);
+    CHECK_RC(bw_config_parse(c, "wait=-5m", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got '-5m'") != NULL);
+    CHECK(strstr(e.message, "(0, 365d]") != NULL);
+    CHECK(strstr(e.message, " ns") == NULL && strstr(e.message, "-1") == NULL);
+    CHECK_RC(bw_config_parse(c, "wait_max=1000000d", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got '1000000d'") != NULL);
+    CHECK(strstr(e.message, "9223372036854775807") == NULL);
+    CHECK_RC(bw_config_parse(c, "window=time:2d", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got 'time:2d'") != NULL);
+    /* The C setters: the value in the largest unit that is exact. */
+    CHECK_RC(bw_config_set_wait(c, -5 * 60 * S, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got -5m") != NULL);
+    CHECK(strstr(e.message, "nanoseconds") == NULL && strstr(e.message, " ns") == NULL);
+    CHECK_RC(bw_config_set_slow_call_duration(c, 366 * DAY, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got 366d") != NULL);
+    CHECK_RC(bw_config_set_window(c, BW_WINDOW_TIME, 86401, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got time:86401s") != NULL);
+    CHECK_RC(bw_config_set_window(c, BW_WINDOW_COUNT, 0, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got count:0") != NULL);
+    /* Cross-field bounds. */
+    CHECK_OK(bw_config_parse(c, "wait=1h wait_multiplier=2 wait_max=30m", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "wait_max");
+    CHECK(strstr(e.message, "1h") != NULL && strstr(e.message, "30m") != NULL);
+    CHECK(strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+    c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "store_retry=2m store_retry_max=90s", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "2m") != NULL && strstr(e.message, "90s") != NULL && strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+    c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "keyed_idle=2h keyed_history_idle=1h", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "2h") != NULL && strstr(e.message, "1h") != NULL && strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+}
+
+/*
+ * A bare number was seconds in configuration text (slow_call_duration=2000
+ * silently meant 33 minutes) and in store URLs: now a duration needs its
+ * unit, except 0, which is 0 in any unit. Whole-number knobs stay bare.
+ */
+static void test_bare_durations_refused(void)
+{
+    PARSE_VALUE("slow_call_duration=2000", BW_EPARSE, "slow_call_duration", 0, 19, "2000ms or 2000s");
+    PARSE_VALUE("wait=30", BW_EPARSE, "wait", 0, 5, "30ms or 30s");
+    PARSE_VALUE("wait=1.5", BW_EPARSE, "wait", 0, 5, "1.5ms or 1.5s");
+    PARSE_VALUE("wait=-5", BW_EPARSE, "wait", 0, 5, "unit");
+    PARSE_VALUE("store_ttl=86400", BW_EPARSE, "store_ttl", 0, 10, "86400ms or 86400s");
+    PARSE_VALUE("window=time:30", BW_EPARSE, "window", 0, 7, "time:30s or time:30m");
+    PARSE_OK("slow_call_duration=0", "slow_call_duration", "off");
+    PARSE_OK("wait_max=0.0", "wait_max", "none");
+    PARSE_OK("min_calls=20", "min_calls", "20"); /* counts stay bare */
+    bw_config *c = bw_config_new();
+    bw_error e;
+    setenv("BWTEST_BARE_WAIT", "30", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_BARE_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "30ms or 30s") != NULL);
+    unsetenv("BWTEST_BARE_WAIT");
+    bw_config_free(c);
+}
+
 int main(void)
 {
     RUN(test_defaults);
@@ -1442,5 +1509,7 @@ int main(void)
     RUN(test_copy_and_free);
     RUN(test_breaker_new_invalid_config);
     RUN(test_breaker_new_names);
+    RUN(test_duration_messages);
+    RUN(test_bare_durations_refused);
     return TEST_SUMMARY();
 }
