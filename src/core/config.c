@@ -5,6 +5,10 @@
  * Design notes: one table of knobs drives the text parser, so every text key goes
  * through the very setter a C caller would use and the two can never disagree on
  * a range. Parsing works on a copy and commits only when the whole text is good.
+ * A knob left at its default is what bw_config_new holds: the validation calls
+ * a knob "set" when it differs from that (so a formatted configuration, which
+ * writes every knob, validates as its source did); min_calls and wait keep 0
+ * for "the default", which depends on the window and the policy.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -24,6 +28,7 @@
 #define MAX_WINDOW_CALLS INT64_C(1000000)
 #define MAX_WINDOW_SECONDS INT64_C(86400)
 #define MAX_PROBES ((int64_t)BW__PROBES_MAX)
+#define DEFAULT_MIN_CALLS 10u
 
 static const bw_config defaults = {
     .m =
@@ -32,7 +37,7 @@ static const bw_config defaults = {
             .window_kind = BW_WINDOW_COUNT,
             .initial_state = BW_STATE_CLOSED,
             .window_size = 100,
-            .min_calls = 10,
+            .min_calls = 0, /* DEFAULT_MIN_CALLS, or a smaller count window's size */
             .permitted = 10,
             .max_concurrent = 1,
             .error_threshold = 5,
@@ -85,11 +90,30 @@ void bw_config_free(bw_config *cfg)
     free(cfg);
 }
 
-int64_t bw__config_wait(const bw_config *cfg)
+/* The open wait: as set, or the policy's default. */
+static int64_t config_wait(const bw_config *cfg)
 {
     if (cfg->m.wait)
         return cfg->m.wait;
     return cfg->m.policy == BW_POLICY_CONSECUTIVE ? 30 * BW_NS_PER_S : 60 * BW_NS_PER_S;
+}
+
+/* min_calls: as set, or the default, no more than a count window holds (resilience4j's clamp). */
+static uint32_t config_min_calls(const bw_config *cfg)
+{
+    if (cfg->m.min_calls)
+        return cfg->m.min_calls;
+    if (cfg->m.window_kind == BW_WINDOW_COUNT && cfg->m.window_size < DEFAULT_MIN_CALLS)
+        return cfg->m.window_size;
+    return DEFAULT_MIN_CALLS;
+}
+
+bw__mcfg bw__config_mcfg(const bw_config *cfg)
+{
+    bw__mcfg m = cfg->m;
+    m.wait = config_wait(cfg);
+    m.min_calls = config_min_calls(cfg);
+    return m;
 }
 
 /* ---- typed setters: each is a range check and a store ---- */
@@ -275,14 +299,16 @@ int bw_config_set_error_threshold(bw_config *cfg, int64_t count, bw_error *err)
     return set_count(cfg, "error_threshold", count, MAX_COUNT, FIELD(m.error_threshold), err);
 }
 
+/* A round ends undecided after MAX_PROBES probes: more successes in a row could never close it. */
 int bw_config_set_success_threshold(bw_config *cfg, int64_t count, bw_error *err)
 {
-    return set_count(cfg, "success_threshold", count, MAX_COUNT, FIELD(m.success_threshold), err);
+    return set_count(cfg, "success_threshold", count, MAX_PROBES, FIELD(m.success_threshold), err);
 }
 
+/* A round admits at most MAX_PROBES probes: a larger capacity would admit no more. */
 int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *err)
 {
-    return set_count(cfg, "half_open_capacity", count, MAX_COUNT, FIELD(m.half_open_capacity), err);
+    return set_count(cfg, "half_open_capacity", count, MAX_PROBES, FIELD(m.half_open_capacity), err);
 }
 
 int bw_config_set_keyed_maxsize(bw_config *cfg, int64_t circuits, bw_error *err)
@@ -391,22 +417,108 @@ int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user)
     return BW_OK;
 }
 
-/* The checks that involve two knobs (config.h lists them); the bounds one knob sets another in human units. */
+/* The text of knob `key`'s value, as bw_config_format writes it ("0.3", "count:5", "5m"), into buf. */
+static const char *knob_text(const bw_config *cfg, const char *key, char *buf, size_t n)
+{
+    char text[2048];
+    int len = bw_config_format(cfg, text, sizeof text);
+    size_t kl = strlen(key);
+    buf[0] = 0;
+    for (const char *p = text; len > 0 && (size_t)len < sizeof text && p;) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            snprintf(buf, n, "%.*s", (int)strcspn(p + kl + 1, " "), p + kl + 1);
+            char *end;
+            double x = strtod(buf, &end);
+            if (end != buf && !*end) /* a number: as a person writes it (0.3, not 0.29999999999999999) */
+                snprintf(buf, n, "%.15g", x);
+            break;
+        }
+        p = strchr(p, ' ');
+        p = p ? p + 1 : NULL;
+    }
+    return buf;
+}
+
+/* The first knob of the rate policy that differs from its default, or NULL. */
+static const char *rate_knob_set(const bw_config *cfg)
+{
+    const bw__mcfg *m = &cfg->m, *d = &defaults.m;
+    if (m->failure_rate != d->failure_rate)
+        return "failure_rate";
+    if (m->slow_rate != d->slow_rate)
+        return "slow_call_rate";
+    /* The window first: a formatted config writes min_calls as it applies, a smaller count window's size. */
+    if (m->window_kind != d->window_kind || m->window_size != d->window_size)
+        return "window";
+    if (m->min_calls != 0 && m->min_calls != DEFAULT_MIN_CALLS)
+        return "min_calls";
+    if (m->permitted != d->permitted)
+        return "permitted_probes";
+    if (m->max_concurrent != d->max_concurrent)
+        return "max_concurrent_probes";
+    return NULL;
+}
+
+/* The first knob of the consecutive policy that differs from its default, or NULL. */
+static const char *consecutive_knob_set(const bw_config *cfg)
+{
+    const bw__mcfg *m = &cfg->m, *d = &defaults.m;
+    if (m->error_threshold != d->error_threshold)
+        return "error_threshold";
+    if (m->success_threshold != d->success_threshold)
+        return "success_threshold";
+    if (m->half_open_capacity != d->half_open_capacity)
+        return "half_open_capacity";
+    return NULL;
+}
+
+/*
+ * The checks that involve two knobs (config.h lists them). A knob no breaker
+ * made from cfg could read is refused, naming it and the knob that makes it
+ * unread, with the fix first; the bounds one knob sets another are given in
+ * human units.
+ */
 int bw_config_validate(const bw_config *cfg, bw_error *err)
 {
     if (!cfg)
         return null_cfg(err);
     char a[40], b[40];
+    const char *k;
+    if (cfg->m.policy == BW_POLICY_CONSECUTIVE && (k = rate_knob_set(cfg)) != NULL)
+        return bw__fail(err, BW_ERANGE, k,
+                        "remove %s=%s or set policy=rate: policy=consecutive never reads %s (it trips on "
+                        "error_threshold consecutive failures)",
+                        k, knob_text(cfg, k, a, sizeof a), k);
+    if (cfg->m.policy == BW_POLICY_RATE && (k = consecutive_knob_set(cfg)) != NULL)
+        return bw__fail(err, BW_ERANGE, k,
+                        "remove %s=%s or set policy=consecutive: policy=rate never reads %s (it trips on the failure "
+                        "and slow-call rates over the window)",
+                        k, knob_text(cfg, k, a, sizeof a), k);
     if (cfg->m.max_concurrent > cfg->m.permitted)
         return bw__fail(err, BW_ERANGE, "max_concurrent_probes",
                         "max_concurrent_probes must be in [1, permitted_probes = %u], got %u", cfg->m.permitted,
                         cfg->m.max_concurrent);
-    int64_t wait = bw__config_wait(cfg);
+    if (cfg->m.min_calls && cfg->m.window_kind == BW_WINDOW_COUNT && cfg->m.min_calls > cfg->m.window_size)
+        return bw__fail(err, BW_ERANGE, "min_calls",
+                        "lower min_calls=%u to at most %u or widen window=count:%u: the window never holds %u calls, "
+                        "so the breaker could never trip",
+                        cfg->m.min_calls, cfg->m.window_size, cfg->m.window_size, cfg->m.min_calls);
+    if (cfg->slow_ns == 0 && cfg->m.slow_rate != defaults.m.slow_rate)
+        return bw__fail(err, BW_ERANGE, "slow_call_rate",
+                        "set slow_call_duration or remove slow_call_rate=%s: with slow_call_duration=off no call is "
+                        "slow, so slow_call_rate has no effect",
+                        knob_text(cfg, "slow_call_rate", a, sizeof a));
+    int64_t wait = config_wait(cfg);
     if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait) {
         bw__fmt_duration(a, sizeof a, wait, "0s");
         bw__fmt_duration(b, sizeof b, cfg->m.wait_max, "none");
         return bw__fail(err, BW_ERANGE, "wait_max", "wait_max must be none or at least wait = %s, got %s", a, b);
     }
+    if (cfg->m.wait_max != 0 && cfg->m.wait_multiplier == 1.0)
+        return bw__fail(err, BW_ERANGE, "wait_max",
+                        "set wait_multiplier above 1 or remove wait_max=%s: with wait_multiplier=1 the wait never "
+                        "grows, so wait_max has no effect",
+                        knob_text(cfg, "wait_max", a, sizeof a));
     if (cfg->keyed_max == 0 && cfg->keyed_limit != 0)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 when keyed_maxsize is 0 (unbounded), got %u", cfg->keyed_limit);
@@ -420,6 +532,11 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "store_retry_max",
                         "store_retry_max must be none or at least store_retry = %s, got %s", a, b);
     }
+    if (cfg->store_retry_max != defaults.store_retry_max && cfg->store_retry_multiplier == 1.0)
+        return bw__fail(err, BW_ERANGE, "store_retry_max",
+                        "set store_retry_multiplier above 1 or remove store_retry_max=%s: with "
+                        "store_retry_multiplier=1 the delay never grows, so store_retry_max has no effect",
+                        knob_text(cfg, "store_retry_max", a, sizeof a));
     if (cfg->store && cfg->m.max_wait_ho == 0)
         return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
                         "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
@@ -670,7 +787,7 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
     char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32], sttl[32], spoll[32], sretry[32], smax[32],
         sclose[32];
     bw__fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
-    bw__fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
+    bw__fmt_duration(wait, sizeof wait, config_wait(cfg), "0s");
     bw__fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
     bw__fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
     bw__fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
@@ -690,8 +807,8 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
         "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_quorum=%u store_retry=%s "
         "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
-        m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow, m->min_calls,
-        m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
+        m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
+        config_min_calls(cfg), m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
         m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait, m->wait_multiplier, wmax,
         mwho, cfg->auto_transition ? "true" : "false", cfg->counters ? "true" : "false",
         m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state), m->error_threshold,

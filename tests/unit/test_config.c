@@ -281,28 +281,32 @@ static void test_set_wait_multiplier(void)
     DBL_BAD(bw_config_set_wait_multiplier, "wait_multiplier", -INFINITY, "[1, 1000]");
 }
 
-/* Counts in [1, 1000000000]. */
-static void count_knob(set_i64_fn set, const char *name, const char *key)
+/* Counts in [1, hi]: 1000000000, or 1000000 for the knobs that count probes of one round. */
+static void count_knob(set_i64_fn set, const char *name, const char *key, int64_t hi)
 {
-    const char *r = "[1, 1000000000]";
+    char r[40], top[24], below[24], above[24];
+    snprintf(r, sizeof r, "[1, %" PRId64 "]", hi);
+    snprintf(top, sizeof top, "%" PRId64, hi);
+    snprintf(below, sizeof below, "%" PRId64, hi - 1);
+    snprintf(above, sizeof above, "%" PRId64, hi + 1);
     i64_case(__LINE__, set, name, key, INT64_MIN, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, -1, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, 0, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, 1, BW_OK, "1", r);
     i64_case(__LINE__, set, name, key, 2, BW_OK, "2", r);
-    i64_case(__LINE__, set, name, key, 999999999, BW_OK, "999999999", r);
-    i64_case(__LINE__, set, name, key, 1000000000, BW_OK, "1000000000", r);
-    i64_case(__LINE__, set, name, key, 1000000001, BW_ERANGE, NULL, r);
+    i64_case(__LINE__, set, name, key, hi - 1, BW_OK, below, r);
+    i64_case(__LINE__, set, name, key, hi, BW_OK, top, r);
+    i64_case(__LINE__, set, name, key, hi + 1, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, (int64_t)UINT32_MAX + 2, BW_ERANGE, NULL, r); /* would wrap to 1 in 32 bits */
     i64_case(__LINE__, set, name, key, INT64_MAX, BW_ERANGE, NULL, r);
 }
 
 static void test_set_counts(void)
 {
-    count_knob(bw_config_set_min_calls, "bw_config_set_min_calls", "min_calls");
-    count_knob(bw_config_set_error_threshold, "bw_config_set_error_threshold", "error_threshold");
-    count_knob(bw_config_set_success_threshold, "bw_config_set_success_threshold", "success_threshold");
-    count_knob(bw_config_set_half_open_capacity, "bw_config_set_half_open_capacity", "half_open_capacity");
+    count_knob(bw_config_set_min_calls, "bw_config_set_min_calls", "min_calls", 1000000000);
+    count_knob(bw_config_set_error_threshold, "bw_config_set_error_threshold", "error_threshold", 1000000000);
+    count_knob(bw_config_set_success_threshold, "bw_config_set_success_threshold", "success_threshold", 1000000);
+    count_knob(bw_config_set_half_open_capacity, "bw_config_set_half_open_capacity", "half_open_capacity", 1000000);
 }
 
 static void test_set_probes(void)
@@ -617,7 +621,8 @@ static void test_validate_wait_max(void)
 {
     bw_config *c = bw_config_new();
     bw_error e;
-    /* Explicit wait. */
+    /* Explicit wait; a multiplier, without which wait_max caps nothing (test_caps_need_growth). */
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait(c, 10 * S, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 10 * S, NULL)); /* equal: accepted */
     err_poison(&e);
@@ -640,6 +645,7 @@ static void test_validate_wait_max(void)
 
     /* wait never set, rate policy: the default wait is 60 s. */
     c = bw_config_new();
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 60 * S, NULL));
     CHECK_OK(bw_config_validate(c, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 60 * S - 1, NULL));
@@ -917,8 +923,8 @@ static void test_parse_range_errors(void)
     PARSE_VALUE("slow_call_duration=8761h", BW_ERANGE, "slow_call_duration", 0, 19, "365d");
     PARSE_VALUE("max_wait_in_half_open=400d", BW_ERANGE, "max_wait_in_half_open", 0, 22, "365d");
     PARSE_VALUE("error_threshold=0", BW_ERANGE, "error_threshold", 0, 16, "[1, 1000000000]");
-    PARSE_VALUE("success_threshold=1000000001", BW_ERANGE, "success_threshold", 0, 18, "[1, 1000000000]");
-    PARSE_VALUE("half_open_capacity=-3", BW_ERANGE, "half_open_capacity", 0, 19, "[1, 1000000000]");
+    PARSE_VALUE("success_threshold=1000000001", BW_ERANGE, "success_threshold", 0, 18, "[1, 1000000]");
+    PARSE_VALUE("half_open_capacity=-3", BW_ERANGE, "half_open_capacity", 0, 19, "[1, 1000000]");
     /* Later in the text: the offset counts from the start of the text. */
     PARSE_VALUE("min_calls=5 wait=1s error_threshold=0", BW_ERANGE, "error_threshold", 20, 36, "[1, 1000000000]");
     /* Cross-field checks are not the parser's business. */
@@ -1063,7 +1069,7 @@ static void test_format_roundtrip(void)
     CHECK_OK(bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, NULL));
     CHECK_OK(bw_config_set_error_threshold(c, 7, NULL));
     CHECK_OK(bw_config_set_success_threshold(c, 3, NULL));
-    CHECK_OK(bw_config_set_half_open_capacity(c, 1000000000, NULL));
+    CHECK_OK(bw_config_set_half_open_capacity(c, 1000000, NULL));
     CHECK_OK(bw_config_set_initial_state(c, BW_STATE_FORCED_OPEN, NULL));
     CHECK_OK(bw_config_set_auto_transition(c, 1, NULL));
     roundtrip(__LINE__, c);
@@ -1261,6 +1267,7 @@ static void test_breaker_new_invalid_config(void)
 
     CHECK_OK(bw_config_set_max_concurrent_probes(c, 2, NULL));
     CHECK_OK(bw_config_set_wait(c, 10 * S, NULL));
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 5 * S, NULL));
     err_poison(&e);
     CHECK_RC(bw_breaker_new("svc", c, &b, &e), BW_ERANGE);
@@ -1401,7 +1408,246 @@ static void test_parse_env(void)
     bw_config_free(c);
 }
 
-/* ---- issue 25: messages in the user's words ---- */
+/* ---- issue 25: every configuration protects, nothing is silently ignored, messages in the user's words ---- */
+
+/* A fresh config from `text` (which must parse), or NULL after a failed check. */
+static bw_config *parsed(int line, const char *text)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    if (!c || bw_config_parse(c, text, &e) != BW_OK) {
+        H_FAIL("line %d: parse(\"%s\") failed: %s", line, text, c ? e.message : "no config");
+        bw_config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* `text` parses and validates, and a breaker can be made from it. */
+static void valid(int line, const char *text)
+{
+    bw_config *c = parsed(line, text);
+    if (!c)
+        return;
+    bw_error e;
+    err_poison(&e);
+    int rc = bw_config_validate(c, &e);
+    if (rc != BW_OK)
+        H_FAIL("line %d: validate(\"%s\") returned %d (%s): %s", line, text, rc, bw_strerror(rc), e.message);
+    bw_breaker *b = NULL;
+    rc = bw_breaker_new("svc", c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("line %d: bw_breaker_new(\"%s\") returned %d (%s): %s", line, text, rc, bw_strerror(rc), e.message);
+    bw_breaker_free(b);
+    bw_config_free(c);
+}
+#define VALID(text) valid(__LINE__, text)
+
+/*
+ * `text` parses, but bw_config_validate and bw_breaker_new refuse it with
+ * BW_ERANGE naming `field`, the message holding `a` and `b` (the two fields
+ * at odds, or a field and the fix) and fitting its array.
+ */
+static void refused(int line, const char *text, const char *field, const char *a, const char *b)
+{
+    bw_config *c = parsed(line, text);
+    if (!c)
+        return;
+    bw_error e;
+    err_poison(&e);
+    int rc = bw_config_validate(c, &e);
+    if (rc != BW_ERANGE || e.code != BW_ERANGE || strcmp(e.field, field) != 0 || !strstr(e.message, a) ||
+        !strstr(e.message, b))
+        H_FAIL("line %d: validate(\"%s\") = %d {\"%s\", \"%s\"}; want BW_ERANGE, field \"%s\", message naming \"%s\" "
+               "and \"%s\"",
+               line, text, rc, e.field, e.message, field, a, b);
+    if (!memchr(e.message, 0, sizeof e.message))
+        H_FAIL("line %d: message not terminated", line);
+    bw_breaker *br = NULL;
+    err_poison(&e);
+    rc = bw_breaker_new("svc", c, &br, &e);
+    if (rc != BW_ERANGE || br != NULL || strcmp(e.field, field) != 0)
+        H_FAIL("line %d: bw_breaker_new(\"%s\") = %d, field \"%s\"; want BW_ERANGE naming %s", line, text, rc, e.field,
+               field);
+    bw_breaker_free(br);
+    bw_config_free(c);
+}
+#define REFUSED(text, field, a, b) refused(__LINE__, text, field, a, b)
+
+/*
+ * A count window smaller than min_calls could never trip (15 failures in a row
+ * stayed CLOSED at a failure rate of 1.0). Left at its default, min_calls
+ * follows a smaller count window (resilience4j's clamp); set explicitly above
+ * it, the configuration is refused, naming both knobs. Order does not matter.
+ */
+static void test_min_calls_fits_count_window(void)
+{
+    bw_config *c = parsed(__LINE__, "window=count:5");
+    if (c) {
+        CHECK_STR(kv(c, "min_calls"), "5"); /* the default, 10, follows the window */
+        CHECK_OK(bw_config_validate(c, NULL));
+        bw_breaker *b = NULL;
+        CHECK_OK(bw_breaker_new("small", c, &b, NULL));
+        if (b) {
+            h_calls(b, 4, BW_FAILURE);
+            CHECK_STATE(b, BW_STATE_CLOSED);
+            h_calls(b, 1, BW_FAILURE); /* the fifth failure fills the window: rate 1.0 */
+            CHECK_STATE(b, BW_STATE_OPEN);
+            bw_breaker_free(b);
+        }
+        /* A wider window gets the default back. */
+        CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 50, NULL));
+        CHECK_STR(kv(c, "min_calls"), "10");
+        CHECK_OK(bw_config_set_window(c, BW_WINDOW_TIME, 1, NULL)); /* a time window holds any number of calls */
+        CHECK_STR(kv(c, "min_calls"), "10");
+        bw_config_free(c);
+    }
+    REFUSED("window=count:5 min_calls=20", "min_calls", "min_calls=20", "window=count:5");
+    REFUSED("min_calls=20 window=count:5", "min_calls", "min_calls=20", "window=count:5");
+    REFUSED("min_calls=10 window=count:9", "min_calls", "min_calls=10", "window=count:9"); /* explicit 10 too */
+    VALID("window=count:5 min_calls=5");
+    VALID("window=count:5 min_calls=2");
+    VALID("window=time:1s min_calls=1000");
+    VALID("window=count:1");
+    /* The C setters, in either order. */
+    c = bw_config_new();
+    CHECK_OK(bw_config_set_min_calls(c, 7, NULL));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 6, NULL));
+    bw_error e;
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "min_calls");
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 7, NULL));
+    CHECK_OK(bw_config_validate(c, NULL));
+    bw_config_free(c);
+    /* A formatted config parses back to one that validates (min_calls written as it applies). */
+    c = parsed(__LINE__, "window=count:3");
+    if (c) {
+        char text[FMT_SIZE];
+        fmt(c, text);
+        VALID(text);
+        bw_config_free(c);
+    }
+}
+
+/*
+ * A consecutive round closes after success_threshold successes in a row, but
+ * a round ends undecided after 1,000,000 probes: a larger threshold could
+ * never close. half_open_capacity above 1,000,000 admitted no more than that.
+ * Both now take [1, 1000000], as permitted_probes and max_concurrent_probes do.
+ */
+static void test_probe_counts_can_complete(void)
+{
+    const char *r = "[1, 1000000]";
+    I64_OK(bw_config_set_success_threshold, "success_threshold", 1000000, "1000000");
+    I64_BAD(bw_config_set_success_threshold, "success_threshold", 1000001, r);
+    I64_BAD(bw_config_set_success_threshold, "success_threshold", 1000000000, r);
+    I64_OK(bw_config_set_half_open_capacity, "half_open_capacity", 1000000, "1000000");
+    I64_BAD(bw_config_set_half_open_capacity, "half_open_capacity", 1000001, r);
+    PARSE_VALUE("policy=consecutive success_threshold=1000001", BW_ERANGE, "success_threshold", 19, 37, r);
+}
+
+/* A knob of the other trip policy is read by nothing: refused, naming it and the policy. */
+static void test_other_policy_knobs_refused(void)
+{
+    static const char *const rate_only[][2] = {
+        {"failure_rate=0.3", "failure_rate"},
+        {"slow_call_rate=0.5", "slow_call_rate"},
+        {"min_calls=20", "min_calls"},
+        {"window=time:30s", "window"},
+        {"window=count:50", "window"},
+        {"permitted_probes=3", "permitted_probes"},
+        {"max_concurrent_probes=1 permitted_probes=4", "permitted_probes"},
+        {"max_concurrent_probes=2", "max_concurrent_probes"},
+    };
+    char text[200];
+    for (size_t i = 0; i < sizeof rate_only / sizeof rate_only[0]; i++) {
+        snprintf(text, sizeof text, "policy=consecutive %s", rate_only[i][0]);
+        refused(__LINE__, text, rate_only[i][1], rate_only[i][1], "policy=rate");
+        snprintf(text, sizeof text, "%s policy=consecutive", rate_only[i][0]); /* order does not matter */
+        refused(__LINE__, text, rate_only[i][1], "policy=consecutive", "policy=rate");
+        snprintf(text, sizeof text, "policy=rate %s", rate_only[i][0]);
+        valid(__LINE__, text);
+    }
+    static const char *const consecutive_only[][2] = {
+        {"error_threshold=3", "error_threshold"},
+        {"success_threshold=1", "success_threshold"},
+        {"half_open_capacity=2", "half_open_capacity"},
+    };
+    for (size_t i = 0; i < sizeof consecutive_only / sizeof consecutive_only[0]; i++) {
+        snprintf(text, sizeof text, "%s", consecutive_only[i][0]); /* rate: the default policy */
+        refused(__LINE__, text, consecutive_only[i][1], consecutive_only[i][1], "policy=consecutive");
+        snprintf(text, sizeof text, "%s policy=rate", consecutive_only[i][0]);
+        refused(__LINE__, text, consecutive_only[i][1], "policy=rate", "policy=consecutive");
+        snprintf(text, sizeof text, "policy=consecutive %s", consecutive_only[i][0]);
+        valid(__LINE__, text);
+    }
+    /* A value equal to the default changes nothing, so it is no mistake: the formatted text of either policy
+       (which writes every knob) makes a breaker again. */
+    VALID("policy=consecutive failure_rate=0.5 window=count:100 min_calls=10 permitted_probes=10");
+    VALID("policy=rate error_threshold=5 success_threshold=2 half_open_capacity=1");
+    static const char *const shapes[] = {"policy=consecutive error_threshold=3", "policy=rate failure_rate=0.3",
+                                         "policy=rate window=count:5"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        bw_config *c = parsed(__LINE__, shapes[i]);
+        if (!c)
+            continue;
+        char f[FMT_SIZE];
+        fmt(c, f);
+        valid(__LINE__, f);
+        bw_config_free(c);
+    }
+    /* The C setters, in either order. */
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_set_error_threshold(c, 3, NULL));
+    CHECK_RC(bw_config_validate(c, NULL), BW_ERANGE);
+    CHECK_OK(bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, NULL));
+    CHECK_OK(bw_config_validate(c, NULL));
+    CHECK_OK(bw_config_set_failure_rate(c, 0.2, NULL));
+    bw_error e;
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "failure_rate");
+    bw_config_free(c);
+}
+
+/* slow_call_rate reads slow calls; with slow_call_duration=off there are none. */
+static void test_slow_call_rate_needs_slow_calls(void)
+{
+    REFUSED("slow_call_duration=off slow_call_rate=0.5", "slow_call_rate", "slow_call_rate=0.5",
+            "slow_call_duration=off");
+    REFUSED("slow_call_rate=0.5 slow_call_duration=0", "slow_call_rate", "slow_call_rate=0.5",
+            "slow_call_duration=off");
+    VALID("slow_call_duration=off");                  /* slow_call_rate at its default */
+    VALID("slow_call_duration=off slow_call_rate=1"); /* ... or set to it */
+    VALID("slow_call_duration=2s slow_call_rate=0.5");
+    VALID("policy=consecutive slow_call_duration=2s"); /* the slow flag of CALL events */
+}
+
+/* A cap on a delay that never grows caps nothing. */
+static void test_caps_need_growth(void)
+{
+    REFUSED("wait=10s wait_max=5m", "wait_max", "wait_max=5m", "wait_multiplier=1");
+    REFUSED("wait_max=5m wait=10s wait_multiplier=1", "wait_max", "wait_max=5m", "wait_multiplier=1");
+    VALID("wait=10s wait_multiplier=2 wait_max=5m");
+    VALID("wait=10s wait_multiplier=1 wait_max=none");
+    REFUSED("store_retry_multiplier=1 store_retry_max=2m", "store_retry_max", "store_retry_max=2m",
+            "store_retry_multiplier=1");
+    REFUSED("store_retry_multiplier=1 store_retry_max=none", "store_retry_max", "store_retry_max=none",
+            "store_retry_multiplier=1");
+    VALID("store_retry_multiplier=1");                    /* store_retry_max at its default */
+    VALID("store_retry_multiplier=1 store_retry_max=1m"); /* ... or set to it */
+    VALID("store_retry_multiplier=3 store_retry_max=2m");
+}
+
+/*
+ * What is not refused: a knob that applies whenever the breaker has a part
+ * that is not written in the text (keyed circuits, a store) — a
+ * configuration is a template for both. config.h says why.
+ */
+static void test_template_knobs_allowed(void)
+{
+    VALID("keyed_maxsize=10 keyed_idle=1m keyed_history_idle=2h");
+    VALID("store_ttl=2d store_poll=100ms store_queue=16 store_retry=1s store_close_timeout=1s");
+}
 
 /* Durations in messages: in the unit the user wrote (text) or in human units (C), never "-1 ns". */
 static void test_duration_messages(void)
@@ -1509,6 +1755,12 @@ int main(void)
     RUN(test_copy_and_free);
     RUN(test_breaker_new_invalid_config);
     RUN(test_breaker_new_names);
+    RUN(test_min_calls_fits_count_window);
+    RUN(test_probe_counts_can_complete);
+    RUN(test_other_policy_knobs_refused);
+    RUN(test_slow_call_rate_needs_slow_calls);
+    RUN(test_caps_need_growth);
+    RUN(test_template_knobs_allowed);
     RUN(test_duration_messages);
     RUN(test_bare_durations_refused);
     return TEST_SUMMARY();
