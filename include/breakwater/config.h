@@ -308,6 +308,10 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
  * All or nothing: on any error the config is unchanged. Returns BW_OK; BW_EINVAL
  * (cfg or text NULL); BW_EPARSE for text that is not key=value, an unknown key
  * or a malformed value, with *err giving the byte offset and the offending text;
+ * an unknown key also gets the knob it most likely means: the one another
+ * library's name stands for (failureRateThreshold, FailureRatio, BreakDuration,
+ * recovery_timeout, ...: docs/configuration.md) or the nearest in spelling
+ * ("unknown setting 'failure_rat'; did you mean failure_rate?").
  * BW_ERANGE for a value out of range, with *err naming the field and range,
  * and the value as it was written ("got '-5m'").
  * Cross-field checks are left to bw_config_validate. Positive durations below

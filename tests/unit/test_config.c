@@ -1396,7 +1396,7 @@ static void test_parse_env(void)
     /* A typo is an error, not silence. */
     setenv("BWTEST_PAY_FAILURE_RAT", "0.5", 1);
     CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_", &e), BW_EPARSE);
-    CHECK(strstr(e.message, "unknown setting 'FAILURE_RAT'") != NULL);
+    CHECK(strstr(e.message, "BWTEST_PAY_FAILURE_RAT") != NULL && strstr(e.message, "unknown setting") != NULL);
     unsetenv("BWTEST_PAY_FAILURE_RAT");
     CHECK_OK(bw_config_parse_env(c, "BWTEST_PAY_", &e));
     CHECK_STR(kv(c, "wait"), "10s");
@@ -1693,6 +1693,78 @@ static void test_duration_messages(void)
     bw_config_free(c);
 }
 
+/* An unknown key: the knob another library's name means, or the nearest knob name (a typo). */
+static void test_unknown_key_suggestions(void)
+{
+    static const char *const cases[][2] = {
+        {"failureRateThreshold=50", "did you mean failure_rate?"},    /* resilience4j */
+        {"slidingWindowSize=100", "did you mean window?"},            /* resilience4j */
+        {"waitDurationInOpenState=60s", "did you mean wait?"},        /* resilience4j */
+        {"minimumNumberOfCalls=5", "did you mean min_calls?"},        /* resilience4j */
+        {"failure_rate_threshold=0.5", "did you mean failure_rate?"}, /* interlock */
+        {"FailureRatio=0.1", "did you mean failure_rate?"},           /* Polly */
+        {"BreakDuration=5s", "did you mean wait?"},                   /* Polly */
+        {"MinimumThroughput=100", "did you mean min_calls?"},         /* Polly */
+        {"failure_threshold=5", "did you mean error_threshold?"},     /* circuitbreaker */
+        {"recovery_timeout=30s", "did you mean wait?"},               /* circuitbreaker */
+        {"fail_max=5", "did you mean error_threshold?"},              /* pybreaker */
+        {"reset_timeout=30s", "did you mean wait?"},                  /* pybreaker, grelmicro */
+        {"MaxRequests=1", "did you mean permitted_probes?"},          /* gobreaker */
+        {"failure_rat=0.5", "did you mean failure_rate?"},            /* typos */
+        {"windw=count:5", "did you mean window?"},
+        {"min_call=5", "did you mean min_calls?"},
+        {"wiat=5s", "did you mean wait?"},
+        {"Min_Calls=5", "did you mean min_calls?"},
+        {"slow-call-duration=2s", "did you mean slow_call_duration?"},
+        {"store_tll=1d", "did you mean store_ttl?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bw_config *c = bw_config_new();
+        bw_error e;
+        err_poison(&e);
+        int rc = bw_config_parse(c, cases[i][0], &e);
+        const char *eq = strchr(cases[i][0], '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - cases[i][0]), cases[i][0]);
+        if (rc != BW_EPARSE || strcmp(e.field, key) != 0 || !strstr(e.message, cases[i][1]) ||
+            !strstr(e.message, "unknown setting") || msg_offset(e.message) != 0)
+            H_FAIL("parse(\"%s\") = %d {\"%s\", \"%s\"}; want BW_EPARSE, field \"%s\", \"%s\"", cases[i][0], rc,
+                   e.field, e.message, key, cases[i][1]);
+        bw_config_free(c);
+    }
+    /* No knob is near: no guess. */
+    static const char *const far[] = {"bogus=1", "colour=blue", "x=1"};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        bw_config *c = bw_config_new();
+        bw_error e;
+        CHECK_RC(bw_config_parse(c, far[i], &e), BW_EPARSE);
+        CHECK(strstr(e.message, "did you mean") == NULL);
+        bw_config_free(c);
+    }
+    /* A percentage name says the unit changes. */
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_RC(bw_config_parse(c, "failureRateThreshold=50", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "0.5") != NULL);
+    /* The longest key still fits, the advice kept. */
+    char text[300];
+    memset(text, 'q', sizeof text);
+    memcpy(text, "failure_ratee", 13);
+    snprintf(text + 240, sizeof text - 240, "=1");
+    CHECK_RC(bw_config_parse(c, text, &e), BW_EPARSE);
+    CHECK(memchr(e.message, 0, sizeof e.message) != NULL);
+    /* In the environment: the variable to set. */
+    setenv("BWTEST_SUG_FAILURE_RAT", "0.5", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_SUG_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "did you mean BWTEST_SUG_FAILURE_RATE?") != NULL);
+    unsetenv("BWTEST_SUG_FAILURE_RAT");
+    setenv("BWTEST_SUG_WAITDURATIONINOPENSTATE", "60s", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_SUG_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "did you mean BWTEST_SUG_WAIT?") != NULL);
+    unsetenv("BWTEST_SUG_WAITDURATIONINOPENSTATE");
+    bw_config_free(c);
+}
+
 /*
  * A bare number was seconds in configuration text (slow_call_duration=2000
  * silently meant 33 minutes) and in store URLs: now a duration needs its
@@ -1762,6 +1834,7 @@ int main(void)
     RUN(test_caps_need_growth);
     RUN(test_template_knobs_allowed);
     RUN(test_duration_messages);
+    RUN(test_unknown_key_suggestions);
     RUN(test_bare_durations_refused);
     return TEST_SUMMARY();
 }
