@@ -8,8 +8,10 @@
  * returns BW_ERANGE (NaN and infinities included) with a message naming the field
  * and the allowed range, leaving the config unchanged. Checks that involve two
  * fields (max_concurrent_probes <= permitted_probes, wait_max >= wait, the
- * keyed_* and store_* bounds) run in bw_config_validate, which bw_breaker_new
- * also calls.
+ * keyed_* and store_* bounds, and every knob that the others would leave
+ * without effect: NOTHING IS SILENTLY IGNORED, below) run in
+ * bw_config_validate, which bw_breaker_new also calls, so the order of the
+ * setters never matters.
  *
  * The knobs, their text names, defaults and ranges (docs/configuration.md has the
  * full reference):
@@ -18,7 +20,8 @@
  *   failure_rate          (0, 1]                                 0.5
  *   slow_call_rate        (0, 1]                                 1.0
  *   slow_call_duration    off, or (0, 365d]                      60s
- *   min_calls             [1, 1000000000]                        10
+ *   min_calls             [1, 1000000000], and at most N of a    10, or N of a
+ *                         count:N window                         smaller count:N
  *   window                count:N (N in [1, 1000000]) or
  *                         time:Ns (N in [1, 86400] seconds)      count:100
  *   permitted_probes      [1, 1000000]                           10
@@ -32,8 +35,8 @@
  *   unreachable_counts    true | false                           true
  *   initial_state         closed | forced_open | disabled | metrics_only   closed
  *   error_threshold       [1, 1000000000]  (consecutive)         5
- *   success_threshold     [1, 1000000000]  (consecutive)         2
- *   half_open_capacity    [1, 1000000000]  (consecutive)         1
+ *   success_threshold     [1, 1000000]  (consecutive)            2
+ *   half_open_capacity    [1, 1000000]  (consecutive)            1
  *   keyed_maxsize         [0, 1000000000]  (0 = unbounded)       1024
  *   keyed_limit           0 (= 2 x keyed_maxsize), or
  *                         [keyed_maxsize, 1000000000]            0
@@ -59,6 +62,40 @@
  * multiplier per consecutive failure, capped by store_retry_max, plus up to
  * store_retry_jitter of itself at random), and how long bw_breaker_free waits
  * for queued writes.
+ *
+ * A CONFIGURATION THAT CANNOT TRIP OR CLOSE IS AN ERROR. min_calls left at its
+ * default follows a count window smaller than 10 (count:5 trips on its 5th
+ * call, as resilience4j clamps it); set above a count window's size it could
+ * never be reached, and bw_config_validate refuses it, naming both knobs. A
+ * consecutive round ends undecided after 1,000,000 probes, so
+ * success_threshold and half_open_capacity stop there, as the rate policy's
+ * probe counts do. Rates above 1 and time windows below 1 s (or not whole
+ * seconds) are out of range.
+ *
+ * NOTHING IS SILENTLY IGNORED. A knob is "set" when it differs from what
+ * bw_config_new holds (so a formatted configuration, which writes every knob,
+ * validates as its source did). bw_config_validate refuses a set knob that no
+ * breaker made from the configuration could read, naming it and the knob that
+ * leaves it unread, the fix first:
+ *   failure_rate, slow_call_rate, min_calls, window, permitted_probes,
+ *     max_concurrent_probes                 with policy=consecutive
+ *   error_threshold, success_threshold,
+ *     half_open_capacity                    with policy=rate
+ *   slow_call_rate                          with slow_call_duration=off
+ *   wait_max                                with wait_multiplier=1
+ *   store_retry_max                         with store_retry_multiplier=1
+ * Not refused, because they apply to a part the text does not decide: the
+ * keyed_* knobs (any breaker makes keyed circuits on its first
+ * bw_keyed_acquire), and the store_* knobs without a store or in the other
+ * store mode (the store and its mode are set in C or by the command's
+ * --store, and one configuration serves every process of a circuit, the
+ * command in stored mode and a service in coordinated mode alike; the command
+ * runs on a local circuit when its store is down). slow_call_duration is read
+ * by both policies (the slow flag of CALL events and the counters). The one
+ * exception is store_quorum above 1, refused without a coordinated store: a
+ * quorum changes when the circuit opens, and alone it would open on the first
+ * trip.
+ *
  * Thread safety: a config is not thread-safe; use one from one thread at a time.
  * Reading it from several threads at once (bw_breaker_new) is safe.
  */
@@ -125,6 +162,7 @@ BW_API int bw_config_set_slow_call_rate(bw_config *cfg, double rate, bw_error *e
 /* 0 turns slow-call detection off; then a CLOSED count-window call reads no clock. A threshold of 100 ms or more
  * is measured on the coarse clock, to within 1 % (breaker.h, TIME). */
 BW_API int bw_config_set_slow_call_duration(bw_config *cfg, int64_t ns, bw_error *err);
+/* Once set, min_calls stays as set whatever the window (bw_config_validate checks it against a count window). */
 BW_API int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err);
 /* size is calls for BW_WINDOW_COUNT and seconds for BW_WINDOW_TIME. */
 BW_API int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err);
@@ -241,13 +279,20 @@ BW_API int bw_config_set_listener(bw_config *cfg, unsigned mask, bw_listener_cb 
 BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user);
 
 /*
- * bw_config_validate — run the cross-field checks (max_concurrent_probes <=
- * permitted_probes; wait_max either none or >= wait; keyed_limit 0 when
- * keyed_maxsize is 0, else 0 or >= keyed_maxsize; store_retry_max none or >=
- * store_retry; max_wait_in_half_open not off with a store; keyed_history_idle
- * >= keyed_idle), in that order. Returns BW_OK, BW_EINVAL
- * (cfg NULL) or BW_ERANGE with *err naming the field. Thread safety: cfg must
- * not be modified concurrently.
+ * bw_config_validate — run the cross-field checks, in this order: no knob of
+ * the other policy set (NOTHING IS SILENTLY IGNORED, above);
+ * max_concurrent_probes <= permitted_probes; min_calls, when set, at most a
+ * count window's size; slow_call_rate not set with slow_call_duration=off;
+ * wait_max either none or >= wait, and not set with wait_multiplier=1;
+ * keyed_limit 0 when keyed_maxsize is 0, else 0 or >= keyed_maxsize;
+ * store_retry_max none or >= store_retry, and not set with
+ * store_retry_multiplier=1; max_wait_in_half_open not off with a store;
+ * store_quorum 1 without a coordinated store; keyed_history_idle >=
+ * keyed_idle. Returns BW_OK, BW_EINVAL (cfg NULL) or BW_ERANGE with *err
+ * naming the field, the other knob involved, and the fix first ("lower
+ * min_calls=20 to at most 5 or widen window=count:5: ..."); durations in
+ * human units ("wait_max must be none or at least wait = 1h, got 30m").
+ * Thread safety: cfg must not be modified concurrently.
  */
 BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
 
@@ -255,12 +300,20 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
  * bw_config_parse — apply settings written as text: space-separated key=value
  * pairs using the names in the table above, e.g.
  *   "policy=rate failure_rate=0.5 window=time:30s min_calls=20 wait=30s"
- * Durations take a unit: ns, us, ms, s, m, h or d ("1.5s", "250ms"); a bare
- * number means seconds. Booleans are true/false, on/off, yes/no or 1/0.
+ * Durations need their unit: ns, us, ms, s, m, h or d ("1.5s", "250ms",
+ * "time:30s"); a bare number other than 0 is BW_EPARSE, the message asking
+ * which unit was meant ("2000ms or 2000s?"), since a number alone could mean
+ * either. Whole-number knobs (min_calls, ...) are bare. Booleans are
+ * true/false, on/off, yes/no or 1/0.
  * All or nothing: on any error the config is unchanged. Returns BW_OK; BW_EINVAL
  * (cfg or text NULL); BW_EPARSE for text that is not key=value, an unknown key
  * or a malformed value, with *err giving the byte offset and the offending text;
- * BW_ERANGE for a value out of range, with *err naming the field and range.
+ * an unknown key also gets the knob it most likely means: the one another
+ * library's name stands for (failureRateThreshold, FailureRatio, BreakDuration,
+ * recovery_timeout, ...: docs/configuration.md) or the nearest in spelling
+ * ("unknown setting 'failure_rat'; did you mean failure_rate?").
+ * BW_ERANGE for a value out of range, with *err naming the field and range,
+ * and the value as it was written ("got '-5m'").
  * Cross-field checks are left to bw_config_validate. Positive durations below
  * 1 ns round up to 1 ns; out-of-range and over-long numbers give BW_ERANGE.
  * Thread safety: one thread at a time per config.
@@ -292,9 +345,10 @@ BW_API int bw_config_parse_env(bw_config *cfg, const char *prefix, bw_error *err
 /*
  * bw_config_format — write the configuration's knobs as text that
  * bw_config_parse reads back to the same values (clock, listener and classifier
- * are not text). Writes at most `size` bytes including the terminating NUL and
- * returns the length the full text needs (like snprintf), or BW_EINVAL.
- * Thread safety: cfg must not be modified concurrently.
+ * are not text). wait and min_calls are written as they apply (their defaults
+ * follow the policy and the window), so the text read back sets them. Writes at most `size` bytes including the
+ * terminating NUL and returns the length the full text needs (like snprintf), or BW_EINVAL. Thread safety: cfg must not
+ * be modified concurrently.
  */
 BW_API int bw_config_format(const bw_config *cfg, char *buf, size_t size);
 

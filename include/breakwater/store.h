@@ -128,9 +128,10 @@
  *                      not a breakwater store of this schema version).
  *                      docs/stores.md has the details
  * Options follow the path as ?key=value&key=value, each at most once, written
- * as in configuration text (whole numbers and durations such as 250ms, no
- * spaces); a key is 1 to 31 bytes of letters, digits and '_'. Every option is
- * checked before anything is created.
+ * as in configuration text (whole numbers, and durations with their unit such
+ * as 250ms: ?timeout=100 is refused, asking "100ms or 100s?"; no spaces); a
+ * key is 1 to 31 bytes of letters, digits and '_'. Every option is checked
+ * before anything is created.
  *
  * Secrets: a URL may carry a password (in its userinfo, a password= option or
  * a libpq keyword). No error of bw_store_open shows it: a malformed URL is

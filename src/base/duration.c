@@ -26,10 +26,9 @@ static const struct unit {
 
 /*
  * Parse a duration exactly, in integer arithmetic: a decimal number (up to 9
- * fraction digits count; more are rounded away) with an optional unit, seconds by
- * default; "off" and "none" give 0. A value too large for int64 gives INT64_MAX
- * and a negative one -1, so that the setter reports the range. A positive value
- * below 1 ns becomes 1 ns rather than silently meaning "off".
+ * fraction digits count; more are rounded away) and its unit; "off", "none"
+ * and a bare 0 give 0. A positive value below 1 ns becomes 1 ns rather than
+ * silently meaning "off".
  */
 int bw__parse_duration(const char *v, int64_t *out)
 {
@@ -42,7 +41,7 @@ int bw__parse_duration(const char *v, int64_t *out)
     if (*p == '-' || *p == '+')
         p++;
     if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1])))
-        return -1;
+        return BW__DURATION_MALFORMED;
     uint64_t whole = 0, frac = 0, scale = 1;
     int over = 0, nonzero = 0, digits = 0;
     for (; isdigit((unsigned char)*p); p++) {
@@ -66,28 +65,44 @@ int bw__parse_duration(const char *v, int64_t *out)
             }
         }
     }
-    int64_t unit = *p ? -1 : BW_NS_PER_S; /* a bare number is seconds */
+    if (!*p) { /* no unit: 0 is 0 in every unit, any other number is ambiguous */
+        if (nonzero)
+            return BW__DURATION_BARE;
+        *out = 0;
+        return 0;
+    }
+    int64_t unit = -1;
     for (size_t i = 0; i < N_UNITS; i++)
         if (strcmp(p, units[i].name) == 0)
             unit = units[i].ns;
     if (unit < 0)
-        return -1;
-    if (neg && nonzero) {
-        *out = -1;
-        return 0;
-    }
+        return BW__DURATION_MALFORMED;
     frac += (uint64_t)round_up;
     /* whole * unit + frac * unit / scale, with unit = q * scale + r. */
     uint64_t u = (uint64_t)unit, q = u / scale, r = u % scale;
     uint64_t part = frac * r; /* < 1e9 * 1e9: fits */
     uint64_t ns = part / scale + ((part % scale) * 2 >= scale ? 1 : 0);
     if (over || whole > (uint64_t)INT64_MAX / u || (q && frac > (uint64_t)INT64_MAX / q)) {
-        *out = INT64_MAX;
-        return 0;
+        ns = (uint64_t)INT64_MAX;
+    } else {
+        ns += whole * u + frac * q;
+        if (ns > (uint64_t)INT64_MAX)
+            ns = (uint64_t)INT64_MAX;
+        if (ns == 0 && nonzero)
+            ns = 1;
     }
-    ns += whole * u + frac * q;
-    *out = ns > (uint64_t)INT64_MAX ? INT64_MAX : (ns == 0 && nonzero ? 1 : (int64_t)ns);
+    *out = neg ? -(int64_t)ns : (int64_t)ns;
     return 0;
+}
+
+int bw__duration_bare(bw_error *err, int code, const char *field, const char *prefix, const char *v, const char *u1,
+                      const char *u2)
+{
+    if (strlen(v) > 24) /* too long to repeat twice */
+        return bw__fail(err, code, field, "%s needs a unit, such as %s30%s; a bare number is refused", field, prefix,
+                        u2);
+    return bw__fail(err, code, field, "%s needs a unit: %s%s%s or %s%s%s? A bare number is refused", field, prefix, v,
+                    u1, prefix, v, u2);
 }
 
 int bw__parse_int(const char *v, int64_t *out)
@@ -103,10 +118,12 @@ int bw__parse_int(const char *v, int64_t *out)
 
 int bw__check_duration(const char *field, int64_t ns, int zero_ok, bw_error *err)
 {
-    if (!((ns == 0 && zero_ok) || (ns > 0 && ns <= BW__MAX_DURATION)))
-        return bw__fail(err, BW_ERANGE, field,
-                        "%s must be %sin (0, 365d] (nanoseconds 1..%" PRId64 "), got %" PRId64 " ns", field,
-                        zero_ok ? "0 (off) or " : "", BW__MAX_DURATION, ns);
+    if (!((ns == 0 && zero_ok) || (ns > 0 && ns <= BW__MAX_DURATION))) {
+        char got[32];
+        bw__fmt_duration(got, sizeof got, ns, "0");
+        return bw__fail(err, BW_ERANGE, field, "%s must be %sin (0, 365d], got %s", field, zero_ok ? "0 (off) or " : "",
+                        got);
+    }
     return BW_OK;
 }
 

@@ -456,8 +456,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     int rc = borrow ? BW_OK : bw_config_validate(cfg, err); /* a borrowed one was validated by its owner */
     if (rc != BW_OK)
         return rc;
-    bw__mcfg mc = cfg->m;
-    mc.wait = bw__config_wait(cfg);
+    bw__mcfg mc = bw__config_mcfg(cfg);
     const char *key = owner ? owner->key : NULL;
     /* A stored circuit's window lives in its store: the local one only serves while the store is out. */
     int striped = !(owner && owner->parent) && !(cfg->store && cfg->store_mode == BW_STORE_STORED);

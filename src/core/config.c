@@ -5,6 +5,10 @@
  * Design notes: one table of knobs drives the text parser, so every text key goes
  * through the very setter a C caller would use and the two can never disagree on
  * a range. Parsing works on a copy and commits only when the whole text is good.
+ * A knob left at its default is what bw_config_new holds: the validation calls
+ * a knob "set" when it differs from that (so a formatted configuration, which
+ * writes every knob, validates as its source did); min_calls and wait keep 0
+ * for "the default", which depends on the window and the policy.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -24,6 +28,7 @@
 #define MAX_WINDOW_CALLS INT64_C(1000000)
 #define MAX_WINDOW_SECONDS INT64_C(86400)
 #define MAX_PROBES ((int64_t)BW__PROBES_MAX)
+#define DEFAULT_MIN_CALLS 10u
 
 static const bw_config defaults = {
     .m =
@@ -32,7 +37,7 @@ static const bw_config defaults = {
             .window_kind = BW_WINDOW_COUNT,
             .initial_state = BW_STATE_CLOSED,
             .window_size = 100,
-            .min_calls = 10,
+            .min_calls = 0, /* DEFAULT_MIN_CALLS, or a smaller count window's size */
             .permitted = 10,
             .max_concurrent = 1,
             .error_threshold = 5,
@@ -85,11 +90,30 @@ void bw_config_free(bw_config *cfg)
     free(cfg);
 }
 
-int64_t bw__config_wait(const bw_config *cfg)
+/* The open wait: as set, or the policy's default. */
+static int64_t config_wait(const bw_config *cfg)
 {
     if (cfg->m.wait)
         return cfg->m.wait;
     return cfg->m.policy == BW_POLICY_CONSECUTIVE ? 30 * BW_NS_PER_S : 60 * BW_NS_PER_S;
+}
+
+/* min_calls: as set, or the default, no more than a count window holds (resilience4j's clamp). */
+static uint32_t config_min_calls(const bw_config *cfg)
+{
+    if (cfg->m.min_calls)
+        return cfg->m.min_calls;
+    if (cfg->m.window_kind == BW_WINDOW_COUNT && cfg->m.window_size < DEFAULT_MIN_CALLS)
+        return cfg->m.window_size;
+    return DEFAULT_MIN_CALLS;
+}
+
+bw__mcfg bw__config_mcfg(const bw_config *cfg)
+{
+    bw__mcfg m = cfg->m;
+    m.wait = config_wait(cfg);
+    m.min_calls = config_min_calls(cfg);
+    return m;
 }
 
 /* ---- typed setters: each is a range check and a store ---- */
@@ -185,13 +209,21 @@ int bw_config_set_min_calls(bw_config *cfg, int64_t calls, bw_error *err)
 
 int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_error *err)
 {
-    if (cfg && kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME)
+    if (!cfg)
+        return null_cfg(err);
+    if (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME)
         return bw__fail(err, BW_EINVAL, "window", "window kind must be count or time, got %d", (int)kind);
-    int rc = set_count(cfg, "window", size, kind == BW_WINDOW_COUNT ? MAX_WINDOW_CALLS : MAX_WINDOW_SECONDS,
-                       FIELD(m.window_size), err);
-    if (rc == BW_OK)
-        cfg->m.window_kind = (uint8_t)kind;
-    return rc;
+    if (kind == BW_WINDOW_COUNT && (size < 1 || size > MAX_WINDOW_CALLS))
+        return bw__fail(err, BW_ERANGE, "window",
+                        "window must be count:N with N in [1, %" PRId64 "], got count:%" PRId64, MAX_WINDOW_CALLS,
+                        size);
+    if (kind == BW_WINDOW_TIME && (size < 1 || size > MAX_WINDOW_SECONDS))
+        return bw__fail(err, BW_ERANGE, "window",
+                        "window must be time:Ns with N in [1, %" PRId64 "] (1s to 1d), got time:%" PRId64 "s",
+                        MAX_WINDOW_SECONDS, size);
+    cfg->m.window_kind = (uint8_t)kind;
+    cfg->m.window_size = (uint32_t)size;
+    return BW_OK;
 }
 
 int bw_config_set_permitted_probes(bw_config *cfg, int64_t probes, bw_error *err)
@@ -267,14 +299,16 @@ int bw_config_set_error_threshold(bw_config *cfg, int64_t count, bw_error *err)
     return set_count(cfg, "error_threshold", count, MAX_COUNT, FIELD(m.error_threshold), err);
 }
 
+/* A round ends undecided after MAX_PROBES probes: more successes in a row could never close it. */
 int bw_config_set_success_threshold(bw_config *cfg, int64_t count, bw_error *err)
 {
-    return set_count(cfg, "success_threshold", count, MAX_COUNT, FIELD(m.success_threshold), err);
+    return set_count(cfg, "success_threshold", count, MAX_PROBES, FIELD(m.success_threshold), err);
 }
 
+/* A round admits at most MAX_PROBES probes: a larger capacity would admit no more. */
 int bw_config_set_half_open_capacity(bw_config *cfg, int64_t count, bw_error *err)
 {
-    return set_count(cfg, "half_open_capacity", count, MAX_COUNT, FIELD(m.half_open_capacity), err);
+    return set_count(cfg, "half_open_capacity", count, MAX_PROBES, FIELD(m.half_open_capacity), err);
 }
 
 int bw_config_set_keyed_maxsize(bw_config *cfg, int64_t circuits, bw_error *err)
@@ -383,19 +417,108 @@ int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *user)
     return BW_OK;
 }
 
+/* The text of knob `key`'s value, as bw_config_format writes it ("0.3", "count:5", "5m"), into buf. */
+static const char *knob_text(const bw_config *cfg, const char *key, char *buf, size_t n)
+{
+    char text[2048];
+    int len = bw_config_format(cfg, text, sizeof text);
+    size_t kl = strlen(key);
+    buf[0] = 0;
+    for (const char *p = text; len > 0 && (size_t)len < sizeof text && p;) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            snprintf(buf, n, "%.*s", (int)strcspn(p + kl + 1, " "), p + kl + 1);
+            char *end;
+            double x = strtod(buf, &end);
+            if (end != buf && !*end) /* a number: as a person writes it (0.3, not 0.29999999999999999) */
+                snprintf(buf, n, "%.15g", x);
+            break;
+        }
+        p = strchr(p, ' ');
+        p = p ? p + 1 : NULL;
+    }
+    return buf;
+}
+
+/* The first knob of the rate policy that differs from its default, or NULL. */
+static const char *rate_knob_set(const bw_config *cfg)
+{
+    const bw__mcfg *m = &cfg->m, *d = &defaults.m;
+    if (m->failure_rate != d->failure_rate)
+        return "failure_rate";
+    if (m->slow_rate != d->slow_rate)
+        return "slow_call_rate";
+    /* The window first: a formatted config writes min_calls as it applies, a smaller count window's size. */
+    if (m->window_kind != d->window_kind || m->window_size != d->window_size)
+        return "window";
+    if (m->min_calls != 0 && m->min_calls != DEFAULT_MIN_CALLS)
+        return "min_calls";
+    if (m->permitted != d->permitted)
+        return "permitted_probes";
+    if (m->max_concurrent != d->max_concurrent)
+        return "max_concurrent_probes";
+    return NULL;
+}
+
+/* The first knob of the consecutive policy that differs from its default, or NULL. */
+static const char *consecutive_knob_set(const bw_config *cfg)
+{
+    const bw__mcfg *m = &cfg->m, *d = &defaults.m;
+    if (m->error_threshold != d->error_threshold)
+        return "error_threshold";
+    if (m->success_threshold != d->success_threshold)
+        return "success_threshold";
+    if (m->half_open_capacity != d->half_open_capacity)
+        return "half_open_capacity";
+    return NULL;
+}
+
+/*
+ * The checks that involve two knobs (config.h lists them). A knob no breaker
+ * made from cfg could read is refused, naming it and the knob that makes it
+ * unread, with the fix first; the bounds one knob sets another are given in
+ * human units.
+ */
 int bw_config_validate(const bw_config *cfg, bw_error *err)
 {
     if (!cfg)
         return null_cfg(err);
+    char a[40], b[40];
+    const char *k;
+    if (cfg->m.policy == BW_POLICY_CONSECUTIVE && (k = rate_knob_set(cfg)) != NULL)
+        return bw__fail(err, BW_ERANGE, k,
+                        "remove %s=%s or set policy=rate: policy=consecutive never reads %s (it trips on "
+                        "error_threshold consecutive failures)",
+                        k, knob_text(cfg, k, a, sizeof a), k);
+    if (cfg->m.policy == BW_POLICY_RATE && (k = consecutive_knob_set(cfg)) != NULL)
+        return bw__fail(err, BW_ERANGE, k,
+                        "remove %s=%s or set policy=consecutive: policy=rate never reads %s (it trips on the failure "
+                        "and slow-call rates over the window)",
+                        k, knob_text(cfg, k, a, sizeof a), k);
     if (cfg->m.max_concurrent > cfg->m.permitted)
         return bw__fail(err, BW_ERANGE, "max_concurrent_probes",
                         "max_concurrent_probes must be in [1, permitted_probes = %u], got %u", cfg->m.permitted,
                         cfg->m.max_concurrent);
-    int64_t wait = bw__config_wait(cfg);
-    if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait)
+    if (cfg->m.min_calls && cfg->m.window_kind == BW_WINDOW_COUNT && cfg->m.min_calls > cfg->m.window_size)
+        return bw__fail(err, BW_ERANGE, "min_calls",
+                        "lower min_calls=%u to at most %u or widen window=count:%u: the window never holds %u calls, "
+                        "so the breaker could never trip",
+                        cfg->m.min_calls, cfg->m.window_size, cfg->m.window_size, cfg->m.min_calls);
+    if (cfg->slow_ns == 0 && cfg->m.slow_rate != defaults.m.slow_rate)
+        return bw__fail(err, BW_ERANGE, "slow_call_rate",
+                        "set slow_call_duration or remove slow_call_rate=%s: with slow_call_duration=off no call is "
+                        "slow, so slow_call_rate has no effect",
+                        knob_text(cfg, "slow_call_rate", a, sizeof a));
+    int64_t wait = config_wait(cfg);
+    if (cfg->m.wait_max != 0 && cfg->m.wait_max < wait) {
+        bw__fmt_duration(a, sizeof a, wait, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->m.wait_max, "none");
+        return bw__fail(err, BW_ERANGE, "wait_max", "wait_max must be none or at least wait = %s, got %s", a, b);
+    }
+    if (cfg->m.wait_max != 0 && cfg->m.wait_multiplier == 1.0)
         return bw__fail(err, BW_ERANGE, "wait_max",
-                        "wait_max must be none or in [wait = %" PRId64 " ns, 365d], got %" PRId64 " ns", wait,
-                        cfg->m.wait_max);
+                        "set wait_multiplier above 1 or remove wait_max=%s: with wait_multiplier=1 the wait never "
+                        "grows, so wait_max has no effect",
+                        knob_text(cfg, "wait_max", a, sizeof a));
     if (cfg->keyed_max == 0 && cfg->keyed_limit != 0)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 when keyed_maxsize is 0 (unbounded), got %u", cfg->keyed_limit);
@@ -403,10 +526,17 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
         return bw__fail(err, BW_ERANGE, "keyed_limit",
                         "keyed_limit must be 0 (twice keyed_maxsize) or in [keyed_maxsize = %u, %" PRId64 "], got %u",
                         cfg->keyed_max, MAX_COUNT, cfg->keyed_limit);
-    if (cfg->store_retry_max != 0 && cfg->store_retry_max < cfg->store_retry)
+    if (cfg->store_retry_max != 0 && cfg->store_retry_max < cfg->store_retry) {
+        bw__fmt_duration(a, sizeof a, cfg->store_retry, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->store_retry_max, "none");
         return bw__fail(err, BW_ERANGE, "store_retry_max",
-                        "store_retry_max must be none or in [store_retry = %" PRId64 " ns, 365d], got %" PRId64 " ns",
-                        cfg->store_retry, cfg->store_retry_max);
+                        "store_retry_max must be none or at least store_retry = %s, got %s", a, b);
+    }
+    if (cfg->store_retry_max != defaults.store_retry_max && cfg->store_retry_multiplier == 1.0)
+        return bw__fail(err, BW_ERANGE, "store_retry_max",
+                        "set store_retry_multiplier above 1 or remove store_retry_max=%s: with "
+                        "store_retry_multiplier=1 the delay never grows, so store_retry_max has no effect",
+                        knob_text(cfg, "store_retry_max", a, sizeof a));
     if (cfg->store && cfg->m.max_wait_ho == 0)
         return bw__fail(err, BW_ERANGE, "max_wait_in_half_open",
                         "max_wait_in_half_open must not be off with a store: it is what expires a probe that never "
@@ -416,10 +546,12 @@ int bw_config_validate(const bw_config *cfg, bw_error *err)
                         "store_quorum above 1 needs a store in coordinated mode (a quorum counts the local trips of "
                         "instances sharing one circuit), got %u",
                         cfg->store_quorum);
-    if (cfg->keyed_hidle < cfg->keyed_idle)
+    if (cfg->keyed_hidle < cfg->keyed_idle) {
+        bw__fmt_duration(a, sizeof a, cfg->keyed_idle, "0s");
+        bw__fmt_duration(b, sizeof b, cfg->keyed_hidle, "0s");
         return bw__fail(err, BW_ERANGE, "keyed_history_idle",
-                        "keyed_history_idle must be in [keyed_idle = %" PRId64 " ns, 365d], got %" PRId64 " ns",
-                        cfg->keyed_idle, cfg->keyed_hidle);
+                        "keyed_history_idle must be at least keyed_idle = %s, got %s", a, b);
+    }
     return BW_OK;
 }
 
@@ -514,19 +646,29 @@ static const knob knobs[] = {
     {"store_close_timeout", K_DURATION, 0, bw_config_set_store_close_timeout, "a duration such as 5s"},
 };
 
-/* A count whose text overflowed 64 bits: the setter's range error, saying what was written instead of the saturated
- * value. */
-static int count_overflow(bw_config *c, const knob *k, const char *v, int64_t saturated, bw_error *err)
+/* A malformed value: what k takes, and what was written. */
+static int malformed(const knob *k, const char *v, bw_error *err)
 {
-    int rc = k->set_int(c, saturated, err);
-    if (rc == BW_OK) /* no count setter takes INT64_MAX; should one, the text still did not fit */
-        return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
-    char *got = err ? strstr(err->message, ", got ") : NULL;
+    return bw__fail(err, BW_EPARSE, k->key, "%s must be %s, got '%.40s'", k->key, k->expect, v);
+}
+
+/*
+ * A setter's range error (rc), reported with the value as it was written
+ * rather than as the setter saw it: "-5m", not -300000000000 ns; "1000000d",
+ * not a saturated 64-bit number; `note` after it. Setter messages end with
+ * ", got <value>".
+ */
+static int as_written(int rc, const char *v, const char *note, bw_error *err)
+{
+    char *got = rc != BW_OK && err ? strstr(err->message, ", got ") : NULL;
+    while (got && strstr(got + 1, ", got "))
+        got = strstr(got + 1, ", got ");
     if (got)
-        snprintf(got, sizeof err->message - (size_t)(got - err->message), ", got '%.40s' (beyond 64 bits)", v);
+        snprintf(got, sizeof err->message - (size_t)(got - err->message), ", got '%.40s'%s", v, note);
     return rc;
 }
 
+/* Apply value v to knob k of c; on error, fill *err (the message without its place) and return the code. */
 static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
 {
     double d;
@@ -535,36 +677,205 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
     switch (k->kind) {
     case K_RATE:
     case K_MULT:
-        return parse_double(v, &d) ? BW_EPARSE : k->set_double(c, d, err);
+        return parse_double(v, &d) ? malformed(k, v, err) : k->set_double(c, d, err);
     case K_COUNT:
         b = bw__parse_int(v, &i); /* 1: beyond 64 bits, i saturated */
-        return b < 0 ? BW_EPARSE : b ? count_overflow(c, k, v, i, err) : k->set_int(c, i, err);
+        if (b < 0)
+            return malformed(k, v, err);
+        if (!b)
+            return k->set_int(c, i, err);
+        if (k->set_int(c, i, err) ==
+            BW_OK) /* no count setter takes INT64_MAX; should one, the text still did not fit */
+            return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
+        return as_written(BW_ERANGE, v, " (beyond 64 bits)", err);
     case K_DURATION:
-        return bw__parse_duration(v, &i) ? BW_EPARSE : k->set_int(c, i, err);
+        b = bw__parse_duration(v, &i);
+        if (b == BW__DURATION_BARE)
+            return bw__duration_bare(err, BW_EPARSE, k->key, "", v, "ms", "s");
+        return b ? malformed(k, v, err) : as_written(k->set_int(c, i, err), v, "", err);
     case K_BOOL:
-        return parse_bool(v, &b) ? BW_EPARSE : k->set_int(c, b, err);
+        return parse_bool(v, &b) ? malformed(k, v, err) : k->set_int(c, b, err);
     case K_POLICY:
         if (strcmp(v, "rate") == 0)
             return bw_config_set_policy(c, BW_POLICY_RATE, err);
         if (strcmp(v, "consecutive") == 0)
             return bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, err);
-        return BW_EPARSE;
+        return malformed(k, v, err);
     case K_STATE:
         for (int s = BW_STATE_CLOSED; s <= BW_STATE_METRICS_ONLY; s++)
             if (strcmp(v, bw_state_name((bw_state)s)) == 0)
                 return bw_config_set_initial_state(c, (bw_state)s, err);
-        return BW_EPARSE;
+        return malformed(k, v, err);
     case K_WINDOW:
         if (strncmp(v, "count:", 6) == 0)
-            return parse_int(v + 6, &i) ? BW_EPARSE : bw_config_set_window(c, BW_WINDOW_COUNT, i, err);
+            return parse_int(v + 6, &i) ? malformed(k, v, err)
+                                        : as_written(bw_config_set_window(c, BW_WINDOW_COUNT, i, err), v, "", err);
         if (strncmp(v, "time:", 5) == 0) {
-            if (bw__parse_duration(v + 5, &i) || i % BW_NS_PER_S != 0)
-                return BW_EPARSE;
-            return bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err);
+            b = bw__parse_duration(v + 5, &i);
+            if (b == BW__DURATION_BARE)
+                return bw__duration_bare(err, BW_EPARSE, k->key, "time:", v + 5, "s", "m");
+            if (b || (i % BW_NS_PER_S != 0 && i != INT64_MAX && i != -INT64_MAX)) /* whole seconds, or too many */
+                return malformed(k, v, err);
+            return as_written(bw_config_set_window(c, BW_WINDOW_TIME, i / BW_NS_PER_S, err), v, "", err);
         }
-        return BW_EPARSE;
+        return malformed(k, v, err);
     }
-    return BW_EPARSE;
+    return malformed(k, v, err);
+}
+
+/* ---- unknown keys: another library's name, or a typo ---- */
+
+/*
+ * Names other libraries give breakwater's knobs (docs/configuration.md has
+ * the table), compared as normalize() leaves them: resilience4j, interlock,
+ * Polly, gobreaker, pybreaker, circuitbreaker, grelmicro, Hystrix.
+ */
+static const struct alias {
+    const char *name, *knob, *hint;
+} aliases[] = {
+    {"failureratethreshold", "failure_rate", "a fraction: 50 % is 0.5"},
+    {"errorthresholdpercentage", "failure_rate", "a fraction: 50 % is 0.5"},
+    {"failureratio", "failure_rate", NULL},
+    {"slowcallratethreshold", "slow_call_rate", "a fraction: 100 % is 1"},
+    {"slowcalldurationthreshold", "slow_call_duration", "a duration with its unit, such as 2s"},
+    {"minimumnumberofcalls", "min_calls", NULL},
+    {"minimumthroughput", "min_calls", NULL},
+    {"requestvolumethreshold", "min_calls", NULL},
+    {"slidingwindowsize", "window", "window=count:N or window=time:Ns"},
+    {"slidingwindowtype", "window", "window=count:N or window=time:Ns"},
+    {"windowsize", "window", "window=count:N or window=time:Ns"},
+    {"windowtype", "window", "window=count:N or window=time:Ns"},
+    {"samplingduration", "window", "window=time:Ns"},
+    {"interval", "window", "window=time:Ns"},
+    {"permittednumberofcallsinhalfopenstate", "permitted_probes", NULL},
+    {"permittedcallsinhalfopen", "permitted_probes", NULL},
+    {"maxrequests", "permitted_probes", NULL},
+    {"waitdurationinopenstate", "wait", "a duration with its unit, such as 60s"},
+    {"waitdurationinopen", "wait", "a duration with its unit, such as 60s"},
+    {"breakduration", "wait", "a duration with its unit, such as 5s"},
+    {"durationofbreak", "wait", "a duration with its unit, such as 5s"},
+    {"resettimeout", "wait", "a duration with its unit, such as 30s"},
+    {"recoverytimeout", "wait", "a duration with its unit, such as 30s"},
+    {"sleepwindowinmilliseconds", "wait", "a duration with its unit, such as 5000ms"},
+    {"timeout", "wait", "how long OPEN lasts, with its unit"},
+    {"waitdurationbackoffmultiplier", "wait_multiplier", NULL},
+    {"waitintervalfunctioninopenstate", "wait_multiplier", "with wait_max for a growing wait"},
+    {"breakdurationgenerator", "wait_multiplier", "with wait_max for a growing wait"},
+    {"waitdurationinopenmax", "wait_max", NULL},
+    {"maxwaitdurationinhalfopenstate", "max_wait_in_half_open", NULL},
+    {"automatictransitionfromopentohalfopenenabled", "auto_transition", NULL},
+    {"failurethreshold", "error_threshold", "consecutive failures, with policy=consecutive"},
+    {"failmax", "error_threshold", "consecutive failures, with policy=consecutive"},
+    {"exceptionsallowedbeforebreaking", "error_threshold", "consecutive failures, with policy=consecutive"},
+};
+
+/* key in lowercase letters and digits only, after its last '.' (Hystrix writes circuitBreaker.x): "" if too long. */
+static void normalize(const char *key, char *out, size_t n)
+{
+    const char *dot = strrchr(key, '.');
+    size_t k = 0;
+    for (const char *p = dot ? dot + 1 : key; *p; p++) {
+        if (!isalnum((unsigned char)*p))
+            continue;
+        if (k + 1 == n) {
+            k = 0;
+            break;
+        }
+        out[k++] = (char)tolower((unsigned char)*p);
+    }
+    out[k] = 0;
+}
+
+/* The optimal string alignment distance of a and b (edits, a swap of neighbours counting one), both under 64 bytes. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b), row[3][64];
+    for (size_t j = 0; j <= m; j++)
+        row[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t *cur = row[i % 3], *prev = row[(i - 1) % 3], *prev2 = row[(i + 1) % 3];
+        cur[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev2[j - 2] + 1 < best)
+                best = prev2[j - 2] + 1;
+            cur[j] = best;
+        }
+    }
+    return row[n % 3][m];
+}
+
+/*
+ * The knob an unknown key most likely means, or NULL: the knob another
+ * library's name stands for (*hint: how its value differs), else the knob or
+ * alias nearest to it in spelling, ignoring case and '_' '-' '.', within 1
+ * edit for a short key, 2 up to 9 characters and 3 beyond (as git guesses).
+ */
+static const char *suggest(const char *key, const char **hint)
+{
+    char norm[64], cand[64];
+    normalize(key, norm, sizeof norm);
+    *hint = NULL;
+    size_t len = strlen(norm);
+    if (len == 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(norm, aliases[i].name) == 0) {
+            *hint = aliases[i].hint;
+            return aliases[i].knob;
+        }
+    size_t most = len <= 4 ? 1 : len <= 9 ? 2 : 3, best = most + 1;
+    const char *found = NULL;
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        normalize(knobs[i].key, cand, sizeof cand);
+        size_t d = distance(norm, cand);
+        if (d == 0)
+            *hint = "keys are lowercase, words joined by '_'";
+        if (d < best) {
+            best = d;
+            found = knobs[i].key;
+        }
+    }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        size_t d = distance(norm, aliases[i].name);
+        if (d < best) {
+            best = d;
+            found = aliases[i].knob;
+            *hint = aliases[i].hint;
+        }
+    }
+    return found;
+}
+
+/* An unknown key in text: the offset, the key, and the knob it most likely means. */
+static int unknown_key(bw_error *err, size_t at, const char *key)
+{
+    const char *hint, *k = suggest(key, &hint);
+    if (!k)
+        return bw__fail(err, BW_EPARSE, key, "at offset %zu: unknown setting '%.48s'", at, key);
+    return bw__fail(err, BW_EPARSE, key, "at offset %zu: unknown setting '%.48s'; did you mean %s?%s%s%s", at, key, k,
+                    hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+}
+
+/* Prefix err's message (when code is an error) with where the setting was found; return code. */
+static int placed(int code, bw_error *err, const char *fmt, ...) BW_PRINTF(3, 4);
+static int placed(int code, bw_error *err, const char *fmt, ...)
+{
+    if (code != BW_OK && err) {
+        char msg[sizeof err->message];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < sizeof msg)
+            snprintf(msg + n, sizeof msg - (size_t)n, "%s", err->message);
+        memcpy(err->message, msg, sizeof msg);
+    }
+    return code;
 }
 
 int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
@@ -581,17 +892,15 @@ int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
         const char *start = p;
         while (*p && !isspace((unsigned char)*p))
             p++;
-        size_t len = (size_t)(p - start);
+        size_t len = (size_t)(p - start), at = (size_t)(start - text);
         char tok[256];
         if (len >= sizeof tok)
-            return bw__fail(err, BW_EPARSE, "", "at offset %zu: setting is too long (%zu bytes)",
-                            (size_t)(start - text), len);
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: setting is too long (%zu bytes)", at, len);
         memcpy(tok, start, len);
         tok[len] = 0;
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok)
-            return bw__fail(err, BW_EPARSE, "", "at offset %zu: expected key=value, got '%s'", (size_t)(start - text),
-                            tok);
+            return bw__fail(err, BW_EPARSE, "", "at offset %zu: expected key=value, got '%s'", at, tok);
         *eq = 0;
         const char *val = eq + 1;
         const knob *k = NULL;
@@ -599,19 +908,11 @@ int bw_config_parse(bw_config *cfg, const char *text, bw_error *err)
             if (strcmp(knobs[i].key, tok) == 0)
                 k = &knobs[i];
         if (!k)
-            return bw__fail(err, BW_EPARSE, tok, "at offset %zu: unknown setting '%s'", (size_t)(start - text), tok);
+            return unknown_key(err, at, tok);
+        /* A malformed value is placed at the value, a value out of range at its setting. */
         int rc = apply(&work, k, val, err);
-        if (rc == BW_EPARSE)
-            return bw__fail(err, BW_EPARSE, k->key, "at offset %zu: %s must be %s, got '%s'",
-                            (size_t)(eq + 1 - tok + (start - text)), k->key, k->expect, val);
-        if (rc != BW_OK) {
-            if (err) { /* prefix the setter's range message with the position */
-                char msg[sizeof err->message];
-                snprintf(msg, sizeof msg, "at offset %zu: %.180s", (size_t)(start - text), err->message);
-                memcpy(err->message, msg, sizeof msg);
-            }
-            return rc;
-        }
+        if (rc != BW_OK)
+            return placed(rc, err, "at offset %zu: ", rc == BW_EPARSE ? at + (size_t)(val - tok) : at);
     }
     *cfg = work;
     return BW_OK;
@@ -624,7 +925,7 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
     char slow[32], wait[32], wmax[32], mwho[32], kidle[32], khidle[32], sttl[32], spoll[32], sretry[32], smax[32],
         sclose[32];
     bw__fmt_duration(slow, sizeof slow, cfg->slow_ns, "off");
-    bw__fmt_duration(wait, sizeof wait, bw__config_wait(cfg), "0s");
+    bw__fmt_duration(wait, sizeof wait, config_wait(cfg), "0s");
     bw__fmt_duration(wmax, sizeof wmax, cfg->m.wait_max, "none");
     bw__fmt_duration(mwho, sizeof mwho, cfg->m.max_wait_ho, "off");
     bw__fmt_duration(kidle, sizeof kidle, cfg->keyed_idle, "0s");
@@ -644,8 +945,8 @@ int bw_config_format(const bw_config *cfg, char *buf, size_t size)
         "success_threshold=%u half_open_capacity=%u keyed_maxsize=%u keyed_limit=%u keyed_idle=%s "
         "keyed_history_idle=%s store_ttl=%s store_poll=%s store_queue=%u store_quorum=%u store_retry=%s "
         "store_retry_multiplier=%.17g store_retry_max=%s store_retry_jitter=%.17g store_close_timeout=%s",
-        m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow, m->min_calls,
-        m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
+        m->policy == BW_POLICY_RATE ? "rate" : "consecutive", m->failure_rate, m->slow_rate, slow,
+        config_min_calls(cfg), m->window_kind == BW_WINDOW_COUNT ? "count" : "time", m->window_size,
         m->window_kind == BW_WINDOW_COUNT ? "" : "s", m->permitted, m->max_concurrent, wait, m->wait_multiplier, wmax,
         mwho, cfg->auto_transition ? "true" : "false", cfg->counters ? "true" : "false",
         m->ignore_unreachable ? "false" : "true", bw_state_name((bw_state)m->initial_state), m->error_threshold,
@@ -682,23 +983,26 @@ int bw_config_parse_env(bw_config *cfg, const char *prefix, bw_error *err)
                 if (strcmp(knobs[i].key, key) == 0)
                     k = &knobs[i];
         }
+        const char *hint = NULL, *guess = kl < sizeof key && !k ? suggest(key, &hint) : NULL;
+        if (!k && guess) { /* the variable to set instead (the name in the message is the key already) */
+            char name[96];
+            size_t gl = strlen(guess);
+            if (pl + gl < sizeof name) {
+                memcpy(name, prefix, pl);
+                for (size_t i = 0; i <= gl; i++)
+                    name[pl + i] = (char)toupper((unsigned char)guess[i]);
+            } else {
+                snprintf(name, sizeof name, "the prefix and %s in capitals", guess);
+            }
+            return bw__fail(err, BW_EPARSE, "", "environment variable %.*s: unknown setting; did you mean %s?%s%s%s",
+                            (int)(vl > 64 ? 64 : vl), var, name, hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+        }
         if (!k)
             return bw__fail(err, BW_EPARSE, "", "environment variable %.*s: unknown setting '%.*s'",
                             (int)(vl > 120 ? 120 : vl), var, (int)(kl > 60 ? 60 : kl), var + pl);
-        const char *val = eq + 1;
-        int rc = apply(&work, k, val, err);
-        if (rc == BW_EPARSE)
-            return bw__fail(err, BW_EPARSE, k->key, "environment variable %.*s: %s must be %s, got '%.40s'",
-                            (int)(vl > 100 ? 100 : vl), var, k->key, k->expect, val);
-        if (rc != BW_OK) {
-            if (err) { /* prefix the setter's range message with the variable */
-                char msg[sizeof err->message];
-                snprintf(msg, sizeof msg, "environment variable %.*s: %.150s", (int)(vl > 60 ? 60 : vl), var,
-                         err->message);
-                memcpy(err->message, msg, sizeof msg);
-            }
-            return rc;
-        }
+        int rc = apply(&work, k, eq + 1, err);
+        if (rc != BW_OK)
+            return placed(rc, err, "environment variable %.*s: ", (int)(vl > 64 ? 64 : vl), var);
     }
     *cfg = work;
     return BW_OK;

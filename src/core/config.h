@@ -10,7 +10,7 @@
 #include "machine/machine.h"
 
 struct bw_config {
-    bw__mcfg m;      /* m.wait == 0 means "the policy's default wait" */
+    bw__mcfg m;      /* m.wait and m.min_calls 0: their defaults (bw__config_mcfg) */
     int64_t slow_ns; /* 0 = slow-call detection off */
     int auto_transition;
     int counters;
@@ -34,7 +34,11 @@ struct bw_config {
     uint32_t store_quorum; /* coordinated: instances that must trip before the fleet's circuit opens */
 };
 
-/* The policy default wait when none was set: 60 s (rate) or 30 s (consecutive). */
-int64_t bw__config_wait(const bw_config *cfg);
+/*
+ * The machine's thresholds as a breaker made from cfg uses them: the defaults
+ * that depend on other knobs resolved (wait: 60 s for the rate policy, 30 s
+ * for the consecutive one; min_calls: 10, or a smaller count window's size).
+ */
+bw__mcfg bw__config_mcfg(const bw_config *cfg);
 
 #endif

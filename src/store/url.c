@@ -120,8 +120,10 @@ int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64
         return BW_OK;
     }
     int64_t x = 0;
-    /* The configuration text's rules: no spaces, exact durations, overflow reported as such. */
+    /* The configuration text's rules: no spaces, exact durations with their unit, overflow reported as such. */
     int bad = duration ? bw__parse_duration(v, &x) : bw__parse_int(v, &x);
+    if (bad == BW__DURATION_BARE)
+        return bw__duration_bare(err, BW_EINVAL, key, "", v, "ms", "s");
     if (bad == 1)
         return bw__fail(err, BW_EINVAL, key,
                         "%s must be a whole number in [%" PRId64 ", %" PRId64 "], got '%.60s' (too large)", key, lo, hi,

@@ -364,11 +364,20 @@ has "$T/err" "bad.conf:2:" "the file's line"
 BREAKWATER_CFG_FAILURE_RATE=x "$BW" run cfg -- true 2>"$T/err"
 expect $? 64 "a bad environment variable"
 has "$T/err" "BREAKWATER_CFG_FAILURE_RATE" "names the variable"
+# A configuration that could never trip, a duration without its unit: refused, saying how to fix it.
+"$BW" --config 'window=count:2 min_calls=3' run cfg -- true 2>"$T/err"
+expect $? 64 "min_calls above a count window"
+has "$T/err" "lower min_calls=3 to at most 2" "the fix first"
+"$BW" --config 'wait=30' run cfg -- true 2>"$T/err"
+expect $? 64 "a bare duration"
+has "$T/err" "30ms or 30s?" "the two readings"
 # Precedence: file < environment < --config (min_calls decides whether one failure trips).
-printf 'window=count:1\nmin_calls=5\n' >"$T/ok.conf"
+printf 'window=count:5\nmin_calls=5\n' >"$T/ok.conf"
 BREAKWATER_CONFIG="$T/ok.conf" BREAKWATER_PREC_MIN_CALLS=1 "$BW" run prec -- false
+expect $? 1 "the environment's configuration runs the command"
 [ "$(field prec state)" = open ] && ok || fail "the environment wins over the file"
 BREAKWATER_CONFIG="$T/ok.conf" BREAKWATER_PREC2_MIN_CALLS=1 "$BW" --config min_calls=3 run prec2 -- false
+expect $? 1 "--config's configuration runs the command"
 [ "$(state_of prec2)" = closed ] && ok || fail "--config wins over the environment"
 
 # ---- usage ----

@@ -152,7 +152,7 @@ void test_breaker_raii_and_errors()
 
 void test_call_classifies_results()
 {
-    fixture f("min_calls=100");
+    fixture f("window=count:100 min_calls=100");
     int v = f.b.call([] { return 42; });
     CHECK_EQ(v, 42);
     CHECK_EQ(f.b.counters().calls[BW_CALL_SUCCESS], 1);
@@ -285,7 +285,7 @@ void test_rejections()
 
 void test_permit_scoped()
 {
-    fixture f("min_calls=100");
+    fixture f("window=count:100 min_calls=100");
     {
         bw::permit p = f.b.acquire();
         CHECK(p);
@@ -627,7 +627,7 @@ void test_pipeline()
 /* Several threads on one breaker through the wrapper (TSan's case). */
 void test_threads()
 {
-    bw::breaker b("threads", bw::config().min_calls(1000000));
+    bw::breaker b("threads", bw::config().count_window(1000000).min_calls(1000000));
     std::atomic<int> ran{0};
     std::atomic<uint64_t> events{0};
     b.add_listener(BW_EVENT_MASK(BW_EVENT_CALL), [&](const bw::event &) { events++; });

@@ -63,7 +63,7 @@ static void *hammer(void *arg)
 static void test_totals_add_up(void)
 {
     /* A window larger than all calls and a min_calls it never reaches: nothing is evicted. */
-    bw_breaker *b = make("window=count:1000000 min_calls=1000000000 slow_call_duration=off", NULL, NULL, NULL);
+    bw_breaker *b = make("window=count:1000000 min_calls=1000000 slow_call_duration=off", NULL, NULL, NULL);
     run_threads(hammer, b, THREADS);
     bw_snapshot s;
     bw_breaker_snapshot(b, &s);
@@ -415,7 +415,7 @@ static void *snapshotter(void *arg)
 
 static void test_snapshot_never_torn(void)
 {
-    static const char *configs[] = {"window=count:1000000 min_calls=1000000000 slow_call_duration=off",
+    static const char *configs[] = {"window=count:1000000 min_calls=1000000 slow_call_duration=off",
                                     "window=time:3600s min_calls=1000000000"};
     for (int k = 0; k < 2; k++) {
         snap_ctx c = {0};

@@ -281,28 +281,32 @@ static void test_set_wait_multiplier(void)
     DBL_BAD(bw_config_set_wait_multiplier, "wait_multiplier", -INFINITY, "[1, 1000]");
 }
 
-/* Counts in [1, 1000000000]. */
-static void count_knob(set_i64_fn set, const char *name, const char *key)
+/* Counts in [1, hi]: 1000000000, or 1000000 for the knobs that count probes of one round. */
+static void count_knob(set_i64_fn set, const char *name, const char *key, int64_t hi)
 {
-    const char *r = "[1, 1000000000]";
+    char r[40], top[24], below[24], above[24];
+    snprintf(r, sizeof r, "[1, %" PRId64 "]", hi);
+    snprintf(top, sizeof top, "%" PRId64, hi);
+    snprintf(below, sizeof below, "%" PRId64, hi - 1);
+    snprintf(above, sizeof above, "%" PRId64, hi + 1);
     i64_case(__LINE__, set, name, key, INT64_MIN, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, -1, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, 0, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, 1, BW_OK, "1", r);
     i64_case(__LINE__, set, name, key, 2, BW_OK, "2", r);
-    i64_case(__LINE__, set, name, key, 999999999, BW_OK, "999999999", r);
-    i64_case(__LINE__, set, name, key, 1000000000, BW_OK, "1000000000", r);
-    i64_case(__LINE__, set, name, key, 1000000001, BW_ERANGE, NULL, r);
+    i64_case(__LINE__, set, name, key, hi - 1, BW_OK, below, r);
+    i64_case(__LINE__, set, name, key, hi, BW_OK, top, r);
+    i64_case(__LINE__, set, name, key, hi + 1, BW_ERANGE, NULL, r);
     i64_case(__LINE__, set, name, key, (int64_t)UINT32_MAX + 2, BW_ERANGE, NULL, r); /* would wrap to 1 in 32 bits */
     i64_case(__LINE__, set, name, key, INT64_MAX, BW_ERANGE, NULL, r);
 }
 
 static void test_set_counts(void)
 {
-    count_knob(bw_config_set_min_calls, "bw_config_set_min_calls", "min_calls");
-    count_knob(bw_config_set_error_threshold, "bw_config_set_error_threshold", "error_threshold");
-    count_knob(bw_config_set_success_threshold, "bw_config_set_success_threshold", "success_threshold");
-    count_knob(bw_config_set_half_open_capacity, "bw_config_set_half_open_capacity", "half_open_capacity");
+    count_knob(bw_config_set_min_calls, "bw_config_set_min_calls", "min_calls", 1000000000);
+    count_knob(bw_config_set_error_threshold, "bw_config_set_error_threshold", "error_threshold", 1000000000);
+    count_knob(bw_config_set_success_threshold, "bw_config_set_success_threshold", "success_threshold", 1000000);
+    count_knob(bw_config_set_half_open_capacity, "bw_config_set_half_open_capacity", "half_open_capacity", 1000000);
 }
 
 static void test_set_probes(void)
@@ -617,7 +621,8 @@ static void test_validate_wait_max(void)
 {
     bw_config *c = bw_config_new();
     bw_error e;
-    /* Explicit wait. */
+    /* Explicit wait; a multiplier, without which wait_max caps nothing (test_caps_need_growth). */
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait(c, 10 * S, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 10 * S, NULL)); /* equal: accepted */
     err_poison(&e);
@@ -640,6 +645,7 @@ static void test_validate_wait_max(void)
 
     /* wait never set, rate policy: the default wait is 60 s. */
     c = bw_config_new();
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 60 * S, NULL));
     CHECK_OK(bw_config_validate(c, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 60 * S - 1, NULL));
@@ -766,7 +772,6 @@ static void test_parse_each_key(void)
     PARSE_OK("window=count:50", "window", "count:50");
     PARSE_OK("window=count:1000000", "window", "count:1000000");
     PARSE_OK("window=time:30s", "window", "time:30s");
-    PARSE_OK("window=time:30", "window", "time:30s");
     PARSE_OK("window=time:2m", "window", "time:120s");
     PARSE_OK("window=time:1d", "window", "time:86400s");
     PARSE_OK("permitted_probes=7", "permitted_probes", "7");
@@ -805,10 +810,7 @@ static void test_parse_durations(void)
     PARSE_OK("wait=0.5h", "wait", "30m");
     PARSE_OK("wait=1.5d", "wait", "36h");
     PARSE_OK("wait=1.005s", "wait", "1005ms"); /* 1.005 * 1e9 is 1004999999.99... in binary: rounded, not cut */
-    /* Bare numbers are seconds. */
-    PARSE_OK("wait=30", "wait", "30s");
-    PARSE_OK("wait=1.5", "wait", "1500ms");
-    PARSE_OK("wait=120", "wait", "2m");
+    /* Bare numbers have no unit: refused (test_bare_durations_refused), but 0 is 0 in every unit. */
     /* Equivalent spellings format the same. */
     PARSE_OK("wait=1000ms", "wait", "1s");
     PARSE_OK("wait=60000000000ns", "wait", "1m");
@@ -921,8 +923,8 @@ static void test_parse_range_errors(void)
     PARSE_VALUE("slow_call_duration=8761h", BW_ERANGE, "slow_call_duration", 0, 19, "365d");
     PARSE_VALUE("max_wait_in_half_open=400d", BW_ERANGE, "max_wait_in_half_open", 0, 22, "365d");
     PARSE_VALUE("error_threshold=0", BW_ERANGE, "error_threshold", 0, 16, "[1, 1000000000]");
-    PARSE_VALUE("success_threshold=1000000001", BW_ERANGE, "success_threshold", 0, 18, "[1, 1000000000]");
-    PARSE_VALUE("half_open_capacity=-3", BW_ERANGE, "half_open_capacity", 0, 19, "[1, 1000000000]");
+    PARSE_VALUE("success_threshold=1000000001", BW_ERANGE, "success_threshold", 0, 18, "[1, 1000000]");
+    PARSE_VALUE("half_open_capacity=-3", BW_ERANGE, "half_open_capacity", 0, 19, "[1, 1000000]");
     /* Later in the text: the offset counts from the start of the text. */
     PARSE_VALUE("min_calls=5 wait=1s error_threshold=0", BW_ERANGE, "error_threshold", 20, 36, "[1, 1000000000]");
     /* Cross-field checks are not the parser's business. */
@@ -1067,7 +1069,7 @@ static void test_format_roundtrip(void)
     CHECK_OK(bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, NULL));
     CHECK_OK(bw_config_set_error_threshold(c, 7, NULL));
     CHECK_OK(bw_config_set_success_threshold(c, 3, NULL));
-    CHECK_OK(bw_config_set_half_open_capacity(c, 1000000000, NULL));
+    CHECK_OK(bw_config_set_half_open_capacity(c, 1000000, NULL));
     CHECK_OK(bw_config_set_initial_state(c, BW_STATE_FORCED_OPEN, NULL));
     CHECK_OK(bw_config_set_auto_transition(c, 1, NULL));
     roundtrip(__LINE__, c);
@@ -1265,6 +1267,7 @@ static void test_breaker_new_invalid_config(void)
 
     CHECK_OK(bw_config_set_max_concurrent_probes(c, 2, NULL));
     CHECK_OK(bw_config_set_wait(c, 10 * S, NULL));
+    CHECK_OK(bw_config_set_wait_multiplier(c, 2, NULL));
     CHECK_OK(bw_config_set_wait_max(c, 5 * S, NULL));
     err_poison(&e);
     CHECK_RC(bw_breaker_new("svc", c, &b, &e), BW_ERANGE);
@@ -1393,7 +1396,7 @@ static void test_parse_env(void)
     /* A typo is an error, not silence. */
     setenv("BWTEST_PAY_FAILURE_RAT", "0.5", 1);
     CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_", &e), BW_EPARSE);
-    CHECK(strstr(e.message, "unknown setting 'FAILURE_RAT'") != NULL);
+    CHECK(strstr(e.message, "BWTEST_PAY_FAILURE_RAT") != NULL && strstr(e.message, "unknown setting") != NULL);
     unsetenv("BWTEST_PAY_FAILURE_RAT");
     CHECK_OK(bw_config_parse_env(c, "BWTEST_PAY_", &e));
     CHECK_STR(kv(c, "wait"), "10s");
@@ -1402,6 +1405,388 @@ static void test_parse_env(void)
     CHECK_RC(bw_config_parse_env(c, NULL, &e), BW_EINVAL);
     CHECK_RC(bw_config_parse_env(c, "", &e), BW_EINVAL);
     CHECK_RC(bw_config_parse_env(c, "BWTEST_PAY_WAIT", NULL), BW_OK); /* nothing after the prefix: not a knob */
+    bw_config_free(c);
+}
+
+/* ---- issue 25: every configuration protects, nothing is silently ignored, messages in the user's words ---- */
+
+/* A fresh config from `text` (which must parse), or NULL after a failed check. */
+static bw_config *parsed(int line, const char *text)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    if (!c || bw_config_parse(c, text, &e) != BW_OK) {
+        H_FAIL("line %d: parse(\"%s\") failed: %s", line, text, c ? e.message : "no config");
+        bw_config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* `text` parses and validates, and a breaker can be made from it. */
+static void valid(int line, const char *text)
+{
+    bw_config *c = parsed(line, text);
+    if (!c)
+        return;
+    bw_error e;
+    err_poison(&e);
+    int rc = bw_config_validate(c, &e);
+    if (rc != BW_OK)
+        H_FAIL("line %d: validate(\"%s\") returned %d (%s): %s", line, text, rc, bw_strerror(rc), e.message);
+    bw_breaker *b = NULL;
+    rc = bw_breaker_new("svc", c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("line %d: bw_breaker_new(\"%s\") returned %d (%s): %s", line, text, rc, bw_strerror(rc), e.message);
+    bw_breaker_free(b);
+    bw_config_free(c);
+}
+#define VALID(text) valid(__LINE__, text)
+
+/*
+ * `text` parses, but bw_config_validate and bw_breaker_new refuse it with
+ * BW_ERANGE naming `field`, the message holding `a` and `b` (the two fields
+ * at odds, or a field and the fix) and fitting its array.
+ */
+static void refused(int line, const char *text, const char *field, const char *a, const char *b)
+{
+    bw_config *c = parsed(line, text);
+    if (!c)
+        return;
+    bw_error e;
+    err_poison(&e);
+    int rc = bw_config_validate(c, &e);
+    if (rc != BW_ERANGE || e.code != BW_ERANGE || strcmp(e.field, field) != 0 || !strstr(e.message, a) ||
+        !strstr(e.message, b))
+        H_FAIL("line %d: validate(\"%s\") = %d {\"%s\", \"%s\"}; want BW_ERANGE, field \"%s\", message naming \"%s\" "
+               "and \"%s\"",
+               line, text, rc, e.field, e.message, field, a, b);
+    if (!memchr(e.message, 0, sizeof e.message))
+        H_FAIL("line %d: message not terminated", line);
+    bw_breaker *br = NULL;
+    err_poison(&e);
+    rc = bw_breaker_new("svc", c, &br, &e);
+    if (rc != BW_ERANGE || br != NULL || strcmp(e.field, field) != 0)
+        H_FAIL("line %d: bw_breaker_new(\"%s\") = %d, field \"%s\"; want BW_ERANGE naming %s", line, text, rc, e.field,
+               field);
+    bw_breaker_free(br);
+    bw_config_free(c);
+}
+#define REFUSED(text, field, a, b) refused(__LINE__, text, field, a, b)
+
+/*
+ * A count window smaller than min_calls could never trip (15 failures in a row
+ * stayed CLOSED at a failure rate of 1.0). Left at its default, min_calls
+ * follows a smaller count window (resilience4j's clamp); set explicitly above
+ * it, the configuration is refused, naming both knobs. Order does not matter.
+ */
+static void test_min_calls_fits_count_window(void)
+{
+    bw_config *c = parsed(__LINE__, "window=count:5");
+    if (c) {
+        CHECK_STR(kv(c, "min_calls"), "5"); /* the default, 10, follows the window */
+        CHECK_OK(bw_config_validate(c, NULL));
+        bw_breaker *b = NULL;
+        CHECK_OK(bw_breaker_new("small", c, &b, NULL));
+        if (b) {
+            h_calls(b, 4, BW_FAILURE);
+            CHECK_STATE(b, BW_STATE_CLOSED);
+            h_calls(b, 1, BW_FAILURE); /* the fifth failure fills the window: rate 1.0 */
+            CHECK_STATE(b, BW_STATE_OPEN);
+            bw_breaker_free(b);
+        }
+        /* A wider window gets the default back. */
+        CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 50, NULL));
+        CHECK_STR(kv(c, "min_calls"), "10");
+        CHECK_OK(bw_config_set_window(c, BW_WINDOW_TIME, 1, NULL)); /* a time window holds any number of calls */
+        CHECK_STR(kv(c, "min_calls"), "10");
+        bw_config_free(c);
+    }
+    REFUSED("window=count:5 min_calls=20", "min_calls", "min_calls=20", "window=count:5");
+    REFUSED("min_calls=20 window=count:5", "min_calls", "min_calls=20", "window=count:5");
+    REFUSED("min_calls=10 window=count:9", "min_calls", "min_calls=10", "window=count:9"); /* explicit 10 too */
+    VALID("window=count:5 min_calls=5");
+    VALID("window=count:5 min_calls=2");
+    VALID("window=time:1s min_calls=1000");
+    VALID("window=count:1");
+    /* The C setters, in either order. */
+    c = bw_config_new();
+    CHECK_OK(bw_config_set_min_calls(c, 7, NULL));
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 6, NULL));
+    bw_error e;
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "min_calls");
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 7, NULL));
+    CHECK_OK(bw_config_validate(c, NULL));
+    bw_config_free(c);
+    /* A formatted config parses back to one that validates (min_calls written as it applies). */
+    c = parsed(__LINE__, "window=count:3");
+    if (c) {
+        char text[FMT_SIZE];
+        fmt(c, text);
+        VALID(text);
+        bw_config_free(c);
+    }
+}
+
+/*
+ * A consecutive round closes after success_threshold successes in a row, but
+ * a round ends undecided after 1,000,000 probes: a larger threshold could
+ * never close. half_open_capacity above 1,000,000 admitted no more than that.
+ * Both now take [1, 1000000], as permitted_probes and max_concurrent_probes do.
+ */
+static void test_probe_counts_can_complete(void)
+{
+    const char *r = "[1, 1000000]";
+    I64_OK(bw_config_set_success_threshold, "success_threshold", 1000000, "1000000");
+    I64_BAD(bw_config_set_success_threshold, "success_threshold", 1000001, r);
+    I64_BAD(bw_config_set_success_threshold, "success_threshold", 1000000000, r);
+    I64_OK(bw_config_set_half_open_capacity, "half_open_capacity", 1000000, "1000000");
+    I64_BAD(bw_config_set_half_open_capacity, "half_open_capacity", 1000001, r);
+    PARSE_VALUE("policy=consecutive success_threshold=1000001", BW_ERANGE, "success_threshold", 19, 37, r);
+}
+
+/* A knob of the other trip policy is read by nothing: refused, naming it and the policy. */
+static void test_other_policy_knobs_refused(void)
+{
+    static const char *const rate_only[][2] = {
+        {"failure_rate=0.3", "failure_rate"},
+        {"slow_call_rate=0.5", "slow_call_rate"},
+        {"min_calls=20", "min_calls"},
+        {"window=time:30s", "window"},
+        {"window=count:50", "window"},
+        {"permitted_probes=3", "permitted_probes"},
+        {"max_concurrent_probes=1 permitted_probes=4", "permitted_probes"},
+        {"max_concurrent_probes=2", "max_concurrent_probes"},
+    };
+    char text[200];
+    for (size_t i = 0; i < sizeof rate_only / sizeof rate_only[0]; i++) {
+        snprintf(text, sizeof text, "policy=consecutive %s", rate_only[i][0]);
+        refused(__LINE__, text, rate_only[i][1], rate_only[i][1], "policy=rate");
+        snprintf(text, sizeof text, "%s policy=consecutive", rate_only[i][0]); /* order does not matter */
+        refused(__LINE__, text, rate_only[i][1], "policy=consecutive", "policy=rate");
+        snprintf(text, sizeof text, "policy=rate %s", rate_only[i][0]);
+        valid(__LINE__, text);
+    }
+    static const char *const consecutive_only[][2] = {
+        {"error_threshold=3", "error_threshold"},
+        {"success_threshold=1", "success_threshold"},
+        {"half_open_capacity=2", "half_open_capacity"},
+    };
+    for (size_t i = 0; i < sizeof consecutive_only / sizeof consecutive_only[0]; i++) {
+        snprintf(text, sizeof text, "%s", consecutive_only[i][0]); /* rate: the default policy */
+        refused(__LINE__, text, consecutive_only[i][1], consecutive_only[i][1], "policy=consecutive");
+        snprintf(text, sizeof text, "%s policy=rate", consecutive_only[i][0]);
+        refused(__LINE__, text, consecutive_only[i][1], "policy=rate", "policy=consecutive");
+        snprintf(text, sizeof text, "policy=consecutive %s", consecutive_only[i][0]);
+        valid(__LINE__, text);
+    }
+    /* A value equal to the default changes nothing, so it is no mistake: the formatted text of either policy
+       (which writes every knob) makes a breaker again. */
+    VALID("policy=consecutive failure_rate=0.5 window=count:100 min_calls=10 permitted_probes=10");
+    VALID("policy=rate error_threshold=5 success_threshold=2 half_open_capacity=1");
+    static const char *const shapes[] = {"policy=consecutive error_threshold=3", "policy=rate failure_rate=0.3",
+                                         "policy=rate window=count:5"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        bw_config *c = parsed(__LINE__, shapes[i]);
+        if (!c)
+            continue;
+        char f[FMT_SIZE];
+        fmt(c, f);
+        valid(__LINE__, f);
+        bw_config_free(c);
+    }
+    /* The C setters, in either order. */
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_set_error_threshold(c, 3, NULL));
+    CHECK_RC(bw_config_validate(c, NULL), BW_ERANGE);
+    CHECK_OK(bw_config_set_policy(c, BW_POLICY_CONSECUTIVE, NULL));
+    CHECK_OK(bw_config_validate(c, NULL));
+    CHECK_OK(bw_config_set_failure_rate(c, 0.2, NULL));
+    bw_error e;
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "failure_rate");
+    bw_config_free(c);
+}
+
+/* slow_call_rate reads slow calls; with slow_call_duration=off there are none. */
+static void test_slow_call_rate_needs_slow_calls(void)
+{
+    REFUSED("slow_call_duration=off slow_call_rate=0.5", "slow_call_rate", "slow_call_rate=0.5",
+            "slow_call_duration=off");
+    REFUSED("slow_call_rate=0.5 slow_call_duration=0", "slow_call_rate", "slow_call_rate=0.5",
+            "slow_call_duration=off");
+    VALID("slow_call_duration=off");                  /* slow_call_rate at its default */
+    VALID("slow_call_duration=off slow_call_rate=1"); /* ... or set to it */
+    VALID("slow_call_duration=2s slow_call_rate=0.5");
+    VALID("policy=consecutive slow_call_duration=2s"); /* the slow flag of CALL events */
+}
+
+/* A cap on a delay that never grows caps nothing. */
+static void test_caps_need_growth(void)
+{
+    REFUSED("wait=10s wait_max=5m", "wait_max", "wait_max=5m", "wait_multiplier=1");
+    REFUSED("wait_max=5m wait=10s wait_multiplier=1", "wait_max", "wait_max=5m", "wait_multiplier=1");
+    VALID("wait=10s wait_multiplier=2 wait_max=5m");
+    VALID("wait=10s wait_multiplier=1 wait_max=none");
+    REFUSED("store_retry_multiplier=1 store_retry_max=2m", "store_retry_max", "store_retry_max=2m",
+            "store_retry_multiplier=1");
+    REFUSED("store_retry_multiplier=1 store_retry_max=none", "store_retry_max", "store_retry_max=none",
+            "store_retry_multiplier=1");
+    VALID("store_retry_multiplier=1");                    /* store_retry_max at its default */
+    VALID("store_retry_multiplier=1 store_retry_max=1m"); /* ... or set to it */
+    VALID("store_retry_multiplier=3 store_retry_max=2m");
+}
+
+/*
+ * What is not refused: a knob that applies whenever the breaker has a part
+ * that is not written in the text (keyed circuits, a store) — a
+ * configuration is a template for both. config.h says why.
+ */
+static void test_template_knobs_allowed(void)
+{
+    VALID("keyed_maxsize=10 keyed_idle=1m keyed_history_idle=2h");
+    VALID("store_ttl=2d store_poll=100ms store_queue=16 store_retry=1s store_close_timeout=1s");
+}
+
+/* Durations in messages: in the unit the user wrote (text) or in human units (C), never "-1 ns". */
+static void test_duration_messages(void)
+{
+    bw_error e;
+    bw_config *c = bw_config_new();
+    err_poison(&e);
+    CHECK_RC(bw_config_parse(c, "wait=-5m", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got '-5m'") != NULL);
+    CHECK(strstr(e.message, "(0, 365d]") != NULL);
+    CHECK(strstr(e.message, " ns") == NULL && strstr(e.message, "-1") == NULL);
+    CHECK_RC(bw_config_parse(c, "wait_max=1000000d", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got '1000000d'") != NULL);
+    CHECK(strstr(e.message, "9223372036854775807") == NULL);
+    CHECK_RC(bw_config_parse(c, "window=time:2d", &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got 'time:2d'") != NULL);
+    /* The C setters: the value in the largest unit that is exact. */
+    CHECK_RC(bw_config_set_wait(c, -5 * 60 * S, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got -5m") != NULL);
+    CHECK(strstr(e.message, "nanoseconds") == NULL && strstr(e.message, " ns") == NULL);
+    CHECK_RC(bw_config_set_slow_call_duration(c, 366 * DAY, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got 366d") != NULL);
+    CHECK_RC(bw_config_set_window(c, BW_WINDOW_TIME, 86401, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got time:86401s") != NULL);
+    CHECK_RC(bw_config_set_window(c, BW_WINDOW_COUNT, 0, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "got count:0") != NULL);
+    /* Cross-field bounds. */
+    CHECK_OK(bw_config_parse(c, "wait=1h wait_multiplier=2 wait_max=30m", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "wait_max");
+    CHECK(strstr(e.message, "1h") != NULL && strstr(e.message, "30m") != NULL);
+    CHECK(strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+    c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "store_retry=2m store_retry_max=90s", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "2m") != NULL && strstr(e.message, "90s") != NULL && strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+    c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "keyed_idle=2h keyed_history_idle=1h", NULL));
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "2h") != NULL && strstr(e.message, "1h") != NULL && strstr(e.message, " ns") == NULL);
+    bw_config_free(c);
+}
+
+/* An unknown key: the knob another library's name means, or the nearest knob name (a typo). */
+static void test_unknown_key_suggestions(void)
+{
+    static const char *const cases[][2] = {
+        {"failureRateThreshold=50", "did you mean failure_rate?"},    /* resilience4j */
+        {"slidingWindowSize=100", "did you mean window?"},            /* resilience4j */
+        {"waitDurationInOpenState=60s", "did you mean wait?"},        /* resilience4j */
+        {"minimumNumberOfCalls=5", "did you mean min_calls?"},        /* resilience4j */
+        {"failure_rate_threshold=0.5", "did you mean failure_rate?"}, /* interlock */
+        {"FailureRatio=0.1", "did you mean failure_rate?"},           /* Polly */
+        {"BreakDuration=5s", "did you mean wait?"},                   /* Polly */
+        {"MinimumThroughput=100", "did you mean min_calls?"},         /* Polly */
+        {"failure_threshold=5", "did you mean error_threshold?"},     /* circuitbreaker */
+        {"recovery_timeout=30s", "did you mean wait?"},               /* circuitbreaker */
+        {"fail_max=5", "did you mean error_threshold?"},              /* pybreaker */
+        {"reset_timeout=30s", "did you mean wait?"},                  /* pybreaker, grelmicro */
+        {"MaxRequests=1", "did you mean permitted_probes?"},          /* gobreaker */
+        {"failure_rat=0.5", "did you mean failure_rate?"},            /* typos */
+        {"windw=count:5", "did you mean window?"},
+        {"min_call=5", "did you mean min_calls?"},
+        {"wiat=5s", "did you mean wait?"},
+        {"Min_Calls=5", "did you mean min_calls?"},
+        {"slow-call-duration=2s", "did you mean slow_call_duration?"},
+        {"store_tll=1d", "did you mean store_ttl?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bw_config *c = bw_config_new();
+        bw_error e;
+        err_poison(&e);
+        int rc = bw_config_parse(c, cases[i][0], &e);
+        const char *eq = strchr(cases[i][0], '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - cases[i][0]), cases[i][0]);
+        if (rc != BW_EPARSE || strcmp(e.field, key) != 0 || !strstr(e.message, cases[i][1]) ||
+            !strstr(e.message, "unknown setting") || msg_offset(e.message) != 0)
+            H_FAIL("parse(\"%s\") = %d {\"%s\", \"%s\"}; want BW_EPARSE, field \"%s\", \"%s\"", cases[i][0], rc,
+                   e.field, e.message, key, cases[i][1]);
+        bw_config_free(c);
+    }
+    /* No knob is near: no guess. */
+    static const char *const far[] = {"bogus=1", "colour=blue", "x=1"};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        bw_config *c = bw_config_new();
+        bw_error e;
+        CHECK_RC(bw_config_parse(c, far[i], &e), BW_EPARSE);
+        CHECK(strstr(e.message, "did you mean") == NULL);
+        bw_config_free(c);
+    }
+    /* A percentage name says the unit changes. */
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_RC(bw_config_parse(c, "failureRateThreshold=50", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "0.5") != NULL);
+    /* The longest key still fits, the advice kept. */
+    char text[300];
+    memset(text, 'q', sizeof text);
+    memcpy(text, "failure_ratee", 13);
+    snprintf(text + 240, sizeof text - 240, "=1");
+    CHECK_RC(bw_config_parse(c, text, &e), BW_EPARSE);
+    CHECK(memchr(e.message, 0, sizeof e.message) != NULL);
+    /* In the environment: the variable to set. */
+    setenv("BWTEST_SUG_FAILURE_RAT", "0.5", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_SUG_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "did you mean BWTEST_SUG_FAILURE_RATE?") != NULL);
+    unsetenv("BWTEST_SUG_FAILURE_RAT");
+    setenv("BWTEST_SUG_WAITDURATIONINOPENSTATE", "60s", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_SUG_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "did you mean BWTEST_SUG_WAIT?") != NULL);
+    unsetenv("BWTEST_SUG_WAITDURATIONINOPENSTATE");
+    bw_config_free(c);
+}
+
+/*
+ * A bare number was seconds in configuration text (slow_call_duration=2000
+ * silently meant 33 minutes) and in store URLs: now a duration needs its
+ * unit, except 0, which is 0 in any unit. Whole-number knobs stay bare.
+ */
+static void test_bare_durations_refused(void)
+{
+    PARSE_VALUE("slow_call_duration=2000", BW_EPARSE, "slow_call_duration", 0, 19, "2000ms or 2000s");
+    PARSE_VALUE("wait=30", BW_EPARSE, "wait", 0, 5, "30ms or 30s");
+    PARSE_VALUE("wait=1.5", BW_EPARSE, "wait", 0, 5, "1.5ms or 1.5s");
+    PARSE_VALUE("wait=-5", BW_EPARSE, "wait", 0, 5, "unit");
+    PARSE_VALUE("store_ttl=86400", BW_EPARSE, "store_ttl", 0, 10, "86400ms or 86400s");
+    PARSE_VALUE("window=time:30", BW_EPARSE, "window", 0, 7, "time:30s or time:30m");
+    PARSE_OK("slow_call_duration=0", "slow_call_duration", "off");
+    PARSE_OK("wait_max=0.0", "wait_max", "none");
+    PARSE_OK("min_calls=20", "min_calls", "20"); /* counts stay bare */
+    bw_config *c = bw_config_new();
+    bw_error e;
+    setenv("BWTEST_BARE_WAIT", "30", 1);
+    CHECK_RC(bw_config_parse_env(c, "BWTEST_BARE_", &e), BW_EPARSE);
+    CHECK(strstr(e.message, "30ms or 30s") != NULL);
+    unsetenv("BWTEST_BARE_WAIT");
     bw_config_free(c);
 }
 
@@ -1442,5 +1827,14 @@ int main(void)
     RUN(test_copy_and_free);
     RUN(test_breaker_new_invalid_config);
     RUN(test_breaker_new_names);
+    RUN(test_min_calls_fits_count_window);
+    RUN(test_probe_counts_can_complete);
+    RUN(test_other_policy_knobs_refused);
+    RUN(test_slow_call_rate_needs_slow_calls);
+    RUN(test_caps_need_growth);
+    RUN(test_template_knobs_allowed);
+    RUN(test_duration_messages);
+    RUN(test_unknown_key_suggestions);
+    RUN(test_bare_durations_refused);
     return TEST_SUMMARY();
 }

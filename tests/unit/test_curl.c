@@ -574,7 +574,7 @@ static void test_options_and_misuse(void)
 /* The multi table under many transfers: 3,000 handles added, then given up in a shuffled order. */
 static void test_multi_table(void)
 {
-    bw_registry *r = hosts_registry("window=count:100 min_calls=100000");
+    bw_registry *r = hosts_registry("window=count:100000 min_calls=100000");
     bw_curl *bc = NULL;
     CHECK_OK(bw_curl_new(r, NULL, &bc, NULL));
     CURLM *m = curl_multi_init();

@@ -401,7 +401,8 @@ static void quick_case(bw_config *cfg, const char *name, int keyed)
 static void test_counters_quick(void)
 {
     bw_config *cfg = bw_config_new();
-    CHECK_OK(bw_config_set_min_calls(cfg, 1000, NULL)); /* never trips */
+    CHECK_OK(bw_config_set_window(cfg, BW_WINDOW_COUNT, 1000, NULL));
+    CHECK_OK(bw_config_set_min_calls(cfg, 1000, NULL)); /* never trips: 200 calls */
     quick_case(cfg, "quick-count", 0);
     quick_case(cfg, "quick-keyed", 1);
     CHECK_OK(bw_config_set_window(cfg, BW_WINDOW_TIME, 10, NULL));

@@ -734,9 +734,10 @@ static void test_concurrent_lookup_call_evict(void)
     CHECK_OK(bw_config_set_keyed_maxsize(c, 8, &e));
     CHECK_OK(bw_config_set_keyed_idle(c, 0, &e));
     CHECK_OK(bw_config_set_keyed_history_idle(c, 1, &e));
-    /* Failures leave history but never trip (min_calls above the window): no
-       circuit is ever protected by an open wait, so only pins can block room. */
-    CHECK_OK(bw_config_set_min_calls(c, 1000, &e));
+    /* Failures leave history but never trip (a min_calls no circuit reaches: a time window holds any number of
+       calls, and far fewer are made): no circuit is ever protected by an open wait, so only pins can block room. */
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_TIME, 60, &e));
+    CHECK_OK(bw_config_set_min_calls(c, 1000000000, &e));
     /* Precise stamps (a threshold below 100 ms): 1 ns of history idle is 1 ns, not a tick of the coarse clock. */
     CHECK_OK(bw_config_set_slow_call_duration(c, 50 * BW_NS_PER_MS, &e));
     shared s;

@@ -1053,7 +1053,7 @@ static void test_threads(void)
 {
     /* A full bulkhead reaches the breaker as UNREACHABLE, which counts as failed: with four
        threads on two slots it would trip, and this test is about the layers under threads. */
-    bw_breaker *b = breaker("wait=10s min_calls=1000000", NULL);
+    bw_breaker *b = breaker("wait=10s window=count:1000000 min_calls=1000000", NULL);
     bw_bulkhead *bh = NULL;
     CHECK_OK(bw_bulkhead_new(2, 0, &bh, NULL));
     crowd c;

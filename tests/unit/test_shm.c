@@ -104,6 +104,7 @@ static void test_url_errors(void)
         {"capacity=99999999999999999999", "capacity"},
         {"lock_timeout=0", "lock_timeout"},
         {"lock_timeout=2h", "lock_timeout"},
+        {"lock_timeout=5", "lock_timeout"}, /* a bare number: 5 ms or 5 s? */
         {"group=2", "group"},
         {"group=yes", "group"},
     };
@@ -119,6 +120,9 @@ static void test_url_errors(void)
     snprintf(url, sizeof url, "shm:%s?lock_timeout=2h", n);
     CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
     CHECK(strstr(e.message, "[1ns, 1h]") != NULL); /* durations as configuration text writes them */
+    snprintf(url, sizeof url, "shm:%s?lock_timeout=5", n);
+    CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
+    CHECK(strstr(e.message, "5ms or 5s") != NULL); /* and as it refuses them: a duration needs its unit */
     snprintf(url, sizeof url, "shm:%s?capacity=4&capacity=8", n);
     CHECK_RC(bw_store_open(url, &bad, &e), BW_EINVAL);
     CHECK(strstr(e.message, "twice") != NULL);
