@@ -22,7 +22,7 @@
 #define DAY_NS (86400 * BW_NS_PER_S)
 #define MAX_COUNT INT64_C(1000000000)
 #define MAX_WINDOW_CALLS INT64_C(1000000)
-#define MAX_WINDOW_SECONDS INT64_C(86400)
+#define MAX_WINDOW_SECONDS ((int64_t)BW__WINDOW_SECONDS_MAX) /* 30 days (machine/window.h) */
 #define MAX_PROBES ((int64_t)BW__PROBES_MAX)
 
 static const bw_config defaults = {
