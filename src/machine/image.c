@@ -90,7 +90,7 @@ static uint64_t get(cursor *c, int bytes)
 static int wide(const bw__mcfg *cfg)
 {
     return cfg->policy == BW_POLICY_RATE && cfg->window_kind == BW_WINDOW_TIME &&
-           bw__window_width(cfg->window_size) > 1;
+           cfg->window_size > BW__WINDOW_BUCKETS; /* bw__window_width > 1 */
 }
 
 size_t bw__machine_image_bytes(const bw__mcfg *cfg)
@@ -270,21 +270,23 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     unsigned policy = (unsigned)rd(&c, 1), kind = (unsigned)rd(&c, 1), state = (unsigned)rd(&c, 1);
     unsigned pad = (unsigned)rd(&c, 1);
     uint32_t size = (uint32_t)rd(&c, 4);
-    int v2 = magic == MAGIC2;
-    if (!magic_ok(magic) || pad != 0 || (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
-        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME) ||
-        (v2 && (policy != BW_POLICY_RATE || kind != BW_WINDOW_TIME)))
+    if (pad != 0 || (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
+        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME))
         return -1;
-    uint64_t width = 1, slots = size; /* format 1: one-second buckets, one a second */
-    size_t win_head = WIN_HEAD_BYTES + (v2 ? WIDTH_BYTES : 0);
+    /* Format 1: `size` slots (calls, or one-second buckets). Format 2: a time window's ceil(size / width) buckets. */
+    uint64_t width = 1, slots = size;
+    size_t win_head = WIN_HEAD_BYTES;
+    int v2 = magic != MAGIC;
     if (v2) {
-        if (len < HEAD_BYTES + win_head)
+        if (magic != MAGIC2 || policy != BW_POLICY_RATE || kind != BW_WINDOW_TIME ||
+            len < HEAD_BYTES + WIN_HEAD_BYTES + WIDTH_BYTES)
             return -1;
         cursor at = {NULL, buf + HEAD_BYTES + WIN_HEAD_BYTES, WIDTH_BYTES, 0};
         width = rd(&at, WIDTH_BYTES);
         if (width < 2 || width > size)
             return -1; /* one-second buckets are written as format 1 */
         slots = (size + width - 1) / width;
+        win_head += WIDTH_BYTES;
     }
     if ((uint64_t)len !=
         HEAD_BYTES +
