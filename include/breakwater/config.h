@@ -23,7 +23,8 @@
  *   min_calls             [1, 1000000000], and at most N of a    10, or N of a
  *                         count:N window                         smaller count:N
  *   window                count:N (N in [1, 1000000]) or
- *                         time:Ns (N in [1, 86400] seconds)      count:100
+ *                         time:Ns (N in [1, 2592000] seconds:    count:100
+ *                         30 days)
  *   permitted_probes      [1, 1000000]                           10
  *   max_concurrent_probes [1, permitted_probes]                  1
  *   wait                  (0, 365d]           60s (rate), 30s (consecutive)
@@ -122,7 +123,7 @@ typedef enum bw_policy {
 /* Sliding window kinds for the rate policy. */
 typedef enum bw_window_kind {
     BW_WINDOW_COUNT = 0, /* the last N calls */
-    BW_WINDOW_TIME = 1   /* the last N seconds, in one-second buckets */
+    BW_WINDOW_TIME = 1   /* the last N seconds, in at most 60 buckets of ceil(N / 60) s (docs/states.md) */
 } bw_window_kind;
 
 /*
@@ -245,8 +246,8 @@ BW_API int bw_config_set_store_close_timeout(bw_config *cfg, int64_t ns, bw_erro
  * breaker's name is its key in the store; all clients of one name should share
  * its configuration. With a store, max_wait_in_half_open must not be off
  * (bw_config_validate), and in BW_STORE_STORED mode the window must fit in a
- * store entry (count:N with N up to about 900, time:N up to 74 s; checked by
- * bw_breaker_new). Not text: set it in C. Returns BW_OK, or BW_EINVAL for a NULL
+ * store entry: count:N with N up to 892 (checked by bw_breaker_new); every
+ * time:N fits (at most 60 buckets). Not text: set it in C. Returns BW_OK, or BW_EINVAL for a NULL
  * cfg or a mode other than BW_STORE_COORDINATED and BW_STORE_STORED (0 is taken
  * only with a NULL store). Thread safety: one thread at a time per config.
  */

@@ -135,9 +135,9 @@ int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
         lc.scfg.initial_state = BW_STATE_CLOSED;
     } else if (!bw__shared_fits(&lc.scfg)) {
         return bw__fail(err, BW_ERANGE, "window",
-                        "in stored mode the window must fit in a store entry (%d bytes): count:N up to about 900 "
-                        "calls, time:N up to 74 s",
-                        BW_STORE_DATA_MAX);
+                        "in stored mode the window must fit in a store entry (%d bytes): count:N up to %u calls, got "
+                        "count:%u (any time:N fits)",
+                        BW_STORE_DATA_MAX, bw__shared_count_max(), lc.scfg.window_size);
     }
     bw_extra *x = bw__extra_of(b);
     if (!x)

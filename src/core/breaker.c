@@ -11,10 +11,11 @@
  * settle was worth 3 ns a call.
  *
  * A striped record need not always run the trip test. If a test earlier in
- * the same second passed (at least min_calls, both rates below their
- * thresholds; `eval_sec` remembers the second), then nothing has expired since
- * (buckets are seconds), so the window is that test's counts plus what was
- * recorded since. A success only adds to the total: both rates can only fall.
+ * the same bucket of the time window passed (at least min_calls, both rates
+ * below their thresholds; `eval_bucket` remembers the bucket), then nothing
+ * has expired since (a window drops whole buckets), so the window is that
+ * test's counts plus what was recorded since. A success only adds to the
+ * total: both rates can only fall.
  * A failed or slow call adds to a rate, but the test's counts say how many
  * calls, each taken as both failed and slow, it would take to reach either
  * threshold (`headroom`); while fewer than that were failed or slow since, no
@@ -25,7 +26,7 @@
  * the others' tallies, so if together they reach the headroom, that one runs
  * the test: the breaker trips on exactly the call it would trip on unstriped.
  * A test that passes sets a new headroom and clears the tallies (under every
- * lock); a new second, or a tally that reaches the headroom, runs the test.
+ * lock); a new bucket, or a tally that reaches the headroom, runs the test.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -97,7 +98,7 @@ static int effective(const bw_breaker *b)
 /* Mirror the machine (or the view it follows) into the lock-free fields. Call with lock_all held. */
 static void publish(bw_breaker *b)
 {
-    atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
+    atomic_store_explicit(&b->eval_bucket, INT64_MIN, memory_order_relaxed);
     int follow = b->extra && following(b);
     int st = follow ? b->extra->view.state : b->m.state;
     if (st == BW_STATE_OPEN) {
@@ -536,7 +537,7 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
     atomic_init(&b->lock.v, 0);
     atomic_init(&b->last_failure, 0);
-    atomic_init(&b->eval_sec, INT64_MIN);
+    atomic_init(&b->eval_bucket, INT64_MIN);
     atomic_init(&b->ext, NULL);
     b->released_at = INT64_MIN;
     bw__machine_init(&b->m, &mc, nstripes ? NULL : base + L.window);
@@ -864,7 +865,7 @@ static inline int settle_locked(bw_breaker *b, uint64_t gen, bw_outcome outcome,
     if (b->stripes) {
         stripe = (uint32_t)(my_stripe(b) - b->stripes);
         /* A record into a stripe without a tally: no later call may skip the trip test on the last base. */
-        atomic_store_explicit(&b->eval_sec, INT64_MIN, memory_order_relaxed);
+        atomic_store_explicit(&b->eval_bucket, INT64_MIN, memory_order_relaxed);
     }
     int applied = bw__machine_record_in(&b->m, stripe, gen, outcome, slow, now);
     if (t && applied < 0)
@@ -901,7 +902,7 @@ static uint64_t headroom_for(uint64_t part, uint64_t total, double rate)
 }
 
 /*
- * Whether a failed or slow call recorded in eval_sec can be left without the
+ * Whether a failed or slow call recorded in eval_bucket can be left without the
  * trip test: the failed or slow calls tallied by every stripe since that test
  * (this one's included) are fewer than its headroom (breaker.c's design notes).
  * Call with this thread's stripe lock held, taken with its tally added.
@@ -917,12 +918,12 @@ static BW_ALWAYS_INLINE int striped_below(const bw_breaker *b)
 /*
  * Whether a CLOSED record just made into stripe s (its lock held, taken with
  * the tally `bad` added when `tallied`) needs no trip test: a test passed in
- * the second the record went into, and the record was a success, or a failed or
+ * the bucket the record went into, and the record was a success, or a failed or
  * slow call that every stripe's tally leaves below the headroom.
  */
 static BW_ALWAYS_INLINE int stripe_done(const bw_breaker *b, const bw_stripe *s, unsigned bad, int tallied)
 {
-    return atomic_load_explicit(&b->eval_sec, memory_order_relaxed) == s->win.cur_sec &&
+    return atomic_load_explicit(&b->eval_bucket, memory_order_relaxed) == s->win.cur &&
            (!bad || (tallied && striped_below(b)));
 }
 
@@ -959,7 +960,7 @@ static BW_ALWAYS_INLINE int stripe_record(bw_breaker *b, uint64_t gen, unsigned 
     return r;
 }
 
-/* The trip test after a striped record at t (ns); a pass in this second becomes the new base. */
+/* The trip test after a striped record at t (ns); a pass in this bucket becomes the new base. */
 static BW_NOINLINE int striped_test(bw_breaker *b, uint64_t gen, bw__now *now, int64_t t, int *before, int *after)
 {
     change c = change_begin(b);
@@ -970,7 +971,7 @@ static BW_NOINLINE int striped_test(bw_breaker *b, uint64_t gen, bw__now *now, i
         uint64_t hs = headroom_for(slow, total, b->m.cfg.slow_rate);
         b->headroom = hf < hs ? hf : hs;
         b->clear_tallies = 1; /* what the base holds leaves the tallies as the stripes are released */
-        atomic_store_explicit(&b->eval_sec, bw__second_of(t), memory_order_relaxed);
+        atomic_store_explicit(&b->eval_bucket, bw__window_bucket_of(b->m.wins, t), memory_order_relaxed);
     }
     *before = c.before;
     *after = change_end(b, &c);
@@ -1214,7 +1215,7 @@ static BW_NOINLINE int settle_quick_wake(bw__spin *l)
     return BW_OK;
 }
 
-/* A quick time settle that found, under the stripe lock, that the breaker moved or the second changed. */
+/* A quick time settle that found, under the stripe lock, that the breaker moved or the bucket changed. */
 static BW_NOINLINE int settle_quick_time_other(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code, bw_stripe *s)
 {
     stripe_unlock(s, 0); /* nothing recorded; its tally is at worst an overcount */
@@ -1329,7 +1330,7 @@ static BW_NOINLINE int settle_quick_probe(bw_breaker *b, bw_permit *p, bw_outcom
  * The quick settle of a striped time window (settle_quick's case; as it, every
  * call out of it is a tail call): take this thread's stripe lock at once, with
  * the call's tally, and record at the tick's instant within the stripe's
- * current second. Anything else goes to the general path.
+ * current bucket. Anything else goes to the general path.
  */
 static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome outcome, int code)
 {
@@ -1345,9 +1346,9 @@ static BW_NOINLINE int settle_quick_time(bw_breaker *b, bw_permit *p, bw_outcome
                                                              memory_order_relaxed)))
         return settle_general_entry(b, p, outcome, code); /* no tick (a forked child), held, or full */
     uint64_t w = atomic_load_explicit(&b->word, memory_order_relaxed);
-    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t < s->win.sec_lo || t >= s->win.sec_hi))
+    if (BW_UNLIKELY(w != ((p->generation_ << 3) | BW_STATE_CLOSED) || t < s->win.cur_lo || t >= s->win.cur_hi))
         return settle_quick_time_other(b, p, outcome, code, s);
-    bw__window_time_record(&s->win, failed, slow, t); /* within the current second: no call */
+    bw__window_time_record(&s->win, failed, slow, t); /* within the current bucket: no call */
     if (b->cells)
         count_locked(&s->cells, kind_of(outcome, slow), t - p->start_ns_);
     int done = stripe_done(b, s, bad, 1);

@@ -108,7 +108,7 @@ typedef struct bw_cold {
 
 /* One stripe of a striped time window: its own line, lock and buckets. */
 typedef struct bw_stripe {
-    alignas(64) bw__spin lock; /* a tally lock (spin.h): failed or slow calls recorded here since eval_sec's test */
+    alignas(64) bw__spin lock; /* a tally lock (spin.h): failed or slow calls recorded here since eval_bucket's test */
     bw__window win;
     bw_cells cells;
 } bw_stripe;
@@ -140,7 +140,7 @@ enum {
 enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2, FAST_TIME = 3 /* striped */ };
 
 struct bw_breaker {
-    /* Line 0, read by every call; written only by transitions (and eval_sec). */
+    /* Line 0, read by every call; written only by transitions (and eval_bucket). */
     _Atomic uint64_t word;
     _Atomic int64_t open_until;     /* stamp */
     int64_t slow_stamp;             /* slow_call_duration in stamp units; INT64_MAX = off (no span reaches it) */
@@ -171,10 +171,10 @@ struct bw_breaker {
     _Atomic uint64_t why_rate;       /* a double's bits */
     _Atomic uint64_t why_total;
     _Atomic uint32_t why_count;
-    _Atomic int64_t eval_sec; /* striped windows: breaker.c's design notes; INT64_MIN = none */
-    uint64_t headroom;        /* failed or slow calls eval_sec's test leaves before a rate could reach its threshold */
-    uint8_t clear_tallies;    /* unlock_all zeroes the stripes' tallies (a new base) */
-    bw_extra *extra;          /* NULL when it has neither timer nor store (read by every locked change) */
+    _Atomic int64_t eval_bucket; /* striped windows: breaker.c's design notes; INT64_MIN = none */
+    uint64_t headroom;     /* failed or slow calls eval_bucket's test leaves before a rate could reach its threshold */
+    uint8_t clear_tallies; /* unlock_all zeroes the stripes' tallies (a new base) */
+    bw_extra *extra;       /* NULL when it has neither timer nor store (read by every locked change) */
     _Atomic uint64_t last_failure; /* (code << 1) | 1, or 0 for none */
     bw_classifier_cb classifier;
     void *classifier_user;

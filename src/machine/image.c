@@ -6,12 +6,22 @@
  *   u64 gen  i64 opened_at  i64 open_wait  i64 ho_since
  *   u32 failed_rounds admitted in_flight completed probe_failures probe_slows
  *       inconclusive cerr csucc
- *   rate policy only: u64 total failed slow  i64 cur_sec  u32 head cur_slot,
+ *   rate policy only: u64 total failed slow  i64 cur  u32 head cur_slot,
  *       then the window's memory (count: one byte a call; time: three u32 a
- *       second)
- * A image whose policy or window differs from the machine's configuration
- * loads its state and counters but an empty window: clients of one stored
- * circuit are expected to share its configuration.
+ *       bucket, one bucket a second: `size` of them, cur a second)
+ * Format 2, for a time window whose buckets are wider than a second (time:N
+ * with N > 60, window.h): magic "BWM2", the same fields, and after cur_slot a
+ * u32 width (seconds a bucket; in [2, size]), then ceil(size / width) buckets
+ * (cur a bucket number: floor(t / width)).
+ *
+ * Compatibility. Every other image is still written as format 1, which the
+ * versions before format 2 read (their time windows had one-second buckets and
+ * at most 74 of them), so a fleet that upgrades one process at a time keeps its
+ * circuits. Both formats are read. An image whose policy or window (kind,
+ * size, bucket width) differs from the machine's configuration loads its state
+ * and counters but an empty window: clients of one stored circuit are
+ * expected to share its configuration, and a format-1 image of time:61 to
+ * time:74 (one-second buckets, now two) is such an image.
  */
 #include "machine/image.h"
 
@@ -22,7 +32,8 @@
 #include <emmintrin.h>
 #endif
 
-#define MAGIC 0x314d5742u /* "BWM1" */
+#define MAGIC 0x314d5742u  /* "BWM1" */
+#define MAGIC2 0x324d5742u /* "BWM2": a time window of buckets wider than a second */
 
 typedef struct cursor {
     unsigned char *p;
@@ -73,19 +84,28 @@ static uint64_t get(cursor *c, int bytes)
 
 #define HEAD_BYTES (4 + 4 + 4 + 8 * 4 + 4 * 9)
 #define WIN_HEAD_BYTES (8 * 4 + 4 * 2)
+#define WIDTH_BYTES 4 /* format 2's bucket width */
+
+/* Whether a machine of this configuration is written as format 2: a time window of buckets wider than a second. */
+static int wide(const bw__mcfg *cfg)
+{
+    return cfg->policy == BW_POLICY_RATE && cfg->window_kind == BW_WINDOW_TIME &&
+           cfg->window_size > BW__WINDOW_BUCKETS; /* bw__window_width > 1 */
+}
 
 size_t bw__machine_image_bytes(const bw__mcfg *cfg)
 {
     size_t n = HEAD_BYTES;
     if (cfg->policy == BW_POLICY_RATE)
-        n += WIN_HEAD_BYTES + bw__window_bytes(cfg->window_kind, cfg->window_size);
+        n += WIN_HEAD_BYTES + (wide(cfg) ? WIDTH_BYTES : 0) + bw__window_bytes(cfg->window_kind, cfg->window_size);
     return n;
 }
 
 size_t bw__machine_save(const bw__machine *m, unsigned char *buf)
 {
     cursor c = {buf, NULL, 0, 0};
-    put(&c, MAGIC, 4);
+    int v2 = wide(&m->cfg);
+    put(&c, v2 ? MAGIC2 : MAGIC, 4);
     put(&c, m->cfg.policy, 1);
     put(&c, m->cfg.window_kind, 1);
     put(&c, m->state, 1);
@@ -104,10 +124,12 @@ size_t bw__machine_save(const bw__machine *m, unsigned char *buf)
         put(&c, w->total, 8);
         put(&c, w->failed, 8);
         put(&c, w->slow, 8);
-        put(&c, (uint64_t)w->cur_sec, 8);
+        put(&c, (uint64_t)w->cur, 8);
         put(&c, w->head, 4);
         put(&c, w->cur_slot, 4);
-        size_t wb = bw__window_bytes(w->kind, w->size);
+        if (v2)
+            put(&c, (uint64_t)(w->width / 1000000000), 4);
+        size_t wb = bw__window_bytes(w->kind, m->cfg.window_size);
         if (w->kind == BW_WINDOW_COUNT) {
             memcpy(c.p, w->mem, wb);
             c.p += wb;
@@ -123,10 +145,15 @@ size_t bw__machine_save(const bw__machine *m, unsigned char *buf)
     return (size_t)(c.p - buf);
 }
 
+static int magic_ok(uint64_t m)
+{
+    return m == MAGIC || m == MAGIC2;
+}
+
 int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uint64_t *gen)
 {
     cursor c = {NULL, buf, len, 0};
-    if (get(&c, 4) != MAGIC)
+    if (!magic_ok(get(&c, 4)))
         return -1;
     get(&c, 2);
     *state = (int)get(&c, 1);
@@ -138,23 +165,27 @@ int bw__machine_image_peek(const unsigned char *buf, size_t len, int *state, uin
 int bw__machine_image_shape(const unsigned char *buf, size_t len, int *policy, int *kind, uint32_t *size)
 {
     cursor c = {NULL, buf, len, 0};
-    if (get(&c, 4) != MAGIC)
+    uint64_t magic = get(&c, 4);
+    if (!magic_ok(magic))
         return -1;
     *policy = (int)get(&c, 1);
     *kind = (int)get(&c, 1);
+    if (magic == MAGIC2 && (*policy != BW_POLICY_RATE || *kind != BW_WINDOW_TIME))
+        return -1; /* format 2 is a time window's */
     get(&c, 2);
     *size = (uint32_t)get(&c, 4);
     if (c.bad || (*policy != BW_POLICY_RATE && *policy != BW_POLICY_CONSECUTIVE) ||
         (*kind != BW_WINDOW_COUNT && *kind != BW_WINDOW_TIME))
         return -1;
-    if (*policy == BW_POLICY_RATE && (*size < 1 || *size > (*kind == BW_WINDOW_COUNT ? 1000000u : 86400u)))
+    if (*policy == BW_POLICY_RATE &&
+        (*size < 1 || *size > (*kind == BW_WINDOW_COUNT ? 1000000u : BW__WINDOW_SECONDS_MAX)))
         return -1;
     return 0;
 }
 
 /*
  * What the encoder can produce, and so all a decoder accepts: an image is read
- * from a store, as untrusted as a file from disk. Instants (and cur_sec in ns)
+ * from a store, as untrusted as a file from disk. Instants (and a time window's newest bucket, in ns)
  * lie within +-BW__INSTANT_MAX and waits within [0, BW__WAIT_CEILING], so no
  * sum or difference the machine forms of them overflows; the generation leaves
  * room to grow and never reaches the "no entry" mark; probe counts are
@@ -232,15 +263,34 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     bw__machine_bind(m, cfg, window_mem);
     bw__window *w = &m->win;
     cursor c = {NULL, buf, len, 0};
-    /* The length first: exactly what the image's own policy, kind and size take (which also bounds the size). */
-    if (len < HEAD_BYTES || rd(&c, 4) != MAGIC)
+    /* The length first: exactly what the image's own format, policy, kind, size (and width) take. */
+    if (len < HEAD_BYTES)
         return -1;
+    uint32_t magic = (uint32_t)rd(&c, 4);
     unsigned policy = (unsigned)rd(&c, 1), kind = (unsigned)rd(&c, 1), state = (unsigned)rd(&c, 1);
     unsigned pad = (unsigned)rd(&c, 1);
     uint32_t size = (uint32_t)rd(&c, 4);
     if (pad != 0 || (policy != BW_POLICY_RATE && policy != BW_POLICY_CONSECUTIVE) ||
-        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME) ||
-        len != HEAD_BYTES + (policy == BW_POLICY_RATE ? WIN_HEAD_BYTES + bw__window_bytes((int)kind, size) : 0))
+        (kind != BW_WINDOW_COUNT && kind != BW_WINDOW_TIME))
+        return -1;
+    /* Format 1: `size` slots (calls, or one-second buckets). Format 2: a time window's ceil(size / width) buckets. */
+    uint64_t width = 1, slots = size;
+    size_t win_head = WIN_HEAD_BYTES;
+    int v2 = magic != MAGIC;
+    if (v2) {
+        if (magic != MAGIC2 || policy != BW_POLICY_RATE || kind != BW_WINDOW_TIME ||
+            len < HEAD_BYTES + WIN_HEAD_BYTES + WIDTH_BYTES)
+            return -1;
+        cursor at = {NULL, buf + HEAD_BYTES + WIN_HEAD_BYTES, WIDTH_BYTES, 0};
+        width = rd(&at, WIDTH_BYTES);
+        if (width < 2 || width > size)
+            return -1; /* one-second buckets are written as format 1 */
+        slots = (size + width - 1) / width;
+        win_head += WIDTH_BYTES;
+    }
+    if ((uint64_t)len !=
+        HEAD_BYTES +
+            (policy == BW_POLICY_RATE ? win_head + slots * (kind == BW_WINDOW_TIME ? sizeof(bw__bucket) : 1) : 0))
         return -1;
     uint64_t gen = rd(&c, 8);
     int64_t opened_at = (int64_t)rd(&c, 8), open_wait = (int64_t)rd(&c, 8), ho_since = (int64_t)rd(&c, 8);
@@ -271,26 +321,28 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     m->csucc = u[8];
     if (m->cfg.policy != BW_POLICY_RATE)
         return 0;
-    if (policy != m->cfg.policy || kind != w->kind || size != w->size) {
+    if (policy != m->cfg.policy || kind != w->kind || size != m->cfg.window_size ||
+        (kind == BW_WINDOW_TIME && (int64_t)width * 1000000000 != w->width)) {
         bw__window_clear(w); /* another configuration's window: start it empty */
         return 0;
     }
     uint64_t total = rd(&c, 8), failed = rd(&c, 8), slow = rd(&c, 8);
-    int64_t cur_sec = (int64_t)rd(&c, 8);
+    int64_t cur = (int64_t)rd(&c, 8);
     uint32_t head = (uint32_t)rd(&c, 4), cur_slot = (uint32_t)rd(&c, 4);
-    size_t wb = bw__window_bytes(w->kind, w->size); /* == c.left: the configuration is the image's */
+    if (v2)
+        rd(&c, WIDTH_BYTES); /* read above */
+    /* The configuration is the image's: w->size == slots, and what is left is the window's memory. */
     if (head >= w->size || cur_slot >= w->size || failed > total || slow > total)
         return -1;
     if (w->kind == BW_WINDOW_COUNT) {
-        if (cur_sec != INT64_MIN || cur_slot != 0 || total > w->size ||
-            !count_window_ok(c.r, w->size, total, failed, slow))
+        if (cur != INT64_MIN || cur_slot != 0 || total > w->size || !count_window_ok(c.r, w->size, total, failed, slow))
             return -1;
-        memcpy(w->mem, c.r, wb);
+        memcpy(w->mem, c.r, w->size);
     } else {
-        /* A second in range (so cur_sec * 1e9 fits), its slot, and the counts the buckets' sums. */
-        if (head != 0 || (cur_sec == INT64_MIN
-                              ? total != 0 || cur_slot != 0
-                              : cur_sec < bw__second_of(-BW__INSTANT_MAX) || cur_sec > bw__second_of(BW__INSTANT_MAX)))
+        /* A bucket in range (so cur * width fits), its slot, and the counts the buckets' sums. */
+        if (head != 0 || (cur == INT64_MIN ? total != 0 || cur_slot != 0
+                                           : cur < bw__window_bucket_of(w, -BW__INSTANT_MAX) ||
+                                                 cur > bw__window_bucket_of(w, BW__INSTANT_MAX)))
             return -1;
         bw__bucket *b = w->mem;
         uint64_t t = 0, f = 0, sl = 0;
@@ -312,8 +364,8 @@ int bw__machine_load(bw__machine *m, const bw__mcfg *cfg, void *window_mem, cons
     w->slow = slow;
     w->head = head;
     w->cur_slot = cur_slot;
-    if (cur_sec != INT64_MIN) {
-        bw__window_set_sec(w, cur_sec);
+    if (cur != INT64_MIN) {
+        bw__window_set_bucket(w, cur);
         if (w->cur_slot != cur_slot)
             return -1;
     }

@@ -75,6 +75,15 @@ int bw__shared_fits(const bw__mcfg *cfg)
     return HEAD + bw__machine_image_bytes(cfg) <= BW_STORE_DATA_MAX;
 }
 
+uint32_t bw__shared_count_max(void)
+{
+    bw__mcfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = BW_POLICY_RATE;
+    cfg.window_kind = BW_WINDOW_COUNT; /* size 0: the image without its slots, one byte a call */
+    return (uint32_t)(BW_STORE_DATA_MAX - HEAD - bw__machine_image_bytes(&cfg));
+}
+
 static void put64(unsigned char *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)

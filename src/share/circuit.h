@@ -111,7 +111,13 @@ int bw__shared_poll_read(bw__shared_op *op, int64_t now, const bw_store_entry *c
  */
 int bw__shared_inspect(const bw_store_entry *cur, int64_t now, bw_store_circuit *out);
 
-/* Whether a machine with this configuration fits in a store entry. */
+/*
+ * Whether a machine with this configuration fits in a store entry: every time
+ * window does (at most 60 buckets, machine/window.h), a count window up to
+ * bw__shared_count_max() calls.
+ */
 int bw__shared_fits(const bw__mcfg *cfg);
+/* The longest count window a stored circuit can hold. */
+uint32_t bw__shared_count_max(void);
 
 #endif

@@ -17,6 +17,10 @@
  *   on a hung NFS or FUSE file system: a caught signal does not end it (the
  *   kernel's killable wait goes on after a handler; here pause() is called
  *   again), only a signal whose action ends the process does.
+ * - BWTEST_CLOCK_SHIFT=SECONDS: every clock (clock_gettime of any clock,
+ *   gettimeofday, time) reads SECONDS later than it is, so that a test can
+ *   run the command "5 minutes later" without waiting: the store's clock and
+ *   the breaker's both move, as they would on a real schedule.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -24,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile int in_child;
@@ -137,4 +143,37 @@ ssize_t read(int fd, void *buf, size_t n)
         n = 1;
     }
     return real(fd, buf, n);
+}
+
+static long long shift(void)
+{
+    const char *v = getenv("BWTEST_CLOCK_SHIFT");
+    return v ? atoll(v) : 0;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int (*real)(clockid_t, struct timespec *) = (int (*)(clockid_t, struct timespec *))next("clock_gettime");
+    int rc = real(id, ts);
+    if (rc == 0)
+        ts->tv_sec += (time_t)shift();
+    return rc;
+}
+
+int gettimeofday(struct timeval *tv, void *tz)
+{
+    int (*real)(struct timeval *, void *) = (int (*)(struct timeval *, void *))next("gettimeofday");
+    int rc = real(tv, tz);
+    if (rc == 0)
+        tv->tv_sec += (time_t)shift();
+    return rc;
+}
+
+time_t time(time_t *out)
+{
+    time_t (*real)(time_t *) = (time_t(*)(time_t *))next("time");
+    time_t t = real(NULL) + (time_t)shift();
+    if (out)
+        *out = t;
+    return t;
 }

@@ -743,5 +743,74 @@ has "$T/err" "mode 0666: any user may open it, refused; remove it (rm /dev/shm/$
 expect $? 69 "status on a shm: segment others may open: 69"
 rm -f "/dev/shm/$SHM2"
 
+# ---- the cron recipe of docs/cli.md, as written there, on a clock 5 minutes a run ----
+# The crontab line (its command, after the schedule) and the configuration file are read from docs/cli.md's
+# "## Cron" section: what a user copies is what runs here. preload.c moves every clock of the command
+# (BWTEST_CLOCK_SHIFT) as cron's schedule would: run i at i * 5 minutes. The job fails or succeeds as
+# $T/verdict says, and notes each run in $T/cron-ran.
+DOC="$(dirname "$0")/../../docs/cli.md"
+awk '/^## / { p = $0 == "## Cron" } p' "$DOC" >"$T/cron.md"
+# Block 1 (```cron): the crontab line; block 2 (```): the configuration file.
+awk -v out="$T/cron.conf" '/^```/ { if (inb) { inb = 0 } else { inb = 1; n++ }; next }
+    inb && n == 1 && /^\*\/5 / { line = $0; for (i = 0; i < 5; i++) sub(/^[^ ]+ /, "", line); print line }
+    inb && n == 2 { print > out }' "$T/cron.md" >"$T/cron.line"
+cron_cmd=$(cat "$T/cron.line")
+case $cron_cmd in
+"breakwater run partner-api "*"-- /usr/local/bin/sync-partner "*) ok ;;
+*) fail "docs/cli.md's cron recipe: no crontab line found (got '$cron_cmd')" ;;
+esac
+grep -q "window=time:" "$T/cron.conf" && ok || fail "docs/cli.md's cron recipe: no configuration file found"
+printf '#!/bin/sh\necho ran >> "%s/cron-ran"\nexit "$(cat "%s/verdict")"\n' "$T" "$T" >"$T/sync-partner"
+chmod +x "$T/sync-partner"
+cron_cmd=$(printf '%s\n' "$cron_cmd" | sed "s|^breakwater |\"\$BW\" |; s|/usr/local/bin/sync-partner|$T/sync-partner|")
+# cron_run I: the crontab line at minute 5*I (the exit status of the whole line, as cron sees it).
+cron_run() {
+    env BWTEST_CLOCK_SHIFT=$(($1 * 300)) BREAKWATER_CONFIG="$T/cron.conf" LD_PRELOAD="$PRELOAD" \
+        ASAN_OPTIONS="$PRELOAD_ASAN" BW="$BW" sh -c "$cron_cmd" 2>>"$T/cron.err"
+}
+# cron_state I: the circuit's state as status sees it at minute 5*I.
+cron_state() {
+    env BWTEST_CLOCK_SHIFT=$(($1 * 300)) LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$PRELOAD_ASAN" "$BW" status partner-api --json |
+        python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d.get('state', 'closed'))"
+}
+runs() { [ -e "$T/cron-ran" ] && wc -l <"$T/cron-ran" | tr -d ' ' || echo 0; }
+if [ -n "$PRELOAD" ]; then
+    echo 1 >"$T/verdict" # the partner API is down
+    for i in 0 1 2; do
+        cron_run $i
+        expect $? 1 "cron run $i (a failure): the job's status"
+    done
+    [ "$(runs)" = 3 ] && ok || fail "cron: 3 runs, ran $(runs)"
+    [ "$(cron_state 2)" = open ] && ok || fail "cron: the third failed run opens the circuit: $(cron_state 2) ($(cat "$T/cron.err"))"
+    for i in 3 4; do # 15 and 20 minutes: within the 15-minute wait from minute 10
+        cron_run $i
+        expect $? 0 "cron run $i while OPEN: 75, which the crontab line accepts"
+    done
+    [ "$(runs)" = 3 ] && ok || fail "cron: a rejected run ran the job"
+    has "$T/cron.err" "retry after" "cron: a rejection says when a probe is admitted"
+    echo 0 >"$T/verdict" # back
+    cron_run 5
+    expect $? 0 "cron run 5, 15 minutes after the trip: the probe runs"
+    [ "$(runs)" = 4 ] && ok || fail "cron: the probe ran"
+    [ "$(cron_state 5)" = closed ] && ok || fail "cron: the probe closes the circuit: $(cron_state 5)"
+    # Down again: it opens again on the third failure, and a failed probe opens it for twice the wait (30 min).
+    echo 1 >"$T/verdict"
+    for i in 6 7 8; do cron_run $i; done
+    [ "$(cron_state 8)" = open ] && ok || fail "cron: opens again: $(cron_state 8)"
+    cron_run 11
+    expect $? 1 "cron run 11 (the probe, failing)"
+    [ "$(runs)" = 8 ] && ok || fail "cron: 8 runs, ran $(runs)"
+    for i in 12 16; do
+        cron_run $i
+        expect $? 0 "cron run $i: OPEN for 30 minutes after the failed probe"
+    done
+    [ "$(runs)" = 8 ] && ok || fail "cron: rejected runs ran the job"
+    echo 0 >"$T/verdict"
+    cron_run 17
+    [ "$(runs)" = 9 ] && [ "$(cron_state 17)" = closed ] && ok || fail "cron: the probe 30 minutes later closes it"
+else
+    fail "the cron recipe needs preload.c's clock"
+fi
+
 echo "test_cli: $pass passed, $fails failed"
 [ $fails -eq 0 ]

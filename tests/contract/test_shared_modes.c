@@ -360,6 +360,89 @@ static void test_stored_stale_and_expiry(void)
     bw_store_close(s);
 }
 
+/*
+ * Jobs minutes apart (a cron job every 5 minutes) share a stored time window of
+ * an hour: 60 buckets of a minute in the entry. Three failures 5 minutes apart
+ * trip it; the window forgets a call an hour after its minute began; a day's
+ * and 30 days' windows are stored too. Before, stored time windows stopped at
+ * 74 s (one-second buckets).
+ */
+static bw_breaker *make_text(const char *name, bw_store *s, const char *text)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_clock(c, clk));
+    CHECK_OK(bw_config_parse(c, text, &e));
+    CHECK_OK(bw_config_set_store(c, s, BW_STORE_STORED, &e));
+    bw_breaker *b = NULL;
+    int rc = bw_breaker_new(name, c, &b, &e);
+    if (rc != BW_OK)
+        H_FAIL("bw_breaker_new(%s): %s: %s", text, bw_strerror(rc), e.message);
+    bw_config_free(c);
+    return b;
+}
+
+static void test_stored_long_time_window(void)
+{
+    clock_fresh(3600 * S); /* on a minute's boundary: minute 60 */
+    bw_store *s = open_store();
+    const char *cfg = "failure_rate=0.5 window=time:1h min_calls=3 wait=15m permitted_probes=1";
+    bw_breaker *b = make_text("svc-hourly", s, cfg);
+    if (!b) {
+        bw_store_close(s);
+        return;
+    }
+    CHECK_OK(call(b, BW_FAILURE));
+    pump(5 * 60 * S);
+    CHECK_OK(call(b, BW_FAILURE));
+    CHECK_INT(bw_breaker_state(b), BW_STATE_CLOSED); /* 2 calls: below min_calls */
+    pump(5 * 60 * S);
+    CHECK_OK(call(b, BW_FAILURE)); /* each run a new process: another breaker, the same stored circuit */
+    CHECK_INT(bw_breaker_state(b), BW_STATE_OPEN);
+    bw_breaker *other = make_text("svc-hourly", s, cfg);
+    pump(5 * 60 * S);
+    bw_rejection why;
+    bw_permit p;
+    CHECK_RC(bw_acquire(other, &p, &why), BW_REJECTED);
+    CHECK_INT(why.retry_after_ns, 10 * 60 * S);
+    pump(10 * 60 * S);
+    CHECK_OK(call(other, BW_SUCCESS)); /* the probe closes it, with a fresh window */
+    CHECK_INT(bw_breaker_state(other), BW_STATE_CLOSED);
+    /* Calls leave an hour after their minute began: a failure at minute 85, then successes. */
+    pump(30 * S); /* 85.5 min */
+    CHECK_OK(call(other, BW_FAILURE));
+    pump(30 * 60 * S);
+    CHECK_OK(call(other, BW_SUCCESS)); /* 115.5 min */
+    bw_snapshot snap;
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.total_calls, 2);
+    CHECK_INT(snap.failed_calls, 1);
+    pump(29 * 60 * S + 29 * S); /* 144 min 59 s: minute 144, the failure's minute 85 is still in */
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.total_calls, 2);
+    pump(1 * S); /* minute 145: minute 85 leaves, 59.5 minutes after the failure */
+    CHECK_OK(bw_breaker_snapshot(b, &snap));
+    CHECK_INT(snap.total_calls, 1);
+    CHECK_INT(snap.failed_calls, 0);
+    bw_breaker_free(b);
+    bw_breaker_free(other);
+    /* A day's window and the longest one are stored as well, and trip. */
+    static const char *const longer[] = {"window=time:1d min_calls=2", "window=time:30d min_calls=2"};
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "svc-long-%d", i);
+        bw_breaker *d = make_text(name, s, longer[i]);
+        if (!d)
+            continue;
+        CHECK_OK(call(d, BW_FAILURE));
+        pump(6 * 3600 * S);
+        CHECK_OK(call(d, BW_FAILURE));
+        CHECK_INT(bw_breaker_state(d), BW_STATE_OPEN);
+        bw_breaker_free(d);
+    }
+    bw_store_close(s);
+}
+
 /* ---- entries that are not what breakwater wrote ---- */
 
 typedef struct poke {
@@ -1627,6 +1710,12 @@ static void test_config_checks(void)
     CHECK_OK(bw_breaker_new("time-ok", c, &b, &e));
     CHECK_OK(call(b, BW_SUCCESS));
     bw_breaker_free(b);
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 893, &e)); /* the longest count window is 892 calls */
+    CHECK_RC(bw_breaker_new("too-big", c, &b, &e), BW_ERANGE);
+    CHECK(strstr(e.message, "count:N up to 892 calls, got count:893") != NULL);
+    CHECK_OK(bw_config_set_window(c, BW_WINDOW_COUNT, 892, &e));
+    CHECK_OK(bw_breaker_new("count-ok", c, &b, &e));
+    bw_breaker_free(b);
     CHECK_RC(bw_config_parse(c, "store_retry=10s store_retry_max=5s", &e), BW_OK);
     CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
     CHECK_STR(e.field, "store_retry_max");
@@ -2058,6 +2147,7 @@ int main(int argc, char **argv)
     RUN(test_stored_stale_across_reset);
     RUN(test_stored_registry_preset);
     RUN(test_stored_stale_and_expiry);
+    RUN(test_stored_long_time_window);
     RUN(test_stored_corrupt_entry);
     RUN(test_stored_lifetimes);
     RUN(test_stored_store_failure_falls_back);

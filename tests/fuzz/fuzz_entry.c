@@ -3,8 +3,10 @@
  * the entry decoder (share/circuit.c) and the machine image decoder
  * (machine/image.c) behind it.
  *
- * Input: byte 0 picks the configuration and the operation (bits 0-1 the window
- * size, bit 2 the window kind, bit 3 the policy, bits 4-6 the operation), bytes
+ * Input: byte 0 picks the configuration and the operation (bits 0-1 and 7 the
+ * window size, bit 2 the window kind, bit 3 the policy, bits 4-6 the
+ * operation; bit 7 the sizes of time windows of buckets wider than a second,
+ * image format 2, and of count windows near the largest that fits), bytes
  * 1-2 the entry's claimed length (little-endian; a store may claim more than
  * BW_STORE_DATA_MAX), the rest the entry's bytes. Any input must run without a
  * crash, a sanitizer report or a long loop; an update that writes must write an
@@ -28,10 +30,12 @@ void bw_fuzz_entry_cfg(uint8_t sel, bw__mcfg *c);
 void bw_fuzz_entry_cfg(uint8_t sel, bw__mcfg *c)
 {
     static const uint32_t sizes[] = {1, 4, 10, 60};
+    static const uint32_t time_wide[] = {61, 150, 3600, 30 * 86400}; /* buckets of 2 s, 3 s, 1 min, 12 h */
+    static const uint32_t count_long[] = {100, 500, 891, 892};
     memset(c, 0, sizeof *c);
     c->policy = (sel & 8) ? BW_POLICY_CONSECUTIVE : BW_POLICY_RATE;
     c->window_kind = (sel & 4) ? BW_WINDOW_TIME : BW_WINDOW_COUNT;
-    c->window_size = sizes[sel & 3];
+    c->window_size = !(sel & 0x80) ? sizes[sel & 3] : (sel & 4) ? time_wide[sel & 3] : count_long[sel & 3];
     c->initial_state = BW_STATE_CLOSED;
     c->min_calls = 2;
     c->permitted = c->max_concurrent = 2;
@@ -68,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bw__mcfg c;
     bw_fuzz_entry_cfg(data[0], &c);
-    int op = (data[0] >> 4) % 7; /* READ .. OPEN_FOR */
+    int op = ((data[0] >> 4) & 7) % 7; /* READ .. OPEN_FOR */
     static bw_store_entry cur, next;
     memset(&cur, 0, sizeof cur);
     cur.len = (uint32_t)data[1] | (uint32_t)data[2] << 8;

@@ -59,8 +59,8 @@ static void dump(const char *dir, uint8_t sel, int op, const bw_store_entry *e)
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
-    for (int sel = 0; sel < 16; sel++) {
-        if ((sel & 8) && (sel & 7)) /* the consecutive policy has no window: one configuration */
+    for (int sel = 0; sel < 0x90; sel++) {
+        if ((sel & 0x70) || ((sel & 8) && (sel & 0x87))) /* op bits; the consecutive policy has no window */
             continue;
         bw__mcfg c;
         bw_fuzz_entry_cfg((uint8_t)sel, &c);

@@ -335,7 +335,7 @@ static void test_set_probes(void)
 
 static void test_set_window(void)
 {
-    const char *rc = "[1, 1000000]", *rt = "[1, 86400]";
+    const char *rc = "[1, 1000000]", *rt = "[1, 2592000]"; /* time: up to 30 days */
     I64_BAD(set_window_count, "window", -1, rc);
     I64_BAD(set_window_count, "window", 0, rc);
     I64_OK(set_window_count, "window", 1, "count:1");
@@ -351,8 +351,10 @@ static void test_set_window(void)
     I64_OK(set_window_time, "window", 2, "time:2s");
     I64_OK(set_window_time, "window", 86399, "time:86399s");
     I64_OK(set_window_time, "window", 86400, "time:86400s");
-    I64_BAD(set_window_time, "window", 86401, rt);
-    I64_BAD(set_window_time, "window", 1000000, rt); /* a valid count size is not a valid time size */
+    I64_OK(set_window_time, "window", 86401, "time:86401s");
+    I64_OK(set_window_time, "window", 1000000, "time:1000000s"); /* a valid count size, and a valid time size */
+    I64_OK(set_window_time, "window", 2592000, "time:2592000s");
+    I64_BAD(set_window_time, "window", 2592001, rt);
     I64_BAD(set_window_time, "window", INT64_MIN, rt);
 
     /* A failed time setting on a count window keeps the count window (kind and size). */
@@ -774,6 +776,10 @@ static void test_parse_each_key(void)
     PARSE_OK("window=time:30s", "window", "time:30s");
     PARSE_OK("window=time:2m", "window", "time:120s");
     PARSE_OK("window=time:1d", "window", "time:86400s");
+    PARSE_OK("window=time:10m", "window", "time:600s");
+    PARSE_OK("window=time:6h", "window", "time:21600s");
+    PARSE_OK("window=time:2d", "window", "time:172800s");
+    PARSE_OK("window=time:30d", "window", "time:2592000s");
     PARSE_OK("permitted_probes=7", "permitted_probes", "7");
     PARSE_OK("max_concurrent_probes=3", "max_concurrent_probes", "3");
     PARSE_OK("wait=45s", "wait", "45s");
@@ -913,9 +919,9 @@ static void test_parse_range_errors(void)
     PARSE_VALUE("min_calls=-5", BW_ERANGE, "min_calls", 0, 10, "[1, 1000000000]");
     PARSE_VALUE("window=count:0", BW_ERANGE, "window", 0, 7, "[1, 1000000]");
     PARSE_VALUE("window=count:1000001", BW_ERANGE, "window", 0, 7, "[1, 1000000]");
-    PARSE_VALUE("window=time:0", BW_ERANGE, "window", 0, 7, "[1, 86400]");
-    PARSE_VALUE("window=time:86401s", BW_ERANGE, "window", 0, 7, "[1, 86400]");
-    PARSE_VALUE("window=time:2d", BW_ERANGE, "window", 0, 7, "[1, 86400]");
+    PARSE_VALUE("window=time:0", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
+    PARSE_VALUE("window=time:2592001s", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
+    PARSE_VALUE("window=time:31d", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
     PARSE_VALUE("permitted_probes=1000001", BW_ERANGE, "permitted_probes", 0, 17, "[1, 1000000]");
     PARSE_VALUE("max_concurrent_probes=0", BW_ERANGE, "max_concurrent_probes", 0, 22, "[1, ");
     PARSE_VALUE("wait=366d", BW_ERANGE, "wait", 0, 5, "365d");

@@ -1,9 +1,11 @@
 /*
  * test_window.c (tests/unit/) — unit tests of the count and time sliding
  * windows (window.h), against the "Windows (rate policy)" section of
- * docs/states.md.
+ * docs/states.md: one-second buckets up to time:60, wider ones beyond (at most
+ * 60 buckets, so a day's window costs what a minute's does).
  */
 #include "harness.h"
+#include "breakwater/breakwater.h"
 #include "machine/window.h"
 
 #define SEC INT64_C(1000000000)
@@ -40,6 +42,50 @@ static void test_window_bytes(void)
     CHECK_INT(bw__window_bytes(BW_WINDOW_COUNT, 1), 1);
     CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 3), 3 * sizeof(bw__bucket));
     CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 1), sizeof(bw__bucket));
+    /* At most 60 buckets, whatever the length. */
+    CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 60), 60 * sizeof(bw__bucket));
+    CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 61), 31 * sizeof(bw__bucket));
+    CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 3600), 60 * sizeof(bw__bucket));
+    CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, 86400), 60 * sizeof(bw__bucket));
+    CHECK_INT(bw__window_bytes(BW_WINDOW_TIME, BW__WINDOW_SECONDS_MAX), 60 * sizeof(bw__bucket));
+}
+
+/* time:N has buckets of ceil(N / 60) s, as few as cover N: exactly N for N <= 60 and whole minutes. */
+static void test_bucket_widths(void)
+{
+    static const uint32_t table[][3] = {{1, 1, 1},        {2, 1, 2},         {59, 1, 59},        {60, 1, 60},
+                                        {61, 2, 31},      {74, 2, 37},       {119, 2, 60},       {120, 2, 60},
+                                        {121, 3, 41},     {600, 10, 60},     {3600, 60, 60},     {3601, 61, 60},
+                                        {21600, 360, 60}, {86400, 1440, 60}, {172800, 2880, 60}, {2592000, 43200, 60}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        CHECK_INT(bw__window_width(table[i][0]), table[i][1]);
+        CHECK_INT(bw__window_buckets(table[i][0]), table[i][2]);
+    }
+    CHECK_INT(BW__WINDOW_SECONDS_MAX, 30 * 86400);
+    /* Every length: at most 60 buckets, covering N, and one fewer would not. */
+    long bad = 0;
+    for (uint32_t n = 1; n <= BW__WINDOW_SECONDS_MAX; n++) {
+        uint64_t w = bw__window_width(n), b = bw__window_buckets(n);
+        bad += !(b >= 1 && b <= BW__WINDOW_BUCKETS && b * w >= n && (b - 1) * w < n && (n % 60 || b * w == n));
+    }
+    CHECK_INT(bad, 0);
+}
+
+/* A breaker with a day's time window holds 60 buckets, not 86400 (striped or not). */
+static void test_day_window_memory(void)
+{
+    bw_config *c = bw_config_new();
+    CHECK_OK(bw_config_parse(c, "window=time:1d", NULL));
+    bw_breaker *day = NULL, *minute = NULL;
+    CHECK_OK(bw_breaker_new("day", c, &day, NULL));
+    CHECK_OK(bw_config_parse(c, "window=time:60s", NULL));
+    CHECK_OK(bw_breaker_new("minute", c, &minute, NULL));
+    if (day && minute)
+        CHECK_INT(bw_breaker_bytes(day), bw_breaker_bytes(minute));
+    CHECK(bw_breaker_bytes(day) < 16 * 1024);
+    bw_breaker_free(day);
+    bw_breaker_free(minute);
+    bw_config_free(c);
 }
 
 static void test_init_is_empty(void)
@@ -390,36 +436,42 @@ static void test_time_negative_floor(void)
     }
 }
 
-/* Randomised walk of a time window against a brute-force model. */
-static void test_time_matches_model(void)
+/*
+ * Randomised walk of time:n against a brute-force model: a record counts while
+ * its bucket (floor(t / width), of the newest instant seen: a clock that goes
+ * back stands still) is one of the newest `buckets`. Time steps scale with the
+ * width, so that walks of wide buckets cross as many boundaries.
+ */
+static void time_matches_model(uint32_t n)
 {
-    enum { N = 5, STEPS = 3000 };
-    static int64_t rec_sec[STEPS];
+    enum { STEPS = 3000 };
+    static int64_t rec_b[STEPS];
     static uint8_t rec_fail[STEPS], rec_slow[STEPS];
     int nrec = 0;
     bw__window w;
-    time_window(&w, N);
-    int64_t t = -7 * SEC, newest = INT64_MIN;
-    uint32_t x = 99;
+    time_window(&w, n);
+    const int64_t width = (int64_t)bw__window_width(n) * SEC, nb = bw__window_buckets(n);
+    int64_t t = -7 * width, newest = INT64_MIN;
+    uint32_t x = 99 + n;
     for (int i = 0; i < STEPS; i++) {
         x = x * 1103515245u + 12345u;
         uint32_t r = (x >> 8) % 100;
         if (r < 60)
-            t += (int64_t)((x >> 4) % 700) * MS; /* small step */
+            t += (int64_t)((x >> 4) % 700) * (width / 1000); /* small step */
         else if (r < 75)
-            t -= (int64_t)((x >> 4) % 3000) * MS; /* clock goes back */
+            t -= (int64_t)((x >> 4) % 3000) * (width / 1000); /* clock goes back */
         else if (r < 85)
-            t += (int64_t)((x >> 4) % 12) * SEC; /* jump, maybe past the window */
+            t += (int64_t)((x >> 4) % (uint32_t)(nb + 7)) * width; /* jump, maybe past the window */
         else
             t += 1; /* tick */
-        int64_t sec = t >= 0 ? t / SEC : -((-t + SEC - 1) / SEC);
-        if (sec > newest)
-            newest = sec;
+        int64_t b = t >= 0 ? t / width : -((-t + width - 1) / width);
+        if (b > newest)
+            newest = b;
         int f = (x >> 20) & 1, sl = (x >> 22) & 1;
         if (r % 2 == 0) {
             bw__window_record(&w, f, sl, t);
             rec_slow[nrec] = (uint8_t)sl;
-            rec_sec[nrec] = newest; /* a clock that goes back stands still */
+            rec_b[nrec] = newest; /* a clock that goes back stands still */
             rec_fail[nrec] = (uint8_t)f;
             nrec++;
         } else {
@@ -427,13 +479,13 @@ static void test_time_matches_model(void)
         }
         long long et = 0, ef = 0, es = 0;
         for (int j = 0; j < nrec; j++)
-            if (rec_sec[j] >= newest - N + 1 && rec_sec[j] <= newest) {
+            if (rec_b[j] >= newest - nb + 1 && rec_b[j] <= newest) {
                 et++;
                 ef += rec_fail[j];
                 es += rec_slow[j];
             }
         if ((long long)w.total != et || (long long)w.failed != ef || (long long)w.slow != es) {
-            fprintf(stderr, "step %d t=%lld\n", i, (long long)t);
+            fprintf(stderr, "time:%u step %d t=%lld\n", n, i, (long long)t);
             CHECK_INT(w.total, et);
             CHECK_INT(w.failed, ef);
             CHECK_INT(w.slow, es);
@@ -441,6 +493,66 @@ static void test_time_matches_model(void)
         }
     }
     CHECK(nrec > 100);
+}
+
+static void test_time_matches_model(void)
+{
+    time_matches_model(5);    /* one-second buckets */
+    time_matches_model(61);   /* 31 buckets of 2 s */
+    time_matches_model(150);  /* 50 buckets of 3 s */
+    time_matches_model(3600); /* 60 buckets of a minute */
+}
+
+/*
+ * Wider buckets (docs/states.md): a call leaves the window when the bucket
+ * `buckets` after its own begins, between N - width and N seconds after it
+ * settled when the width divides N, and never before N - width otherwise.
+ */
+static void test_time_wide_boundaries(void)
+{
+    bw__window w;
+    /* time:1h: 60 buckets of 1 min, on minute boundaries since the clock's zero. */
+    time_window(&w, 3600);
+    CHECK_INT(w.size, 60);
+    bw__window_record(&w, 1, 0, 0);             /* minute 0 */
+    bw__window_record(&w, 0, 1, 60 * SEC - 1);  /* minute 0, its last instant */
+    bw__window_record(&w, 1, 1, 60 * SEC);      /* minute 1 */
+    CHECK_INT(total_at(&w, 3600 * SEC - 1), 3); /* minute 59: all three */
+    CHECK_INT(total_at(&w, 3600 * SEC), 1);     /* minute 60: minute 0 gone, 1 ns and 3540 s after */
+    CHECK_INT(w.failed, 1);
+    CHECK_INT(w.slow, 1);
+    CHECK_INT(total_at(&w, 3660 * SEC - 1), 1);
+    CHECK_INT(total_at(&w, 3660 * SEC), 0); /* exactly 3600 s after the call of minute 1 */
+    CHECK_INT(w.failed, 0);
+    CHECK_INT(w.slow, 0);
+
+    /* time:61 rounds up to 31 buckets of 2 s: a call may count up to 62 s. */
+    time_window(&w, 61);
+    bw__window_record(&w, 1, 0, 0);
+    CHECK_INT(total_at(&w, 61 * SEC), 1);
+    CHECK_INT(total_at(&w, 62 * SEC - 1), 1);
+    CHECK_INT(total_at(&w, 62 * SEC), 0);
+    bw__window_record(&w, 1, 0, 63 * SEC + 999 * MS); /* bucket 31 ([62, 64) s) */
+    CHECK_INT(total_at(&w, 124 * SEC - 1), 1);        /* 60.001 s after: N - width < age */
+    CHECK_INT(total_at(&w, 124 * SEC), 0);
+
+    /* time:1d: buckets of 24 min; a gap of a day empties it, a clock that goes back stands still. */
+    time_window(&w, 86400);
+    bw__window_record(&w, 1, 0, 100 * SEC);
+    bw__window_record(&w, 1, 0, 50 * SEC); /* back: lands in the newest bucket */
+    CHECK_INT(total_at(&w, 86400 * SEC - 1), 2);
+    CHECK_INT(total_at(&w, 86400 * SEC), 0);
+    bw__window_record(&w, 0, 0, 86400 * SEC);
+    CHECK_INT(total_at(&w, 3 * 86400 * SEC), 0);
+
+    /* Negative instants floor to their bucket: -1 ns is in bucket -1 of time:120 (2 s). */
+    time_window(&w, 120);
+    bw__window_record(&w, 1, 0, -1);
+    CHECK_INT(bw__window_bucket_of(&w, -1), -1);
+    CHECK_INT(bw__window_bucket_of(&w, -2 * SEC), -1);
+    CHECK_INT(bw__window_bucket_of(&w, -2 * SEC - 1), -2);
+    CHECK_INT(total_at(&w, 118 * SEC - 1), 1);
+    CHECK_INT(total_at(&w, 118 * SEC), 0);
 }
 
 /* Any non-zero flag counts as one. */
@@ -511,6 +623,8 @@ static void test_rate_boundaries(void)
 int main(void)
 {
     RUN(test_window_bytes);
+    RUN(test_bucket_widths);
+    RUN(test_day_window_memory);
     RUN(test_init_is_empty);
     RUN(test_count_evicts_oldest);
     RUN(test_count_matches_model);
@@ -524,6 +638,7 @@ int main(void)
     RUN(test_time_clock_back);
     RUN(test_time_negative_floor);
     RUN(test_time_matches_model);
+    RUN(test_time_wide_boundaries);
     RUN(test_flags_are_booleans);
     RUN(test_rate_boundaries);
     return TEST_SUMMARY();
