@@ -102,17 +102,21 @@ typedef enum bw_reason {
                                            consecutive round completed 1,000,000 probes without a verdict */
     BW_REASON_HALF_OPEN_TIMEOUT = 9,    /* HALF_OPEN -> OPEN: the round outlived max_wait_in_half_open */
     BW_REASON_SHARED = 10,              /* adopted from the store's shared circuit (another process tripped,
-                                           probed or recovered it), or the local state again when this
-                                           breaker stops following it (store degraded) */
+                                           probed or recovered it, or this breaker follows it again once
+                                           its store answers) */
     BW_REASON_OPERATOR = 11,            /* an operator verb: reset, force_open, disable, metrics_only */
-    BW_REASON_RETRY_AFTER = 12          /* -> OPEN: the dependency said when to come back (bw_breaker_open_for,
+    BW_REASON_RETRY_AFTER = 12,         /* -> OPEN: the dependency said when to come back (bw_breaker_open_for,
                                            e.g. an HTTP 429/503 with Retry-After) */
+    BW_REASON_STORE_DOWN = 13           /* the store failed (BW_EVENT_STORE_DEGRADED): a coordinated breaker
+                                           stops following the fleet's circuit and shows its own local one
+                                           until the store answers; says nothing of the dependency or of the
+                                           fleet (an OPEN -> CLOSED for this reason is no recovery) */
 } bw_reason;
 
 /*
  * bw_reason_name — "none", "initial", "failure_rate", "slow_rate",
  * "consecutive_failures", "wait_ended", "probes_passed", "probes_failed",
- * "probes_inconclusive", "half_open_timeout", "shared", "operator", "retry_after", or
+ * "probes_inconclusive", "half_open_timeout", "shared", "operator", "retry_after", "store_down", or
  * "unknown". Static string. Thread safety: any thread.
  */
 BW_API const char *bw_reason_name(bw_reason reason);

@@ -58,8 +58,10 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     int health = bw__link_health(l, rc, op);
     if (health == BW__LINK_RECOVERED)
         bw__add_event(b, &ev, BW_EVENT_STORE_RECOVERED, BW_OK, NULL);
-    else if (health == BW__LINK_DEGRADED)
+    else if (health == BW__LINK_DEGRADED) {
         bw__add_event(b, &ev, BW_EVENT_STORE_DEGRADED, rc, err ? err->message : "");
+        c.why = BW_REASON_STORE_DOWN; /* the state callers see is this process's own again: no fleet change */
+    }
     if (rc == BW_OK && !stored)
         bw__view_adopt(&b->extra->view, &b->m, op->after, op->out_gen, bw__time_left(op->open_until, op->now),
                        op->open_wait, op->failed_rounds, now);

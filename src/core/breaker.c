@@ -117,7 +117,7 @@ static void publish(bw_breaker *b)
 static inline change change_begin(bw_breaker *b)
 {
     lock_all(b);
-    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0, 0, 0};
+    change c = {b->extra ? effective(b) : b->m.state, b->m.state, b->m.gen, 0, 0, 0, 0};
     return c;
 }
 
@@ -154,7 +154,7 @@ static void count_change(bw_breaker *b, int from, int to, int why);
 
 static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, int moved)
 {
-    int why = moved ? b->m.why : BW_REASON_SHARED;
+    int why = moved ? b->m.why : c->why ? c->why : BW_REASON_SHARED;
     if (moved)
         write_why(b, after, why, b->m.why_rate, b->m.why_total, b->m.why_count);
     else
@@ -181,7 +181,8 @@ static void count_change(bw_breaker *b, int from, int to, int why)
         return;
     atomic_fetch_add_explicit(&b->cold->transitions[from][to], 1, memory_order_relaxed);
     if (from == BW_STATE_HALF_OPEN && (to == BW_STATE_CLOSED || to == BW_STATE_OPEN) && why != BW_REASON_OPERATOR &&
-        why != BW_REASON_SHARED && why != BW_REASON_RETRY_AFTER) /* a Retry-After ends a round, not as failed */
+        why != BW_REASON_SHARED && why != BW_REASON_RETRY_AFTER &&
+        why != BW_REASON_STORE_DOWN) /* a Retry-After ends a round, not as failed; a failed store none */
         atomic_fetch_add_explicit(to == BW_STATE_CLOSED ? &b->cold->rounds_passed : &b->cold->rounds_failed, 1,
                                   memory_order_relaxed);
 }
@@ -233,7 +234,7 @@ const char *bw_reason_name(bw_reason reason)
     static const char *const names[] = {
         "none",       "initial",       "failure_rate",  "slow_rate",           "consecutive_failures",
         "wait_ended", "probes_passed", "probes_failed", "probes_inconclusive", "half_open_timeout",
-        "shared",     "operator",      "retry_after"};
+        "shared",     "operator",      "retry_after",   "store_down"};
     return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
 }
 
@@ -1058,7 +1059,7 @@ static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp
 {
     lazy_clock lc = {b, stamp, have};
     bw__now now = {0, 0, bw__lazy_read, &lc};
-    change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0, 0}; /* the word said CLOSED, under the lock */
+    change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0, 0, 0}; /* the word said CLOSED, under the lock */
     if (b->fast == FAST_COUNT)
         bw__machine_evaluate(&b->m, &now);
     else

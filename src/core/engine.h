@@ -218,6 +218,7 @@ typedef struct change {
     int trip;    /* set by change_end: the machine tripped CLOSED -> OPEN */
     int force;   /* publish even if nothing above moved (a new shared view) */
     int nocount; /* a change the counters do not count (a preset; a stored breaker's verb: its store's counts) */
+    int why;     /* the reason of a change the machine did not make (0: BW_REASON_SHARED, the store's view moved) */
 } change;
 
 static inline bw__link *link_of(const bw_breaker *b)

@@ -609,6 +609,8 @@ static int reason_text(char *m, size_t size, const bw_event *e)
         return snprintf(m, size, " (operator)");
     case BW_REASON_RETRY_AFTER:
         return snprintf(m, size, " (the dependency asked for a wait: Retry-After)");
+    case BW_REASON_STORE_DOWN:
+        return snprintf(m, size, " (the store failed: this process's own circuit until it answers)");
     }
     return snprintf(m, size, " (reason %d)", (int)e->reason);
 }

@@ -1875,6 +1875,46 @@ static int changes_into(recorder *r, bw_state to, bw_reason why)
 }
 
 /*
+ * A coordinated breaker following the fleet's OPEN whose store fails shows its
+ * own CLOSED circuit again: that change says why (store_down, in the log "the
+ * store failed"), not "shared", which read as the fleet's recovery; following
+ * the fleet again once the store answers is "shared".
+ */
+static void test_coordinated_store_down_reason(void)
+{
+    bw_store *inner = open_store();
+    failing_store f;
+    bw_store *s = failing_wrap(&f, inner);
+    recorder *la = rec_new();
+    bw_breaker *a = make("svc-down", s, BW_STORE_COORDINATED, 1, la, 0);
+    bw_breaker *other = make("svc-down", inner, BW_STORE_COORDINATED, 1, NULL, 0);
+    pump(0);
+    CHECK_OK(call(other, BW_FAILURE));
+    CHECK_OK(call(other, BW_FAILURE));
+    pump(0);
+    pump(1 * S); /* a's poll: it follows the fleet's OPEN */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_INT(changes_into(la, BW_STATE_OPEN, BW_REASON_SHARED), 1);
+    failing_set(&f, 1);
+    pump(1 * S); /* a's poll fails: degraded, its own circuit (CLOSED) */
+    CHECK_INT(rec_count_line(la, 0, "degraded"), 1);
+    CHECK_INT(bw_breaker_state(a), BW_STATE_CLOSED);
+    CHECK_INT(changes_into(la, BW_STATE_CLOSED, BW_REASON_STORE_DOWN), 1);
+    bw_counters k;
+    CHECK_OK(bw_breaker_counters(a, &k));
+    CHECK_INT(k.reason, BW_REASON_STORE_DOWN);
+    failing_set(&f, 0);
+    pump(2 * S); /* retry time: the poll succeeds, a follows the fleet's OPEN again */
+    CHECK_INT(bw_breaker_state(a), BW_STATE_OPEN);
+    CHECK_INT(changes_into(la, BW_STATE_OPEN, BW_REASON_SHARED), 2);
+    bw_breaker_free(a);
+    bw_breaker_free(other);
+    bw_store_close(s);
+    bw_store_close(inner);
+    rec_free(la);
+}
+
+/*
  * Stored mode: open_for writes the fleet's circuit, OPEN for the given wait
  * (a trip whose wait is that long): every breaker on it rejects with that
  * retry_after, the entry lives until the wait ends plus its lifetime, one
@@ -2170,6 +2210,7 @@ int main(int argc, char **argv)
     RUN(test_read_circuit);
     RUN(test_stored_rejection_by_read);
     RUN(test_config_checks);
+    RUN(test_coordinated_store_down_reason);
     RUN(test_stored_open_for);
     RUN(test_coordinated_open_for);
     RUN(test_coordinated_open_for_written_after_recovery);

@@ -157,7 +157,7 @@ void test_call_fallback_on_rejection()
 /* The call ran and failed: settled first, then the fallback with the exception or the verdict's code. */
 void test_call_fallback_on_failure()
 {
-    fixture f("min_calls=100");
+    fixture f("window=count:100 min_calls=100"); /* never trips here */
     int fallbacks = 0;
     std::string s =
         f.b.call([]() -> std::string { throw http_error(503); }, bw::fallback{[&](const bw::fallback_info &why) {
@@ -413,7 +413,7 @@ void test_pipeline_call_fallback()
 /* A pipeline call that throws: the layers record exception_rc; the fallback gets the exception, or it is rethrown. */
 void test_pipeline_call_exceptions()
 {
-    fixture f("min_calls=100");
+    fixture f("window=count:100 min_calls=100"); /* never trips here */
     bw::retry r;
     r.attempts(3).backoff(BW_BACKOFF_CONSTANT, 0ns, 1, 0ns);
     bw::pipeline p("orders");

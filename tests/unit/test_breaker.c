@@ -144,6 +144,7 @@ static void test_open_for(void)
     CHECK_OK(bw_breaker_counters(b, &k));
     CHECK_INT(k.reason, BW_REASON_RETRY_AFTER);
     CHECK_STR(bw_reason_name(BW_REASON_RETRY_AFTER), "retry_after");
+    CHECK_STR(bw_reason_name(BW_REASON_STORE_DOWN), "store_down");
     bw_permit p;
     bw_rejection why;
     CHECK_RC(bw_acquire(b, &p, &why), BW_REJECTED);

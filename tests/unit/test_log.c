@@ -795,6 +795,12 @@ static void test_reasons(void)
          "msg=\"circuit payments: closed -> open (shared state from the store)\"",
          "\"level\":\"error\",\"event\":\"state_change\",\"name\":\"payments\",\"from\":\"closed\",\"to\":\"open\","
          "\"reason\":\"shared\",\"msg\":\"circuit payments: closed -> open (shared state from the store)\"}"},
+        {BW_REASON_STORE_DOWN, BW_STATE_OPEN, BW_STATE_CLOSED, 0, 0, 0,
+         "level=warn event=state_change name=payments from=open to=closed reason=store_down "
+         "msg=\"circuit payments: open -> closed (the store failed: this process's own circuit until it answers)\"",
+         "\"level\":\"warn\",\"event\":\"state_change\",\"name\":\"payments\",\"from\":\"open\",\"to\":\"closed\","
+         "\"reason\":\"store_down\",\"msg\":\"circuit payments: open -> closed (the store failed: this process's own "
+         "circuit until it answers)\"}"},
         {BW_REASON_OPERATOR, BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, 0, 0, 0,
          "level=warn event=state_change name=payments from=closed to=forced_open reason=operator "
          "msg=\"circuit payments: closed -> forced_open (operator)\"",
