@@ -6,7 +6,12 @@
 #               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl),
 #               then check the ABI against the last release's (abi/) and build, install, consume and lint the
 #               Debian packages
+# Variables:
+#   JOBS=N             parallel build jobs (default: the number of CPUs)
+#   PACKAGE_DIR=DIR    where `make package` keeps the packages it built (default build-package/; `make clean`
+#                      removes it); BW_PACKAGE_KEEP=1 also keeps its temporary directory (build log, extracted root)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PACKAGE_DIR ?= build-package
 CTEST = ctest --output-on-failure -j$(JOBS)
 
 .PHONY: demo demo-lib check build test asan tsan nosqlite abi package layers bench bench-ir format format-check deps clean
@@ -65,11 +70,12 @@ abi:
 	cmake --build build-abi -j$(JOBS)
 	sh scripts/abi_check.sh build-abi
 
-# The Debian packages (debian/): built with dpkg-buildpackage, installed into a temporary root, a consumer built
-# against them with pkg-config and CMake, lintian (errors fail).
+# The Debian packages (debian/): built with dpkg-buildpackage and kept in $(PACKAGE_DIR)/ (the previous run's
+# replaced), installed into a temporary root, a consumer built against them with pkg-config and CMake, lintian
+# (errors fail).
 package:
 	@sh scripts/deps.sh --package
-	sh scripts/package_check.sh
+	sh scripts/package_check.sh $(PACKAGE_DIR)
 
 bench: deps
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DBW_BUILD_TESTS=OFF >/dev/null
@@ -98,4 +104,4 @@ format-check:
 	sh scripts/format.sh
 
 clean:
-	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench build-ir build-abi
+	rm -rf build build-check build-asan build-tsan build-nosqlite build-bench build-ir build-abi build-package

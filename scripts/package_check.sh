@@ -3,9 +3,16 @@
 # clean clone would), install them into a temporary root (dpkg -x: no chroot, nothing installed on the machine),
 # build and run a consumer against that root with pkg-config and with CMake (shared and static), and run
 # lintian on the result: its findings are printed, and an error fails.
-# Usage: package_check.sh   (BW_PACKAGE_KEEP=1 keeps its temporary directory; needs debhelper, dpkg-dev, lintian: sh scripts/deps.sh --package installs them)
+# Usage: package_check.sh [DIR]
+#   DIR (default build-package/ in the checkout) receives the packages built (.deb, .changes, .buildinfo, .dsc,
+#   the source tarball), replacing those of an earlier run, as soon as they are built: they stay there whatever the
+#   checks after say. BW_PACKAGE_KEEP=1 also keeps the temporary directory (the build log, the extracted root, the
+#   consumers). Needs debhelper, dpkg-dev, lintian: sh scripts/deps.sh --package installs them.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$top/build-package}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bw-package.XXXXXX")
 [ -n "${BW_PACKAGE_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT INT TERM
 ver=$(sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$top/debian/changelog")
@@ -21,6 +28,12 @@ if ! (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs" dpkg-buildpackage 
     echo "package: dpkg-buildpackage failed" >&2
     exit 1
 fi
+# The packages, kept: the previous run's go first, so DIR holds one build's.
+rm -f "$out"/*.deb "$out"/*.ddeb "$out"/*.changes "$out"/*.buildinfo "$out"/*.dsc "$out"/*.tar.*
+for f in "$work"/*.deb "$work"/*.ddeb "$work"/*.changes "$work"/*.buildinfo "$work"/*.dsc "$work"/*.tar.*; do
+    if [ -e "$f" ]; then cp "$f" "$out/"; fi
+done
+echo "package: the packages are in $out"
 expected="libbreakwater0 libbreakwater-sqlite0 libbreakwater-redis0 libbreakwater-postgres0 libbreakwater-curl0
 libbreakwater-metrics-http0 libbreakwater-dev breakwater"
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
@@ -109,4 +122,4 @@ if [ $rc != 0 ]; then
     echo "package: lintian found errors (exit $rc)" >&2
     exit 1
 fi
-echo "package: all packages built, installed in a temporary root, consumed and checked"
+echo "package: all packages built, installed in a temporary root, consumed and checked; they are in $out"

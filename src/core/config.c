@@ -219,7 +219,7 @@ int bw_config_set_window(bw_config *cfg, bw_window_kind kind, int64_t size, bw_e
                         size);
     if (kind == BW_WINDOW_TIME && (size < 1 || size > MAX_WINDOW_SECONDS))
         return bw__fail(err, BW_ERANGE, "window",
-                        "window must be time:Ns with N in [1, %" PRId64 "] (1s to 1d), got time:%" PRId64 "s",
+                        "window must be time:Ns with N in [1, %" PRId64 "] (1s to 30d), got time:%" PRId64 "s",
                         MAX_WINDOW_SECONDS, size);
     cfg->m.window_kind = (uint8_t)kind;
     cfg->m.window_size = (uint32_t)size;

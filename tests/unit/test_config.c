@@ -921,7 +921,7 @@ static void test_parse_range_errors(void)
     PARSE_VALUE("window=count:1000001", BW_ERANGE, "window", 0, 7, "[1, 1000000]");
     PARSE_VALUE("window=time:0", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
     PARSE_VALUE("window=time:2592001s", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
-    PARSE_VALUE("window=time:31d", BW_ERANGE, "window", 0, 7, "[1, 2592000]");
+    PARSE_VALUE("window=time:31d", BW_ERANGE, "window", 0, 7, "[1, 2592000] (1s to 30d)");
     PARSE_VALUE("permitted_probes=1000001", BW_ERANGE, "permitted_probes", 0, 17, "[1, 1000000]");
     PARSE_VALUE("max_concurrent_probes=0", BW_ERANGE, "max_concurrent_probes", 0, 22, "[1, ");
     PARSE_VALUE("wait=366d", BW_ERANGE, "wait", 0, 5, "365d");
@@ -1676,8 +1676,9 @@ static void test_duration_messages(void)
     CHECK(strstr(e.message, "nanoseconds") == NULL && strstr(e.message, " ns") == NULL);
     CHECK_RC(bw_config_set_slow_call_duration(c, 366 * DAY, &e), BW_ERANGE);
     CHECK(strstr(e.message, "got 366d") != NULL);
-    CHECK_RC(bw_config_set_window(c, BW_WINDOW_TIME, 30 * 86400 + 1, &e), BW_ERANGE);
+    CHECK_RC(bw_config_set_window(c, BW_WINDOW_TIME, 2592001, &e), BW_ERANGE);
     CHECK(strstr(e.message, "got time:2592001s") != NULL);
+    CHECK(strstr(e.message, "(1s to 30d)") != NULL);
     CHECK_RC(bw_config_set_window(c, BW_WINDOW_COUNT, 0, &e), BW_ERANGE);
     CHECK(strstr(e.message, "got count:0") != NULL);
     /* Cross-field bounds. */
