@@ -6,6 +6,10 @@
 #               and once more built without the optional components (no SQLite, hiredis, libpq, libmicrohttpd, libcurl),
 #               then check the ABI against the last release's (abi/) and build, install, consume and lint the
 #               Debian packages
+# For the edit-compile-test loop:
+#   make test   the plain build and the quick tier (ctest -L quick: unit and contract suites, fuzz corpora, C++);
+#               `make test-all` runs the plain build's whole suite. One case of any test executable by name:
+#               BW_TEST=test_open_for ctest --test-dir build-check -R '^test_breaker$' (tests/support/harness.h)
 # Variables:
 #   JOBS=N             parallel build jobs (default: the number of CPUs)
 #   PACKAGE_DIR=DIR    where `make package` keeps the packages it built (default build-package/; `make clean`
@@ -14,7 +18,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PACKAGE_DIR ?= build-package
 CTEST = ctest --output-on-failure -j$(JOBS)
 
-.PHONY: demo demo-lib check build test asan tsan nosqlite abi package layers bench bench-ir format format-check deps clean
+.PHONY: demo demo-lib check build test test-all asan tsan nosqlite abi package layers bench bench-ir format format-check deps clean
 
 demo: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -29,7 +33,7 @@ demo-lib: deps
 deps:
 	@sh scripts/deps.sh
 
-check: deps-all format-check layers abi test asan tsan nosqlite package
+check: deps-all format-check layers abi test-all asan tsan nosqlite package
 	@echo "check: all suites passed (plain, asan+ubsan, tsan, without the optional components), the ABI kept, the packages built and consumed"
 
 deps-all:
@@ -39,7 +43,12 @@ build:
 	cmake -S . -B build-check -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBW_WERROR=ON
 	cmake --build build-check -j$(JOBS)
 
+# The quick tier for the edit-compile-test loop: the plain build, then the unit and contract suites (ctest -L quick).
 test: build
+	cd build-check && $(CTEST) -L quick
+
+# The plain build's whole suite (a leg of `make check`).
+test-all: build
 	cd build-check && $(CTEST)
 
 asan:

@@ -88,11 +88,11 @@ case $core_flags in
 *hiredis* | *sqlite* | *pq* | *curl* | *microhttpd*) echo "package: breakwater.pc pulls a component's flags: $core_flags" >&2; exit 1 ;;
 esac
 run() { # run NAME: the consumer NAME, which must load breakwater from the temporary root (or have it linked in)
-    out=$(LD_LIBRARY_PATH="$libdir" "$cons/$1" "$cons/data") || { echo "$out" >&2; echo "package: $1 failed" >&2; exit 1; }
-    echo "$out" | sed "s|^|package: $1: |"
+    res=$(LD_LIBRARY_PATH="$libdir" "$cons/$1" "$cons/data") || { echo "$res" >&2; echo "package: $1 failed" >&2; exit 1; }
+    echo "$res" | sed "s|^|package: $1: |"
     case $2 in
-    shared) echo "$out" | grep -q "^core: $libdir/libbreakwater.so.0$" || { echo "package: $1 did not load the packaged core" >&2; exit 1; } ;;
-    static) echo "$out" | grep -q "^core: $cons/$1$" || { echo "package: $1 is not linked statically" >&2; exit 1; } ;;
+    shared) echo "$res" | grep -q "^core: $libdir/libbreakwater.so.0$" || { echo "package: $1 did not load the packaged core" >&2; exit 1; } ;;
+    static) echo "$res" | grep -q "^core: $cons/$1$" || { echo "package: $1 is not linked statically" >&2; exit 1; } ;;
     esac
 }
 cc -std=c11 -Wall -Wextra -Werror "$top/tests/packaging/consumer.c" $(pkg-config --cflags --libs breakwater) -o "$cons/pc_core"

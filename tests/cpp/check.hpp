@@ -3,19 +3,31 @@
  * tests/support/harness.h in C++ (that one uses <stdatomic.h>, which C++17
  * lacks). A test is a function; RUN() calls it and counts it failed when a
  * CHECK in it failed; SUMMARY() prints "N passed, N failed" and gives main's
- * exit status.
+ * exit status. BW_TEST=NAME in the environment runs the test NAME alone (an
+ * executable with no test of that name fails), as the C harness does.
  */
 #ifndef BW_TEST_CPP_CHECK_HPP
 #define BW_TEST_CPP_CHECK_HPP
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace check
 {
 inline std::atomic<int> failed_checks{0};
 inline int passed, failed;
 inline const char *current = "";
+/* The one test to run (BW_TEST), or NULL: all. */
+inline const char *only()
+{
+    static const char *name = [] {
+        const char *e = std::getenv("BW_TEST");
+        return e && *e ? e : nullptr;
+    }();
+    return name;
+}
 } // namespace check
 
 #define CHECK(cond)                                                                                                    \
@@ -38,6 +50,8 @@ inline const char *current = "";
 
 #define RUN(test)                                                                                                      \
     do {                                                                                                               \
+        if (check::only() && std::strcmp(check::only(), #test) != 0)                                                   \
+            break;                                                                                                     \
         check::current = #test;                                                                                        \
         int check_before = check::failed_checks;                                                                       \
         test();                                                                                                        \
@@ -49,6 +63,11 @@ inline const char *current = "";
         }                                                                                                              \
     } while (0)
 
-#define SUMMARY() (std::printf("%d passed, %d failed\n", check::passed, check::failed), check::failed == 0 ? 0 : 1)
+#define SUMMARY()                                                                                                      \
+    (std::printf("%d passed, %d failed\n", check::passed, check::failed),                                              \
+     check::only() && check::passed + check::failed == 0                                                               \
+         ? (std::fprintf(stderr, "no test named %s\n", check::only()), 1)                                              \
+     : check::failed == 0 ? 0                                                                                          \
+                          : 1)
 
 #endif

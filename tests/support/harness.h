@@ -7,8 +7,11 @@
  * file and line. main() ends with TEST_SUMMARY(), which prints
  * "N passed, N failed" (and ", N skipped") and returns non-zero on any failure.
  *
- * One case by name: main(argc, argv) calls H_ARGS(argc, argv) first; given a
- * test's name as its argument the executable runs that test alone. RUN_ALONE()
+ * One case by name: BW_TEST=NAME in the environment runs the test NAME alone,
+ * in any test executable (`BW_TEST=test_open_for ./tests/test_breaker`, or
+ * `BW_TEST=test_open_for ctest -R '^test_breaker$'`); an executable that
+ * names none of its tests NAME fails. A main(argc, argv) that calls
+ * H_ARGS(argc, argv) first also takes the name as its argument. RUN_ALONE()
  * registers a test that runs only so (its own ctest entry, bw_test_case in
  * tests/CMakeLists.txt), e.g. one that needs root. A test that cannot run here
  * calls H_SKIP("why") and returns: it counts as skipped, and an executable
@@ -35,6 +38,18 @@ static const char *h_current;
 static const char *h_only; /* the one test to run (H_ARGS), or NULL: all but the RUN_ALONE ones */
 
 #define H_ARGS(argc, argv) (h_only = (argc) > 1 ? (argv)[1] : NULL)
+
+/* The one test to run: H_ARGS's, else BW_TEST's (read once), else NULL. */
+static inline const char *h_named(void)
+{
+    static int h_env_read;
+    if (!h_only && !h_env_read) {
+        const char *e = getenv("BW_TEST");
+        h_only = e && *e ? e : NULL;
+        h_env_read = 1;
+    }
+    return h_only;
+}
 
 /* The running test cannot run here: say why; it counts as skipped (return from it after). */
 #define H_SKIP(...)                                                                                                    \
@@ -109,7 +124,7 @@ static inline void h_calls(bw_breaker *b, int n, bw_outcome o)
 
 #define H_RUN(fn, alone)                                                                                               \
     do {                                                                                                               \
-        if (h_only ? strcmp(h_only, #fn) != 0 : (alone))                                                               \
+        if (h_named() ? strcmp(h_named(), #fn) != 0 : (alone))                                                         \
             break;                                                                                                     \
         int h_before = h_failed_checks;                                                                                \
         h_current = #fn;                                                                                               \
@@ -137,7 +152,7 @@ static inline int h_summary(void)
         printf("%d passed, %d failed, %d skipped\n", h_tests_passed, h_tests_failed, h_tests_skipped);
     else
         printf("%d passed, %d failed\n", h_tests_passed, h_tests_failed);
-    if (h_only && ran == 0) {
+    if (h_named() && ran == 0) {
         fprintf(stderr, "no test named %s\n", h_only);
         return 1;
     }

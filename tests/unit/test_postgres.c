@@ -927,7 +927,10 @@ static void test_slow_conflicts(void)
         printf("# an update against 80 ms statements and another writer: %s after %lld ms (%s); %ld writes by the "
                "other\n",
                bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", w.writes);
-        CHECK_INT(rc, BW_ETIMEDOUT);
+        /* The other writer wins the row's every race but on a loaded machine, where the first compare-and-set
+         * may find it unchanged: then the update succeeds (one statement, 80 ms). Either way, within its timeout. */
+        if (rc != BW_OK)
+            CHECK_INT(rc, BW_ETIMEDOUT);
         if (took > (100 + SLACK_MS) * MS)
             H_FAIL("the update took %lld ms, more than its timeout (100 ms) + %d ms", (long long)(took / MS), SLACK_MS);
         bw_store_close(s);
