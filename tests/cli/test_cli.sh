@@ -388,8 +388,20 @@ expect $? 64 "an unknown option"
 has "$T/err" "unknown option '--bogus'" "names the option"
 "$BW" frobnicate 2>/dev/null
 expect $? 64 "an unknown command"
-"$BW" run 'bad name' -- true 2>"$T/err"
-expect $? 64 "a bad circuit name"
+# A bad circuit name is a usage error: 64, the allowed characters named, nothing run, and nothing said of a local
+# circuit (it said "protected by a local circuit for this call only", then exited 64 without running anything),
+# whether the store opens or not; retry --breaker the same.
+for st in "$STORE" "sqlite:/proc/no/such/dir/c.db"; do
+    rm -f "$T/ran-bad"
+    "$BW" --store "$st" run 'bad name' -- touch "$T/ran-bad" 2>"$T/err"
+    expect $? 64 "a bad circuit name ($st)"
+    [ ! -e "$T/ran-bad" ] && ok || fail "a bad circuit name ($st): the command ran"
+    has "$T/err" "circuit 'bad name': .*printable ASCII.*no space" "a bad circuit name ($st): the allowed characters"
+    grep -q "local circuit" "$T/err" && fail "a bad circuit name ($st): told of a local circuit: $(cat "$T/err")" || ok
+done
+"$BW" retry --breaker 'bad name' --attempts 1 -- touch "$T/ran-bad" 2>"$T/err"
+expect $? 64 "retry --breaker with a bad circuit name"
+[ ! -e "$T/ran-bad" ] && ! grep -q "local circuit" "$T/err" && ok || fail "retry --breaker 'bad name': $(cat "$T/err")"
 for c in run retry status force-open disable metrics-only reset metrics sweep forget; do
     "$BW" $c --help >"$T/help" && grep -q "usage: breakwater $c" "$T/help" && ok || fail "$c --help"
     sed 's/\\-/-/g' "$(dirname "$0")/../../doc/breakwater.1" | grep -q "^\.SS $c\( \|\$\)" && ok || fail "the man page lacks $c"
