@@ -34,6 +34,7 @@ enum {
     EX_OK_ = 0,
     EX_SKIPPED_ = 1,      /* status: a NAME was skipped (not a circuit name), the others reported (as ls, cat) */
     EX_USAGE_ = 64,       /* a bad option, argument or configuration */
+    EX_NOINPUT_ = 66,     /* an operator verb or forget named a circuit the store does not hold (no --create) */
     EX_UNAVAILABLE_ = 69, /* the store is unavailable and nothing can be done without it */
     EX_SOFTWARE_ = 70,    /* breakwater itself failed (out of memory) */
     EX_TEMPFAIL_ = 75,    /* the circuit rejected the call: nothing ran */

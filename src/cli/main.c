@@ -568,13 +568,13 @@ static const char *const usage_text =
     "  run NAME [options] -- CMD [ARGS...]   run CMD guarded by the circuit NAME\n"
     "  retry [options] -- CMD [ARGS...]      run CMD again on failure, with backoff\n"
     "  status [NAME...] [--json] [--watch]   the circuits in the store\n"
-    "  force-open NAME                       reject every call until reset (never expires)\n"
-    "  disable NAME                          admit every call, record nothing, until reset\n"
-    "  metrics-only NAME                     admit every call, record, never trip, until reset\n"
-    "  reset NAME                            close the circuit with a fresh window\n"
+    "  force-open [--create] NAME            reject every call until reset (never expires)\n"
+    "  disable [--create] NAME               admit every call, record nothing, until reset\n"
+    "  metrics-only [--create] NAME          admit every call, record, never trip, until reset\n"
+    "  reset [--create] NAME                 close the circuit with a fresh window\n"
     "  metrics [--serve ADDR] [--openmetrics] the Prometheus exposition of the store's circuits\n"
     "  sweep                                 delete the store's expired entries\n"
-    "  forget NAME                           delete the circuit's entry\n"
+    "  forget [--missing-ok] NAME            delete the circuit's entry\n"
     "\n"
     "global options (before or after the command):\n"
     "  --store URL          memory:, shm:NAME, sqlite:PATH or redis://HOST (default: $BREAKWATER_STORE,\n"
@@ -587,8 +587,16 @@ static const char *const usage_text =
     "  --help, --version\n"
     "\n"
     "Precedence: defaults < file < BREAKWATER_<NAME>_<KNOB> variables < --config.\n"
-    "Exit status: CMD's, or 64 usage, 69 store unavailable, 75 rejected, 124 timed out.\n"
+    "Exit status: CMD's, or 64 usage, 66 no such circuit, 69 store unavailable, 75 rejected,\n"
+    "124 timed out.\n"
     "See breakwater(1) and docs/cli.md.\n";
+
+/* What the operator verbs' help says of a name the store does not hold. */
+#define VERB_NOTE                                                                                                      \
+    "\n"                                                                                                               \
+    "A NAME the store does not hold (a typo, or a circuit never called, that recorded nothing\n"                       \
+    "or expired) changes nothing and exits 66, with the nearest name it holds (did you mean?).\n"                      \
+    "--create acts on it all the same.\n"
 
 static const struct {
     const char *cmd, *text;
@@ -647,19 +655,19 @@ static const struct {
                "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"
                "A NAME that is not a circuit name is skipped with a warning, the others reported;\n"
                "the exit status is then 1.\n"},
-    {"force-open", "usage: breakwater force-open NAME\n"
+    {"force-open", "usage: breakwater force-open [--create] NAME\n"
                    "\n"
                    "Hold the circuit FORCED_OPEN: every process rejects every call, until reset.\n"
-                   "A hold never expires.\n"},
-    {"disable", "usage: breakwater disable NAME\n"
+                   "A hold never expires.\n" VERB_NOTE},
+    {"disable", "usage: breakwater disable [--create] NAME\n"
                 "\n"
-                "Hold the circuit DISABLED: every call is admitted and nothing recorded, until reset.\n"},
-    {"metrics-only", "usage: breakwater metrics-only NAME\n"
+                "Hold the circuit DISABLED: every call is admitted and nothing recorded, until reset.\n" VERB_NOTE},
+    {"metrics-only", "usage: breakwater metrics-only [--create] NAME\n"
                      "\n"
-                     "Hold the circuit METRICS_ONLY: every call admitted and recorded, never tripping.\n"},
-    {"reset", "usage: breakwater reset NAME\n"
+                     "Hold the circuit METRICS_ONLY: every call admitted and recorded, never tripping.\n" VERB_NOTE},
+    {"reset", "usage: breakwater reset [--create] NAME\n"
               "\n"
-              "Close the circuit with a fresh window, ending any hold; calls in flight settle as stale.\n"},
+              "Close the circuit with a fresh window, ending any hold; calls in flight settle as stale.\n" VERB_NOTE},
     {"metrics", "usage: breakwater metrics [--serve ADDR] [--openmetrics]\n"
                 "\n"
                 "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
@@ -670,9 +678,11 @@ static const struct {
     {"sweep", "usage: breakwater sweep\n"
               "\n"
               "Delete the store's expired entries now; prints how many with -v.\n"},
-    {"forget", "usage: breakwater forget NAME\n"
+    {"forget", "usage: breakwater forget [--missing-ok] NAME\n"
                "\n"
-               "Delete the circuit's entry: every process sees a fresh circuit at its next call.\n"},
+               "Delete the circuit's entry: every process sees a fresh circuit at its next call.\n"
+               "A NAME the store does not hold changes nothing and exits 66, with the nearest name\n"
+               "it holds (did you mean?); --missing-ok exits 0 then.\n"},
 };
 
 void cli_help(FILE *f, const char *cmd)

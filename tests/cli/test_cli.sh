@@ -188,8 +188,34 @@ ran=$(ls "$T/probes" | wc -l)
 [ "$(state_of probe)" = closed ] && ok || fail "3 passing probes close it: $(state_of probe)"
 
 # ---- operator verbs ----
-"$BW" force-open hold
-expect $? 0 "force-open"
+# A verb on a name the store does not hold (a typo) changes nothing and exits 66, naming it and the nearest
+# circuit the store holds; --create acts on it all the same (force-open paymnets made a new held circuit, exit 0).
+"$BW" run payments -- true
+"$BW" force-open paymnets 2>"$T/err"
+expect $? 66 "force-open of a name the store does not hold"
+has "$T/err" "holds no circuit 'paymnets': did you mean payments?" "force-open paymnets: names it, and the near one"
+has "$T/err" "give --create" "force-open paymnets: says how to act on it all the same"
+[ "$(field paymnets found)" = False ] && ok || fail "force-open paymnets made a circuit"
+[ "$(field payments state)" = closed ] && ok || fail "force-open paymnets changed payments"
+for v in disable metrics-only reset; do
+    "$BW" $v Paymnts 2>"$T/err"
+    expect $? 66 "$v of a name the store does not hold"
+    has "$T/err" "holds no circuit 'Paymnts': did you mean payments?" "$v Paymnts: names it, and the near one"
+    [ "$(field Paymnts found)" = False ] && ok || fail "$v Paymnts made a circuit"
+done
+"$BW" forget paymnets 2>"$T/err"
+expect $? 66 "forget of a name the store does not hold"
+has "$T/err" "holds no circuit 'paymnets': did you mean payments?" "forget paymnets: names it, and the near one"
+has "$T/err" "give --missing-ok" "forget paymnets: says how to accept that"
+"$BW" forget --missing-ok paymnets
+expect $? 0 "forget --missing-ok of a name the store does not hold"
+"$BW" --store memory: reset zzz 2>"$T/err"
+expect $? 66 "reset on an empty store"
+grep -q "did you mean" "$T/err" && fail "a did-you-mean with nothing near: $(cat "$T/err")" || ok
+"$BW" force-open hold 2>/dev/null
+expect $? 66 "force-open of a new name without --create"
+"$BW" force-open --create hold
+expect $? 0 "force-open --create"
 [ "$(field hold state)" = forced_open ] && [ "$(field hold hold)" = True ] && [ "$(field hold expires_in_ms)" = None ] &&
     ok || fail "a hold never expires"
 "$BW" run hold -- touch "$T/ran-held" 2>/dev/null
@@ -244,7 +270,7 @@ fi
 has "$T/table" "^NAME  *STATE" "the table's header"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
 expect $? 0 "status of an empty memory: store"
-"$BW" force-open mhold >/dev/null && "$BW" metrics >"$T/metrics"
+"$BW" force-open --create mhold >/dev/null && "$BW" metrics >"$T/metrics"
 has "$T/metrics" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics: the state gauge"
 has "$T/metrics" '# TYPE breakwater_failure_rate gauge' "metrics: the rate gauge"
 if command -v promtool >/dev/null 2>&1; then
@@ -418,7 +444,7 @@ fi
 
 # ---- metrics of circuits with long names (each line carries its label) ----
 long=$(printf 'n%.0s' $(seq 1 186))
-for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
+for i in 1 2 3 4 5 6 7 8; do "$BW" force-open --create "$long$i" >/dev/null; done
 "$BW" metrics >"$T/metrics" 2>"$T/err"
 expect $? 0 "metrics of 8 circuits with 187-byte names"
 [ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
@@ -491,7 +517,7 @@ rm -f "$T/tries"
 "$BW" retry --attempts 5 --delay 1ms -- sh -c "echo x >> '$T/tries'; [ \$(wc -l < '$T/tries') -ge 2 ]"
 expect $? 0 "retry: success on the second attempt"
 [ "$(wc -l <"$T/tries")" -eq 2 ] && ok || fail "retry stops at the first success"
-"$BW" force-open rb >/dev/null
+"$BW" force-open --create rb >/dev/null
 "$BW" retry --breaker rb --attempts 3 --delay 1ms -- touch "$T/ran-rb" 2>/dev/null
 expect $? 75 "retry --breaker: a rejection is not retried"
 [ ! -e "$T/ran-rb" ] && ok || fail "retry --breaker ran through a hold"
@@ -586,7 +612,7 @@ BREAKWATER_STORE="$STORE" "$BW" run envs -- sh -c 'echo "store:${BREAKWATER_STOR
 has "$T/out" "store:unset" "run: the child does not get BREAKWATER_STORE"
 BREAKWATER_STORE="$STORE" "$BW" retry --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
 has "$T/out" "store:unset" "retry: the child does not get BREAKWATER_STORE"
-"$BW" force-open envh >/dev/null
+"$BW" force-open --create envh >/dev/null
 BREAKWATER_STORE="$STORE" "$BW" run envh --fallback 'echo "store:${BREAKWATER_STORE-unset}"' -- true >"$T/out" 2>/dev/null
 has "$T/out" "store:unset" "run --fallback: the fallback does not get BREAKWATER_STORE"
 "$BW" forget envh
@@ -597,7 +623,7 @@ chmod 600 "$T/store.url"
 env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" retry --pass-store --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
 has "$T/out" "store:@$T/store.url\$" "retry --pass-store with --store @FILE: the child gets @FILE, not the URL"
 # --store @FILE: the URL read from a file (its newline dropped), and the same store as the URL itself.
-"$BW" force-open viafile >/dev/null
+"$BW" force-open --create viafile >/dev/null
 env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" status viafile --json >"$T/out"
 has "$T/out" '"state":"forced_open"' "--store @FILE opens the store the file names"
 BREAKWATER_STORE="@$T/store.url" "$BW" status viafile --json >"$T/out"
