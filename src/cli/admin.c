@@ -298,6 +298,8 @@ static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
             if (strlen(cells[i][k]) > w[k])
                 w[k] = strlen(cells[i][k]);
     }
+    char line[sizeof c->store_shown + 64], shown[4 * sizeof line];
+    fprintf(f, "%s\n", cli_escape(cli_store_line(c, line, sizeof line), shown, sizeof shown));
     for (int k = 0; k < COLS; k++)
         fprintf(f, "%-*s%s", k + 1 < COLS ? (int)w[k] : 0, heads[k], k + 1 < COLS ? "  " : "\n");
     for (size_t i = 0; i < ns->n; i++)

@@ -466,6 +466,7 @@ static const char *default_store(cli *c, char *dir, size_t n)
     dir[0] = 0;
     if (!(bw_components() & BW_COMPONENT_SQLITE)) {
         snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)geteuid());
+        c->store_fallback = 1;
         return c->store_buf;
     }
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -497,12 +498,22 @@ static int store_from_file(cli *c, const char *path)
     return 0;
 }
 
-/* The store's URL, from --store, else BREAKWATER_STORE, else the default (*dir: the directory it needs, or ""). */
-static int resolve_store(cli *c, char *dir, size_t n)
+/* What the store is given as: --store's value, else BREAKWATER_STORE's, else NULL (the default); *from says which. */
+static const char *store_spec(const cli *c, const char **from)
+{
+    const char *env = getenv("BREAKWATER_STORE");
+    *from = c->store_spec ? "--store" : env && *env ? "BREAKWATER_STORE" : "the default";
+    return c->store_spec ? c->store_spec : env && *env ? env : NULL;
+}
+
+/*
+ * The store's URL, from --store, else BREAKWATER_STORE, else the default (*dir: the directory it needs, or "");
+ * `announce`: say what -v and the fallback's warning say (cli_open_store), else nothing (--version).
+ */
+static int resolve_store(cli *c, char *dir, size_t n, int announce)
 {
     dir[0] = 0;
-    const char *env = getenv("BREAKWATER_STORE");
-    const char *spec = c->store_spec ? c->store_spec : env && *env ? env : NULL;
+    const char *spec = store_spec(c, &c->store_from);
     if (spec && spec[0] == '@') {
         if (store_from_file(c, spec + 1) != 0)
             return -1;
@@ -523,18 +534,56 @@ static int resolve_store(cli *c, char *dir, size_t n)
     free(masked);
     /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). Not for a
        part masked only because it might hold one (a malformed URL, a string that is no URL: "--store foo"). */
-    if (c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
+    if (announce && c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
         cli_err(c,
                 "warning: --store %s gives a password on the command line, where every user of this host can read "
                 "it (ps): give it in a file only you can read (--store @FILE) or in $BREAKWATER_STORE",
                 c->store_shown);
+    if (announce && c->store_fallback) /* once: the URL is resolved once a process */
+        cli_err(c,
+                "warning: no SQLite store in this breakwater (libbreakwater-sqlite0 not installed, or left out of "
+                "the build): the default store is %s, in shared memory (this host only, lost at reboot), not the "
+                "file ~/.local/state/breakwater/circuits.db; give --store URL or BREAKWATER_STORE=URL to choose, "
+                "and silence this warning",
+                c->store_shown);
+    if (announce) {
+        char line[sizeof c->store_shown + 64];
+        cli_info(c, "%s", cli_store_line(c, line, sizeof line));
+    }
     return 0;
+}
+
+const char *cli_store_line(const cli *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "store: %s (%s%s%s)", c->store_shown, strcmp(c->store_from, "the default") == 0 ? "" : "from ",
+             c->store_from, c->store_fallback ? " of a build without SQLite" : "");
+    return buf;
+}
+
+void cli_version(cli *c, FILE *f)
+{
+    unsigned comp = bw_components();
+    fprintf(f, "breakwater %s (library %s; stores: memory shm%s%s%s)\n", BW_VERSION_STRING, bw_version_string(),
+            comp & BW_COMPONENT_SQLITE ? " sqlite" : "", comp & BW_COMPONENT_REDIS ? " redis" : "",
+            comp & BW_COMPONENT_POSTGRES ? " postgresql" : "");
+    const char *from, *spec = store_spec(c, &from);
+    char shown[4 * sizeof c->store_shown], line[sizeof c->store_shown + 64];
+    if (spec && spec[0] == '@') { /* not read for --version: the file's name, which holds no secret */
+        fprintf(f, "store: the URL in the file %s (from %s)\n", cli_escape(spec + 1, shown, sizeof shown), from);
+        return;
+    }
+    char dir[4096];
+    if (resolve_store(c, dir, sizeof dir, 0) != 0)
+        return;
+    fprintf(f, "%s\n", cli_escape(cli_store_line(c, line, sizeof line), shown, sizeof shown));
+    if (c->store_fallback)
+        fprintf(f, "(without SQLite: the documented default, a file in ~/.local/state/breakwater, is not available)\n");
 }
 
 int cli_open_store(cli *c, int quiet, bw_error *err)
 {
     char dir[4096] = "";
-    if (!c->store_url && resolve_store(c, dir, sizeof dir) != 0) {
+    if (!c->store_url && resolve_store(c, dir, sizeof dir, 1) != 0) {
         snprintf(err->message, sizeof err->message, "the store URL could not be read");
         err->code = BW_ESYS;
         snprintf(c->store_shown, sizeof c->store_shown, "(unread)");
@@ -730,25 +779,26 @@ int main(int argc, char **argv)
     const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
     c.color = isatty(1) && !(nc && *nc) && !(term && strcmp(term, "dumb") == 0);
 
-    int i = 1;
+    int i = 1, version = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             cli_help(stdout, NULL);
             return 0;
         }
-        if (strcmp(a, "--version") == 0) {
-            printf("breakwater %s (library %s; stores: memory shm%s%s%s)\n", BW_VERSION_STRING, bw_version_string(),
-                   bw_components() & BW_COMPONENT_SQLITE ? " sqlite" : "",
-                   bw_components() & BW_COMPONENT_REDIS ? " redis" : "",
-                   bw_components() & BW_COMPONENT_POSTGRES ? " postgresql" : "");
-            return 0;
+        if (strcmp(a, "--version") == 0) { /* after every global option: the store --store names */
+            version = 1;
+            continue;
         }
         int g = cli_global_opt(&c, argc, argv, &i);
         if (g < 0)
             return EX_USAGE_;
         if (g == 0)
             break;
+    }
+    if (version) {
+        cli_version(&c, stdout);
+        return 0;
     }
     if (i >= argc) {
         cli_help(stderr, NULL);
