@@ -248,10 +248,15 @@ static void print_json(FILE *f, const char *name, const bw_store_circuit *x)
     fputs("}\n", f);
 }
 
-/* One row of the table: its cells. */
-enum { COLS = 10 };
-static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS", "FAIL%",   "SLOW%",
-                                        "CONSEC F/S", "PROBES", "RETRY", "EXPIRES", "GEN"};
+/*
+ * One row of the table: its cells, in an operator's words (docs/cli.md, status): "-" is a figure that does not
+ * apply (the window's under the consecutive policy, PROBES outside HALF_OPEN, RETRY IN outside OPEN). A circuit
+ * the store holds no entry for is CLOSED with nothing recorded: its counts are 0. The generation, a number for
+ * programs (it grows by one at every transition and verb, from the entry's birth in ns), is in --json only.
+ */
+enum { COLS = 9 };
+static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS",    "FAIL%",  "SLOW%",
+                                        "CONSEC F/S", "PROBES", "RETRY IN", "EXPIRES"};
 
 static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS][80])
 {
@@ -260,8 +265,11 @@ static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS
     for (int k = 0; k < COLS; k++)
         snprintf(cell[k], 80, "-");
     snprintf(cell[0], 80, "%.79s", name);
-    if (!x->found) {
-        snprintf(cell[1], 80, "closed (no entry)"); /* a fresh circuit: nothing to remember */
+    if (!x->found) { /* a fresh circuit: nothing recorded (never called, recovered, reset, forgotten or expired) */
+        snprintf(cell[1], 80, "closed (nothing recorded)");
+        for (int k = 2; k <= 4; k++)
+            snprintf(cell[k], 80, "0");
+        snprintf(cell[5], 80, "0/0");
         return;
     }
     if (!x->readable) {
@@ -281,7 +289,6 @@ static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS
     if (s->retry_after_ns >= 0)
         cli_fmt_duration(s->retry_after_ns, cell[7], 80);
     snprintf(cell[8], 80, "%s", x->expires_in_ns < 0 ? "never" : cli_fmt_duration(x->expires_in_ns, d, sizeof d));
-    snprintf(cell[9], 80, "%llu", (unsigned long long)(s->generation % 1000000));
 }
 
 static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)

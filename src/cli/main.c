@@ -700,8 +700,11 @@ static const struct {
                "\n"
                "The circuits in the store (all of them without NAME, when the store can list them):\n"
                "state, window (calls, failure and slow rates), consecutive counts, probes, retry_after,\n"
-               "generation, expiry, operator hold. An aligned table on a terminal, JSON lines otherwise\n"
-               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"
+               "expiry, operator hold (and generation in JSON). An aligned table on a terminal, the\n"
+               "store on its first line; JSON lines otherwise or with --json. In the table '-' is a\n"
+               "figure that does not apply (the window under the consecutive policy, PROBES outside\n"
+               "HALF_OPEN, RETRY IN outside OPEN); 'closed (nothing recorded)' a circuit without an entry.\n"
+               "--watch redraws every --interval (default 1s) until interrupted.\n"
                "A NAME that is not a circuit name is skipped with a warning, the others reported;\n"
                "the exit status is then 1.\n"},
     {"force-open", "usage: breakwater force-open [--create] NAME\n"

@@ -270,6 +270,13 @@ if [ "$(getconf ARG_MAX 2>/dev/null || echo 0)" -ge 2097152 ]; then
 fi
 "$BW" status --table >"$T/table"
 has "$T/table" "^NAME  *STATE" "the table's header"
+# The table in an operator's words: a circuit with no entry is CLOSED with nothing recorded, its counts 0 (it read
+# "closed (no entry)", every column "-"); the generation is --json's, not a column of its last six digits (GEN).
+"$BW" status --table map never-called >"$T/table"
+has "$T/table" "^never-called  *closed (nothing recorded)  *0  *0  *0  *0/0  *-  *-  *-\$" "a circuit with no entry"
+has "$T/table" "^NAME  *STATE  *CALLS  *FAIL%  *SLOW%  *CONSEC F/S  *PROBES  *RETRY IN  *EXPIRES\$" "the table's columns"
+grep -q "GEN\|no entry" "$T/table" && fail "the table: $(cat "$T/table")" || ok
+has "$T/status.json" '"generation":[0-9]' "--json keeps the generation"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
 expect $? 0 "status of an empty memory: store"
 "$BW" force-open --create mhold >/dev/null && "$BW" metrics >"$T/metrics"
