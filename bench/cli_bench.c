@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     char *bw = argv[1];
     char *t[] = {"true", NULL};
     char *run[] = {bw, "run", "n", "--", "true", NULL};
-    char *hold[] = {bw, "force-open", "held", NULL};
+    char *hold[] = {bw, "force-open", "--create", "held", NULL}; /* a new circuit */
     char *rej[] = {bw, "run", "held", "--", "true", NULL};
     int st;
     timed(run, &st); /* makes the store */

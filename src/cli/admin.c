@@ -26,6 +26,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -247,10 +248,15 @@ static void print_json(FILE *f, const char *name, const bw_store_circuit *x)
     fputs("}\n", f);
 }
 
-/* One row of the table: its cells. */
-enum { COLS = 10 };
-static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS", "FAIL%",   "SLOW%",
-                                        "CONSEC F/S", "PROBES", "RETRY", "EXPIRES", "GEN"};
+/*
+ * One row of the table: its cells, in an operator's words (docs/cli.md, status): "-" is a figure that does not
+ * apply (the window's under the consecutive policy, PROBES outside HALF_OPEN, RETRY IN outside OPEN). A circuit
+ * the store holds no entry for is CLOSED with nothing recorded: its counts are 0. The generation, a number for
+ * programs (it grows by one at every transition and verb, from the entry's birth in ns), is in --json only.
+ */
+enum { COLS = 9 };
+static const char *const heads[COLS] = {"NAME",       "STATE",  "CALLS",    "FAIL%",  "SLOW%",
+                                        "CONSEC F/S", "PROBES", "RETRY IN", "EXPIRES"};
 
 static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS][80])
 {
@@ -259,8 +265,11 @@ static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS
     for (int k = 0; k < COLS; k++)
         snprintf(cell[k], 80, "-");
     snprintf(cell[0], 80, "%.79s", name);
-    if (!x->found) {
-        snprintf(cell[1], 80, "closed (no entry)"); /* a fresh circuit: nothing to remember */
+    if (!x->found) { /* a fresh circuit: nothing recorded (never called, recovered, reset, forgotten or expired) */
+        snprintf(cell[1], 80, "closed (nothing recorded)");
+        for (int k = 2; k <= 4; k++)
+            snprintf(cell[k], 80, "0");
+        snprintf(cell[5], 80, "0/0");
         return;
     }
     if (!x->readable) {
@@ -280,7 +289,6 @@ static void cells_of(const char *name, const bw_store_circuit *x, char cell[COLS
     if (s->retry_after_ns >= 0)
         cli_fmt_duration(s->retry_after_ns, cell[7], 80);
     snprintf(cell[8], 80, "%s", x->expires_in_ns < 0 ? "never" : cli_fmt_duration(x->expires_in_ns, d, sizeof d));
-    snprintf(cell[9], 80, "%llu", (unsigned long long)(s->generation % 1000000));
 }
 
 static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
@@ -297,6 +305,8 @@ static void print_table(const cli *c, FILE *f, names *ns, bw_store_circuit *xs)
             if (strlen(cells[i][k]) > w[k])
                 w[k] = strlen(cells[i][k]);
     }
+    char line[sizeof c->store_shown + 64], shown[4 * sizeof line];
+    fprintf(f, "%s\n", cli_escape(cli_store_line(c, line, sizeof line), shown, sizeof shown));
     for (int k = 0; k < COLS; k++)
         fprintf(f, "%-*s%s", k + 1 < COLS ? (int)w[k] : 0, heads[k], k + 1 < COLS ? "  " : "\n");
     for (size_t i = 0; i < ns->n; i++)
@@ -411,30 +421,130 @@ int cmd_status(cli *c, int argc, char **argv)
 
 /* ---- operator verbs, forget, sweep ---- */
 
-/* The one NAME of a command that takes nothing else (its global options aside): NULL after a usage error. */
-static const char *one_name(cli *c, int argc, char **argv)
+/*
+ * The one NAME of a command that takes nothing else but its global options and the flag `flag` (--create,
+ * --missing-ok: *flag_set says whether it was given): NULL after a usage error.
+ */
+static const char *one_name(cli *c, int argc, char **argv, const char *flag, int *flag_set)
 {
     const char *name = NULL;
+    *flag_set = 0;
     for (int i = 1; i < argc; i++) {
         int g = cli_global_opt(c, argc, argv, &i);
         if (g < 0)
             return NULL;
         if (g)
             continue;
-        if (argv[i][0] == '-' || name) {
-            name = NULL;
-            break;
+        if (strcmp(argv[i], flag) == 0) {
+            *flag_set = 1;
+            continue;
+        }
+        if (argv[i][0] == '-') {
+            cli_unknown(c, argv[i], "option");
+            return NULL;
+        }
+        if (name) {
+            cli_err(c, "one circuit NAME (see: breakwater %s --help)", c->cmd);
+            return NULL;
         }
         name = argv[i];
     }
     if (!name)
-        cli_err(c, "usage: breakwater %s NAME", c->cmd);
+        cli_err(c, "usage: breakwater %s [%s] NAME", c->cmd, flag);
     return name;
+}
+
+/* The keys a did-you-mean looks at, at most: the store's first NEAREST_KEYS_MAX (an error path; bounded). */
+enum { NEAREST_KEYS_MAX = 65536, NEAREST_LEN_MAX = 511 };
+
+/*
+ * The optimal string alignment distance of a and b (an edit is an insertion, a deletion, a change or a swap of
+ * neighbours), letters compared without case; both at most NEAREST_LEN_MAX bytes. The configuration's did-you-mean
+ * (core/config.c) has one for keys under 64 bytes; the command uses the public API only.
+ */
+static size_t name_distance(const char *a, const char *b)
+{
+    static size_t row[3][NEAREST_LEN_MAX + 1];
+    size_t n = strlen(a), m = strlen(b);
+    for (size_t j = 0; j <= m; j++)
+        row[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t *cur = row[i % 3], *prev = row[(i - 1) % 3], *prev2 = row[(i + 1) % 3];
+        cur[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            size_t best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) == cb &&
+                prev2[j - 2] + 1 < best)
+                best = prev2[j - 2] + 1;
+            cur[j] = best;
+        }
+    }
+    return row[n % 3][m];
+}
+
+/*
+ * The store's circuit nearest to `name` in spelling, into out (n bytes), or "" when none is near: within 1 edit
+ * for a name of up to 4 bytes, 2 up to 9 and 3 beyond (as git and the configuration's keys guess), the nearest
+ * first, then the first listed. Looks at the store's first NEAREST_KEYS_MAX keys, a page at a time (nothing kept);
+ * a store that cannot list, or fails, gives none.
+ */
+static void nearest_name(cli *c, const char *name, char *out, size_t n)
+{
+    out[0] = 0;
+    size_t len = strlen(name);
+    if (len > NEAREST_LEN_MAX)
+        return;
+    size_t most = len <= 4 ? 1 : len <= 9 ? 2 : 3, best = most + 1;
+    enum { PAGE = 256 };
+    bw_store_key *keys = malloc(PAGE * sizeof *keys);
+    if (!keys)
+        return;
+    bw_store_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    for (size_t seen = 0; !cur.done && seen < NEAREST_KEYS_MAX;) {
+        int got = 0;
+        bw_error e;
+        if (bw_store_scan(c->store, &cur, keys, PAGE, &got, &e) != BW_OK)
+            break;
+        for (int i = 0; i < got; i++, seen++) {
+            size_t kl = strlen(keys[i].name);
+            if (kl > NEAREST_LEN_MAX || (kl > len ? kl - len : len - kl) >= best || strcmp(keys[i].name, name) == 0)
+                continue;
+            size_t d = name_distance(name, keys[i].name);
+            if (d < best) {
+                best = d;
+                snprintf(out, n, "%s", keys[i].name);
+            }
+        }
+    }
+    free(keys);
+}
+
+/*
+ * Say that the store holds no circuit `name`, with the nearest one it holds (did you mean?), and how to act on it
+ * all the same (`how`). The exit status: EX_NOINPUT_.
+ */
+static int no_such_circuit(cli *c, const char *name, const char *how)
+{
+    char near[NEAREST_LEN_MAX + 1];
+    nearest_name(c, name, near, sizeof near);
+    if (near[0])
+        cli_err(c, "the store %s holds no circuit '%s': did you mean %s? Nothing changed", c->store_shown, name, near);
+    else
+        cli_err(c, "the store %s holds no circuit '%s': nothing changed", c->store_shown, name);
+    cli_err(c, "%s", how);
+    return EX_NOINPUT_;
 }
 
 int cmd_verb(cli *c, int argc, char **argv)
 {
-    const char *name = one_name(c, argc, argv);
+    int create;
+    const char *name = one_name(c, argc, argv, "--create", &create);
     if (!name)
         return EX_USAGE_;
     bw_verb verb = strcmp(c->cmd, "reset") == 0        ? BW_VERB_RESET
@@ -452,6 +562,12 @@ int cmd_verb(cli *c, int argc, char **argv)
         cli_err(c, "%s: %s", name, e.message);
         status = e.code == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
     }
+    /* A name the store does not hold is most likely a typo ("paymnets"): acting on it would make a circuit no
+       process uses, and leave the meant one as it was. Acted on only when asked. */
+    if (status == 0 && !x.found && !create)
+        status = no_such_circuit(c, name,
+                                 "a circuit that was never called, has recorded nothing or expired has no entry: "
+                                 "give --create to act on it all the same");
     bw_breaker *b = NULL;
     if (status == 0) {
         /* The entry's shape, unless the configuration says otherwise: a hold keeps the fleet's window. */
@@ -469,14 +585,16 @@ int cmd_verb(cli *c, int argc, char **argv)
         }
     }
     if (status == 0) {
+        int was = x.found;
         bw_breaker_apply(b, verb);
         if (bw_store_read_circuit(c->store, name, &x, &e) != BW_OK || !x.found || !x.readable ||
             x.snap.state != want[verb]) {
             cli_err(c, "the store %s did not take the %s of %s", c->store_shown, c->cmd, name);
             status = EX_UNAVAILABLE_;
         } else {
-            cli_info(c, "circuit %s: %s%s", name, bw_state_name(x.snap.state),
-                     x.hold ? " (a hold: it never expires; breakwater reset ends it)" : "");
+            cli_info(c, "circuit %s: %s%s%s", name, bw_state_name(x.snap.state),
+                     x.hold ? " (a hold: it never expires; breakwater reset ends it)" : "",
+                     was ? "" : " (a new circuit: --create)");
         }
     }
     bw_breaker_free(b);
@@ -494,7 +612,8 @@ static bw_store_verdict delete_fn(void *arg, int64_t now, const bw_store_entry *
 
 int cmd_forget(cli *c, int argc, char **argv)
 {
-    const char *name = one_name(c, argc, argv);
+    int missing_ok;
+    const char *name = one_name(c, argc, argv, "--missing-ok", &missing_ok);
     if (!name)
         return EX_USAGE_;
     int status = open_for(c);
@@ -507,6 +626,8 @@ int cmd_forget(cli *c, int argc, char **argv)
         cli_err(c, "%s: %s", name, e.message);
         return rc == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
     }
+    if (!had && !missing_ok)
+        return no_such_circuit(c, name, "give --missing-ok to exit 0 when there is none");
     cli_info(c, "circuit %s: %s", name, had ? "forgotten" : "had no entry");
     return 0;
 }

@@ -34,6 +34,7 @@ enum {
     EX_OK_ = 0,
     EX_SKIPPED_ = 1,      /* status: a NAME was skipped (not a circuit name), the others reported (as ls, cat) */
     EX_USAGE_ = 64,       /* a bad option, argument or configuration */
+    EX_NOINPUT_ = 66,     /* an operator verb or forget named a circuit the store does not hold (no --create) */
     EX_UNAVAILABLE_ = 69, /* the store is unavailable and nothing can be done without it */
     EX_SOFTWARE_ = 70,    /* breakwater itself failed (out of memory) */
     EX_TEMPFAIL_ = 75,    /* the circuit rejected the call: nothing ran */
@@ -51,6 +52,8 @@ typedef struct cli {
     const char *store_url;   /* the URL opened: --store's, BREAKWATER_STORE's, read from their @FILE, or the default */
     const char *store_spec;  /* as given: --store's value, or NULL (then BREAKWATER_STORE, else the default) */
     char store_shown[600];   /* store_url for messages: its secrets masked (escaped as the message is) */
+    const char *store_from;  /* where store_url came from: "--store", "BREAKWATER_STORE" or "the default" */
+    int store_fallback;      /* the default is not the documented SQLite file (a build without SQLite) */
     char store_buf[4200];    /* the default URL */
     char *store_read;        /* the URL read from an @FILE (malloc'd) */
     const char *config_text; /* --config */
@@ -111,8 +114,10 @@ void cli_env_prefix(const char *name, char *buf, size_t n);
  * Open the store into c->store: the URL of --store, else of $BREAKWATER_STORE,
  * else the default; a value "@FILE" is read from FILE (cli_read_file, its
  * trailing newline dropped). Warns when --store gives a password on the command
- * line. BW_OK, or the error after printing it (`quiet`: print nothing of the
- * store's own error).
+ * line, and when the default is not the documented SQLite file (a build
+ * without SQLite: once, saying how to silence it); -v names the store and
+ * where its URL came from (always redacted). BW_OK, or the error after
+ * printing it (`quiet`: print nothing of the store's own error).
  */
 int cli_open_store(cli *c, int quiet, bw_error *err);
 
@@ -130,6 +135,11 @@ void cli_unknown(const cli *c, const char *arg, const char *what);
 int cli_is_opt(const char *arg, const char *opt);
 /* A global option (--store, --config, --config-file, -v): 1 when argv[*i] was one, 0 not, -1 bad. */
 int cli_global_opt(cli *c, int argc, char **argv, int *i);
+
+/* Print --version to f: the version, the stores this build has, the store the command would use and why. */
+void cli_version(cli *c, FILE *f);
+/* "store: URL (from WHERE)", the header line of status's table and of -v, into buf (URL masked, not escaped). */
+const char *cli_store_line(const cli *c, char *buf, size_t n);
 
 /* Print the command's help (`cmd` NULL: the whole tool's) to f. */
 void cli_help(FILE *f, const char *cmd);

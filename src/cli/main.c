@@ -466,6 +466,7 @@ static const char *default_store(cli *c, char *dir, size_t n)
     dir[0] = 0;
     if (!(bw_components() & BW_COMPONENT_SQLITE)) {
         snprintf(c->store_buf, sizeof c->store_buf, "shm:breakwater-%lu", (unsigned long)geteuid());
+        c->store_fallback = 1;
         return c->store_buf;
     }
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -497,12 +498,22 @@ static int store_from_file(cli *c, const char *path)
     return 0;
 }
 
-/* The store's URL, from --store, else BREAKWATER_STORE, else the default (*dir: the directory it needs, or ""). */
-static int resolve_store(cli *c, char *dir, size_t n)
+/* What the store is given as: --store's value, else BREAKWATER_STORE's, else NULL (the default); *from says which. */
+static const char *store_spec(const cli *c, const char **from)
+{
+    const char *env = getenv("BREAKWATER_STORE");
+    *from = c->store_spec ? "--store" : env && *env ? "BREAKWATER_STORE" : "the default";
+    return c->store_spec ? c->store_spec : env && *env ? env : NULL;
+}
+
+/*
+ * The store's URL, from --store, else BREAKWATER_STORE, else the default (*dir: the directory it needs, or "");
+ * `announce`: say what -v and the fallback's warning say (cli_open_store), else nothing (--version).
+ */
+static int resolve_store(cli *c, char *dir, size_t n, int announce)
 {
     dir[0] = 0;
-    const char *env = getenv("BREAKWATER_STORE");
-    const char *spec = c->store_spec ? c->store_spec : env && *env ? env : NULL;
+    const char *spec = store_spec(c, &c->store_from);
     if (spec && spec[0] == '@') {
         if (store_from_file(c, spec + 1) != 0)
             return -1;
@@ -523,18 +534,56 @@ static int resolve_store(cli *c, char *dir, size_t n)
     free(masked);
     /* A password on the command line: every user of the host can read it (ps, /proc/PID/cmdline). Not for a
        part masked only because it might hold one (a malformed URL, a string that is no URL: "--store foo"). */
-    if (c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
+    if (announce && c->store_spec && c->store_spec[0] != '@' && (what & BW_STORE_URL_SECRET))
         cli_err(c,
                 "warning: --store %s gives a password on the command line, where every user of this host can read "
                 "it (ps): give it in a file only you can read (--store @FILE) or in $BREAKWATER_STORE",
                 c->store_shown);
+    if (announce && c->store_fallback) /* once: the URL is resolved once a process */
+        cli_err(c,
+                "warning: no SQLite store in this breakwater (libbreakwater-sqlite0 not installed, or left out of "
+                "the build): the default store is %s, in shared memory (this host only, lost at reboot), not the "
+                "file ~/.local/state/breakwater/circuits.db; give --store URL or BREAKWATER_STORE=URL to choose, "
+                "and silence this warning",
+                c->store_shown);
+    if (announce) {
+        char line[sizeof c->store_shown + 64];
+        cli_info(c, "%s", cli_store_line(c, line, sizeof line));
+    }
     return 0;
+}
+
+const char *cli_store_line(const cli *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "store: %s (%s%s%s)", c->store_shown, strcmp(c->store_from, "the default") == 0 ? "" : "from ",
+             c->store_from, c->store_fallback ? " of a build without SQLite" : "");
+    return buf;
+}
+
+void cli_version(cli *c, FILE *f)
+{
+    unsigned comp = bw_components();
+    fprintf(f, "breakwater %s (library %s; stores: memory shm%s%s%s)\n", BW_VERSION_STRING, bw_version_string(),
+            comp & BW_COMPONENT_SQLITE ? " sqlite" : "", comp & BW_COMPONENT_REDIS ? " redis" : "",
+            comp & BW_COMPONENT_POSTGRES ? " postgresql" : "");
+    const char *from, *spec = store_spec(c, &from);
+    char shown[4 * sizeof c->store_shown], line[sizeof c->store_shown + 64];
+    if (spec && spec[0] == '@') { /* not read for --version: the file's name, which holds no secret */
+        fprintf(f, "store: the URL in the file %s (from %s)\n", cli_escape(spec + 1, shown, sizeof shown), from);
+        return;
+    }
+    char dir[4096];
+    if (resolve_store(c, dir, sizeof dir, 0) != 0)
+        return;
+    fprintf(f, "%s\n", cli_escape(cli_store_line(c, line, sizeof line), shown, sizeof shown));
+    if (c->store_fallback)
+        fprintf(f, "(without SQLite: the documented default, a file in ~/.local/state/breakwater, is not available)\n");
 }
 
 int cli_open_store(cli *c, int quiet, bw_error *err)
 {
     char dir[4096] = "";
-    if (!c->store_url && resolve_store(c, dir, sizeof dir) != 0) {
+    if (!c->store_url && resolve_store(c, dir, sizeof dir, 1) != 0) {
         snprintf(err->message, sizeof err->message, "the store URL could not be read");
         err->code = BW_ESYS;
         snprintf(c->store_shown, sizeof c->store_shown, "(unread)");
@@ -568,13 +617,13 @@ static const char *const usage_text =
     "  run NAME [options] -- CMD [ARGS...]   run CMD guarded by the circuit NAME\n"
     "  retry [options] -- CMD [ARGS...]      run CMD again on failure, with backoff\n"
     "  status [NAME...] [--json] [--watch]   the circuits in the store\n"
-    "  force-open NAME                       reject every call until reset (never expires)\n"
-    "  disable NAME                          admit every call, record nothing, until reset\n"
-    "  metrics-only NAME                     admit every call, record, never trip, until reset\n"
-    "  reset NAME                            close the circuit with a fresh window\n"
+    "  force-open [--create] NAME            reject every call until reset (never expires)\n"
+    "  disable [--create] NAME               admit every call, record nothing, until reset\n"
+    "  metrics-only [--create] NAME          admit every call, record, never trip, until reset\n"
+    "  reset [--create] NAME                 close the circuit with a fresh window\n"
     "  metrics [--serve ADDR] [--openmetrics] the Prometheus exposition of the store's circuits\n"
     "  sweep                                 delete the store's expired entries\n"
-    "  forget NAME                           delete the circuit's entry\n"
+    "  forget [--missing-ok] NAME            delete the circuit's entry\n"
     "\n"
     "global options (before or after the command):\n"
     "  --store URL          memory:, shm:NAME, sqlite:PATH or redis://HOST (default: $BREAKWATER_STORE,\n"
@@ -587,8 +636,16 @@ static const char *const usage_text =
     "  --help, --version\n"
     "\n"
     "Precedence: defaults < file < BREAKWATER_<NAME>_<KNOB> variables < --config.\n"
-    "Exit status: CMD's, or 64 usage, 69 store unavailable, 75 rejected, 124 timed out.\n"
+    "Exit status: CMD's, or 64 usage, 66 no such circuit, 69 store unavailable, 75 rejected,\n"
+    "124 timed out.\n"
     "See breakwater(1) and docs/cli.md.\n";
+
+/* What the operator verbs' help says of a name the store does not hold. */
+#define VERB_NOTE                                                                                                      \
+    "\n"                                                                                                               \
+    "A NAME the store does not hold (a typo, or a circuit never called, that recorded nothing\n"                       \
+    "or expired) changes nothing and exits 66, with the nearest name it holds (did you mean?).\n"                      \
+    "--create acts on it all the same.\n"
 
 static const struct {
     const char *cmd, *text;
@@ -643,23 +700,26 @@ static const struct {
                "\n"
                "The circuits in the store (all of them without NAME, when the store can list them):\n"
                "state, window (calls, failure and slow rates), consecutive counts, probes, retry_after,\n"
-               "generation, expiry, operator hold. An aligned table on a terminal, JSON lines otherwise\n"
-               "or with --json. --watch redraws every --interval (default 1s) until interrupted.\n"
+               "expiry, operator hold (and generation in JSON). An aligned table on a terminal, the\n"
+               "store on its first line; JSON lines otherwise or with --json. In the table '-' is a\n"
+               "figure that does not apply (the window under the consecutive policy, PROBES outside\n"
+               "HALF_OPEN, RETRY IN outside OPEN); 'closed (nothing recorded)' a circuit without an entry.\n"
+               "--watch redraws every --interval (default 1s) until interrupted.\n"
                "A NAME that is not a circuit name is skipped with a warning, the others reported;\n"
                "the exit status is then 1.\n"},
-    {"force-open", "usage: breakwater force-open NAME\n"
+    {"force-open", "usage: breakwater force-open [--create] NAME\n"
                    "\n"
                    "Hold the circuit FORCED_OPEN: every process rejects every call, until reset.\n"
-                   "A hold never expires.\n"},
-    {"disable", "usage: breakwater disable NAME\n"
+                   "A hold never expires.\n" VERB_NOTE},
+    {"disable", "usage: breakwater disable [--create] NAME\n"
                 "\n"
-                "Hold the circuit DISABLED: every call is admitted and nothing recorded, until reset.\n"},
-    {"metrics-only", "usage: breakwater metrics-only NAME\n"
+                "Hold the circuit DISABLED: every call is admitted and nothing recorded, until reset.\n" VERB_NOTE},
+    {"metrics-only", "usage: breakwater metrics-only [--create] NAME\n"
                      "\n"
-                     "Hold the circuit METRICS_ONLY: every call admitted and recorded, never tripping.\n"},
-    {"reset", "usage: breakwater reset NAME\n"
+                     "Hold the circuit METRICS_ONLY: every call admitted and recorded, never tripping.\n" VERB_NOTE},
+    {"reset", "usage: breakwater reset [--create] NAME\n"
               "\n"
-              "Close the circuit with a fresh window, ending any hold; calls in flight settle as stale.\n"},
+              "Close the circuit with a fresh window, ending any hold; calls in flight settle as stale.\n" VERB_NOTE},
     {"metrics", "usage: breakwater metrics [--serve ADDR] [--openmetrics]\n"
                 "\n"
                 "Print the Prometheus text exposition of every circuit in the store (state, rates,\n"
@@ -670,9 +730,11 @@ static const struct {
     {"sweep", "usage: breakwater sweep\n"
               "\n"
               "Delete the store's expired entries now; prints how many with -v.\n"},
-    {"forget", "usage: breakwater forget NAME\n"
+    {"forget", "usage: breakwater forget [--missing-ok] NAME\n"
                "\n"
-               "Delete the circuit's entry: every process sees a fresh circuit at its next call.\n"},
+               "Delete the circuit's entry: every process sees a fresh circuit at its next call.\n"
+               "A NAME the store does not hold changes nothing and exits 66, with the nearest name\n"
+               "it holds (did you mean?); --missing-ok exits 0 then.\n"},
 };
 
 void cli_help(FILE *f, const char *cmd)
@@ -720,25 +782,26 @@ int main(int argc, char **argv)
     const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
     c.color = isatty(1) && !(nc && *nc) && !(term && strcmp(term, "dumb") == 0);
 
-    int i = 1;
+    int i = 1, version = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             cli_help(stdout, NULL);
             return 0;
         }
-        if (strcmp(a, "--version") == 0) {
-            printf("breakwater %s (library %s; stores: memory shm%s%s%s)\n", BW_VERSION_STRING, bw_version_string(),
-                   bw_components() & BW_COMPONENT_SQLITE ? " sqlite" : "",
-                   bw_components() & BW_COMPONENT_REDIS ? " redis" : "",
-                   bw_components() & BW_COMPONENT_POSTGRES ? " postgresql" : "");
-            return 0;
+        if (strcmp(a, "--version") == 0) { /* after every global option: the store --store names */
+            version = 1;
+            continue;
         }
         int g = cli_global_opt(&c, argc, argv, &i);
         if (g < 0)
             return EX_USAGE_;
         if (g == 0)
             break;
+    }
+    if (version) {
+        cli_version(&c, stdout);
+        return 0;
     }
     if (i >= argc) {
         cli_help(stderr, NULL);

@@ -418,44 +418,56 @@ static void on_event(const bw_event *ev, void *user)
                 ev->message ? ev->message : "");
 }
 
-/* Make the guard of circuit `name`; the exit status on failure (after printing), else 0. */
+/*
+ * Make the guard of circuit `name`; the exit status on failure (after printing), else 0. A bad name or
+ * configuration is a usage error (64) whatever the store does: it is told before anything about the store, and
+ * never as "protected by a local circuit" (no circuit is made, nothing runs). A store that cannot be opened, or
+ * that the circuit cannot use, leaves a local circuit for this call, said once the local circuit exists.
+ */
 static int guard_new(cli *c, const char *name, guard *g)
 {
     memset(g, 0, sizeof *g);
     bw_config *cfg = cli_config(c, name);
     if (!cfg)
         return EX_USAGE_;
-    bw_error e;
-    if (cli_open_store(c, 1, &e) != BW_OK) {
-        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
-                c->store_shown, e.message, name);
-    }
+    bw_error e, open_err;
+    memset(&open_err, 0, sizeof open_err);
+    int opened = cli_open_store(c, 1, &open_err) == BW_OK;
     /* CALL events too, though they are ignored: a breaker with a CALL listener reads the precise clock, so this
        process starts no coarse-clock ticker thread (breaker.h, TIME), which only pays for long-lived processes. */
     int rc = bw_config_set_listener(cfg,
                                     BW_EVENT_MASK(BW_EVENT_STATE_CHANGE) | BW_EVENT_MASK(BW_EVENT_STORE_DEGRADED) |
                                         BW_EVENT_MASK(BW_EVENT_CALL),
                                     on_event, c);
-    if (c->store && rc == BW_OK)
+    char why[sizeof e.message + 64] = "";
+    if (opened && rc == BW_OK)
         rc = bw_config_set_store(cfg, c->store, BW_STORE_STORED, &e);
     if (rc == BW_OK)
         rc = bw_breaker_new(name, cfg, &g->b, &e);
-    if (rc != BW_OK && c->store && rc == BW_ERANGE) {
-        bw_config_free(cfg);
-        cli_err(c, "%s: %s", name, e.message);
-        return EX_USAGE_;
-    }
-    if (rc != BW_OK && c->store) { /* the store is there but the circuit cannot use it: try a local one */
-        cli_err(c, "circuit %s: %s; protected by a local circuit for this call only", name, e.message);
+    if (rc != BW_OK && opened && rc != BW_EINVAL && rc != BW_ERANGE) {
+        /* the store is there but the circuit cannot use it: a local one */
+        snprintf(why, sizeof why, "%s", e.message);
         bw_config_set_store(cfg, NULL, 0, NULL);
         rc = bw_breaker_new(name, cfg, &g->b, &e);
     }
     bw_config_free(cfg);
+    if (rc == BW_EINVAL || rc == BW_ERANGE) { /* a bad name (bw_breaker_new) or a window that fits no entry */
+        cli_err(c, "circuit '%s': %s%s; nothing ran", name, e.message,
+                rc == BW_EINVAL ? " (a circuit name is 1 to 255 printable ASCII bytes, '!' to '~': no space, no "
+                                  "control byte)"
+                                : "");
+        return EX_USAGE_;
+    }
     if (rc != BW_OK) {
         cli_err(c, "circuit %s: %s", name, e.message);
-        return rc == BW_EINVAL ? EX_USAGE_ : EX_UNAVAILABLE_;
+        return EX_UNAVAILABLE_;
     }
-    g->store = c->store;
+    if (!opened)
+        cli_err(c, "cannot open the store %s: %s; %s is protected by a local circuit for this call only",
+                c->store_shown, open_err.message, name);
+    else if (why[0])
+        cli_err(c, "circuit %s: %s; protected by a local circuit for this call only", name, why);
+    g->store = opened && !why[0] ? c->store : NULL;
     return 0;
 }
 

@@ -12,7 +12,9 @@ trap 'rm -rf "$T"; [ -n "${SHM:-}" ] && rm -f "/dev/shm/$SHM"' EXIT
 trap 'exit 1' INT TERM
 unset BREAKWATER_STORE BREAKWATER_CONFIG NO_COLOR
 export XDG_STATE_HOME="$T/state"
-if "$BW" --version | grep -q sqlite; then
+# Whether this command has the sqlite: store (--version's first line lists the stores).
+has_sqlite() { "$BW" --version | head -n 1 | grep -q sqlite; }
+if has_sqlite; then
     STORE="sqlite:$T/circuits.db"
 else
     SHM="bwcli-$$"
@@ -188,8 +190,34 @@ ran=$(ls "$T/probes" | wc -l)
 [ "$(state_of probe)" = closed ] && ok || fail "3 passing probes close it: $(state_of probe)"
 
 # ---- operator verbs ----
-"$BW" force-open hold
-expect $? 0 "force-open"
+# A verb on a name the store does not hold (a typo) changes nothing and exits 66, naming it and the nearest
+# circuit the store holds; --create acts on it all the same (force-open paymnets made a new held circuit, exit 0).
+"$BW" run payments -- true
+"$BW" force-open paymnets 2>"$T/err"
+expect $? 66 "force-open of a name the store does not hold"
+has "$T/err" "holds no circuit 'paymnets': did you mean payments?" "force-open paymnets: names it, and the near one"
+has "$T/err" "give --create" "force-open paymnets: says how to act on it all the same"
+[ "$(field paymnets found)" = False ] && ok || fail "force-open paymnets made a circuit"
+[ "$(field payments state)" = closed ] && ok || fail "force-open paymnets changed payments"
+for v in disable metrics-only reset; do
+    "$BW" $v Paymnts 2>"$T/err"
+    expect $? 66 "$v of a name the store does not hold"
+    has "$T/err" "holds no circuit 'Paymnts': did you mean payments?" "$v Paymnts: names it, and the near one"
+    [ "$(field Paymnts found)" = False ] && ok || fail "$v Paymnts made a circuit"
+done
+"$BW" forget paymnets 2>"$T/err"
+expect $? 66 "forget of a name the store does not hold"
+has "$T/err" "holds no circuit 'paymnets': did you mean payments?" "forget paymnets: names it, and the near one"
+has "$T/err" "give --missing-ok" "forget paymnets: says how to accept that"
+"$BW" forget --missing-ok paymnets
+expect $? 0 "forget --missing-ok of a name the store does not hold"
+"$BW" --store memory: reset zzz 2>"$T/err"
+expect $? 66 "reset on an empty store"
+grep -q "did you mean" "$T/err" && fail "a did-you-mean with nothing near: $(cat "$T/err")" || ok
+"$BW" force-open hold 2>/dev/null
+expect $? 66 "force-open of a new name without --create"
+"$BW" force-open --create hold
+expect $? 0 "force-open --create"
 [ "$(field hold state)" = forced_open ] && [ "$(field hold hold)" = True ] && [ "$(field hold expires_in_ms)" = None ] &&
     ok || fail "a hold never expires"
 "$BW" run hold -- touch "$T/ran-held" 2>/dev/null
@@ -242,9 +270,16 @@ if [ "$(getconf ARG_MAX 2>/dev/null || echo 0)" -ge 2097152 ]; then
 fi
 "$BW" status --table >"$T/table"
 has "$T/table" "^NAME  *STATE" "the table's header"
+# The table in an operator's words: a circuit with no entry is CLOSED with nothing recorded, its counts 0 (it read
+# "closed (no entry)", every column "-"); the generation is --json's, not a column of its last six digits (GEN).
+"$BW" status --table map never-called >"$T/table"
+has "$T/table" "^never-called  *closed (nothing recorded)  *0  *0  *0  *0/0  *-  *-  *-\$" "a circuit with no entry"
+has "$T/table" "^NAME  *STATE  *CALLS  *FAIL%  *SLOW%  *CONSEC F/S  *PROBES  *RETRY IN  *EXPIRES\$" "the table's columns"
+grep -q "GEN\|no entry" "$T/table" && fail "the table: $(cat "$T/table")" || ok
+has "$T/status.json" '"generation":[0-9]' "--json keeps the generation"
 "$BW" --store memory: status 2>"$T/err" >/dev/null
 expect $? 0 "status of an empty memory: store"
-"$BW" force-open mhold >/dev/null && "$BW" metrics >"$T/metrics"
+"$BW" force-open --create mhold >/dev/null && "$BW" metrics >"$T/metrics"
 has "$T/metrics" 'breakwater_state{name="mhold",state="forced_open"} 1' "metrics: the state gauge"
 has "$T/metrics" '# TYPE breakwater_failure_rate gauge' "metrics: the rate gauge"
 if command -v promtool >/dev/null 2>&1; then
@@ -388,8 +423,20 @@ expect $? 64 "an unknown option"
 has "$T/err" "unknown option '--bogus'" "names the option"
 "$BW" frobnicate 2>/dev/null
 expect $? 64 "an unknown command"
-"$BW" run 'bad name' -- true 2>"$T/err"
-expect $? 64 "a bad circuit name"
+# A bad circuit name is a usage error: 64, the allowed characters named, nothing run, and nothing said of a local
+# circuit (it said "protected by a local circuit for this call only", then exited 64 without running anything),
+# whether the store opens or not; retry --breaker the same.
+for st in "$STORE" "sqlite:/proc/no/such/dir/c.db"; do
+    rm -f "$T/ran-bad"
+    "$BW" --store "$st" run 'bad name' -- touch "$T/ran-bad" 2>"$T/err"
+    expect $? 64 "a bad circuit name ($st)"
+    [ ! -e "$T/ran-bad" ] && ok || fail "a bad circuit name ($st): the command ran"
+    has "$T/err" "circuit 'bad name': .*printable ASCII.*no space" "a bad circuit name ($st): the allowed characters"
+    grep -q "local circuit" "$T/err" && fail "a bad circuit name ($st): told of a local circuit: $(cat "$T/err")" || ok
+done
+"$BW" retry --breaker 'bad name' --attempts 1 -- touch "$T/ran-bad" 2>"$T/err"
+expect $? 64 "retry --breaker with a bad circuit name"
+[ ! -e "$T/ran-bad" ] && ! grep -q "local circuit" "$T/err" && ok || fail "retry --breaker 'bad name': $(cat "$T/err")"
 for c in run retry status force-open disable metrics-only reset metrics sweep forget; do
     "$BW" $c --help >"$T/help" && grep -q "usage: breakwater $c" "$T/help" && ok || fail "$c --help"
     sed 's/\\-/-/g' "$(dirname "$0")/../../doc/breakwater.1" | grep -q "^\.SS $c\( \|\$\)" && ok || fail "the man page lacks $c"
@@ -406,7 +453,7 @@ fi
 
 # ---- metrics of circuits with long names (each line carries its label) ----
 long=$(printf 'n%.0s' $(seq 1 186))
-for i in 1 2 3 4 5 6 7 8; do "$BW" force-open "$long$i" >/dev/null; done
+for i in 1 2 3 4 5 6 7 8; do "$BW" force-open --create "$long$i" >/dev/null; done
 "$BW" metrics >"$T/metrics" 2>"$T/err"
 expect $? 0 "metrics of 8 circuits with 187-byte names"
 [ "$(grep -c "^breakwater_state{name=\"$long" "$T/metrics")" = 48 ] && ok || fail "metrics: not every state line of the long names"
@@ -479,7 +526,7 @@ rm -f "$T/tries"
 "$BW" retry --attempts 5 --delay 1ms -- sh -c "echo x >> '$T/tries'; [ \$(wc -l < '$T/tries') -ge 2 ]"
 expect $? 0 "retry: success on the second attempt"
 [ "$(wc -l <"$T/tries")" -eq 2 ] && ok || fail "retry stops at the first success"
-"$BW" force-open rb >/dev/null
+"$BW" force-open --create rb >/dev/null
 "$BW" retry --breaker rb --attempts 3 --delay 1ms -- touch "$T/ran-rb" 2>/dev/null
 expect $? 75 "retry --breaker: a rejection is not retried"
 [ ! -e "$T/ran-rb" ] && ok || fail "retry --breaker ran through a hold"
@@ -552,7 +599,7 @@ done
 # A store that opens, whose URL has a part that reads as a password (a file name holding " password="): every
 # command's output, status and -v, shows it masked.
 SECSTORE="sqlite:$T/sec password=SECRET.db"
-"$BW" --version | grep -q sqlite || SECSTORE="shm:bwcli-sec-$$?password=SECRET" # refused: still no password shown
+has_sqlite || SECSTORE="shm:bwcli-sec-$$?password=SECRET" # refused: still no password shown
 (
     export BREAKWATER_STORE="$SECSTORE"
     "$BW" -v status --table
@@ -568,13 +615,14 @@ SECSTORE="sqlite:$T/sec password=SECRET.db"
     "$BW" -v retry --breaker secs --attempts 2 --delay 1ms -- false
 ) >"$T/out" 2>&1
 nosecret "$T/out" "status, run, verbs, metrics, sweep, retry (-v) on a store whose URL reads as holding a password"
-"$BW" --version | grep -q sqlite && { has "$T/out" "no circuits in sqlite:.*password=\*\*\*" "status shows the URL masked"; }
+has_sqlite && { has "$T/out" "no circuits in sqlite:.*password=\*\*\*" "status shows the URL masked"; }
+has_sqlite && { has "$T/out" "store: sqlite:.*password=\*\*\*.* (from BREAKWATER_STORE)" "-v and status's header: the URL masked"; }
 # The command run does not get BREAKWATER_STORE, unless --pass-store; then it gets the store as given.
 BREAKWATER_STORE="$STORE" "$BW" run envs -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
 has "$T/out" "store:unset" "run: the child does not get BREAKWATER_STORE"
 BREAKWATER_STORE="$STORE" "$BW" retry --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
 has "$T/out" "store:unset" "retry: the child does not get BREAKWATER_STORE"
-"$BW" force-open envh >/dev/null
+"$BW" force-open --create envh >/dev/null
 BREAKWATER_STORE="$STORE" "$BW" run envh --fallback 'echo "store:${BREAKWATER_STORE-unset}"' -- true >"$T/out" 2>/dev/null
 has "$T/out" "store:unset" "run --fallback: the fallback does not get BREAKWATER_STORE"
 "$BW" forget envh
@@ -585,7 +633,7 @@ chmod 600 "$T/store.url"
 env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" retry --pass-store --attempts 1 -- sh -c 'echo "store:${BREAKWATER_STORE-unset}"' >"$T/out"
 has "$T/out" "store:@$T/store.url\$" "retry --pass-store with --store @FILE: the child gets @FILE, not the URL"
 # --store @FILE: the URL read from a file (its newline dropped), and the same store as the URL itself.
-"$BW" force-open viafile >/dev/null
+"$BW" force-open --create viafile >/dev/null
 env -u BREAKWATER_STORE "$BW" --store "@$T/store.url" status viafile --json >"$T/out"
 has "$T/out" '"state":"forced_open"' "--store @FILE opens the store the file names"
 BREAKWATER_STORE="@$T/store.url" "$BW" status viafile --json >"$T/out"
@@ -701,7 +749,7 @@ expect $? 0 "a store that cannot be opened: still runs"
 has "$T/local" ran "the command ran"
 has "$T/err" "cannot open the store" "says the store failed"
 has "$T/err" "local circuit" "says it is protected locally"
-if "$BW" --version | grep -q sqlite; then # (without SQLite the default is a shm: segment of the user's: left alone)
+if has_sqlite; then # (without SQLite the default is a shm: segment of the user's: left alone)
     env -u BREAKWATER_STORE XDG_STATE_HOME=/proc/forbidden "$BW" run local2 -- true 2>"$T/err"
     expect $? 0 "a default directory that cannot be made: still runs"
     has "$T/err" "cannot create the directory" "names the directory"
@@ -711,14 +759,55 @@ expect $? 69 "status without a store: 69"
 "$BW" --store "bogus:x" status 2>/dev/null
 expect $? 69 "an unknown scheme: 69"
 # The default store is made where XDG_STATE_HOME says.
-if "$BW" --version | grep -q sqlite; then
+if has_sqlite; then
     env -u BREAKWATER_STORE "$BW" run dflt -- true && [ -e "$T/state/breakwater/circuits.db" ] && ok ||
         fail "the default store under XDG_STATE_HOME"
 fi
 
+# ---- the command says which store it uses (-v, --version, status's table), its URL redacted ----
+"$BW" -v status --json >/dev/null 2>"$T/err"
+has "$T/err" "store: $STORE (from BREAKWATER_STORE)" "-v names the store and where its URL came from"
+"$BW" -v --store memory: run vs -- true 2>"$T/err"
+has "$T/err" "store: memory: (from --store)" "-v names --store's store"
+"$BW" status --table >"$T/table"
+[ "$(head -n 1 "$T/table")" = "store: $STORE (from BREAKWATER_STORE)" ] && ok ||
+    fail "status's table names the store first: $(head -n 1 "$T/table")"
+"$BW" --version >"$T/version"
+has "$T/version" "^store: $STORE (from BREAKWATER_STORE)\$" "--version names the store"
+BREAKWATER_STORE='redis://u:SECRET@127.0.0.1:1/0' "$BW" --version >"$T/version"
+has "$T/version" "^store: redis://u:\*\*\*@127.0.0.1:1/0 (from BREAKWATER_STORE)" "--version: the store's URL redacted"
+nosecret "$T/version" "--version's store"
+"$BW" --store "@$T/store.url" --version >"$T/version"
+has "$T/version" "^store: the URL in the file $T/store.url (from --store)" "--version: --store @FILE named, not read"
+env -u BREAKWATER_STORE "$BW" --version >"$T/version"
+shmdflt="/dev/shm/breakwater-$(id -u)"
+if has_sqlite; then
+    has "$T/version" "^store: sqlite:$T/state/breakwater/circuits.db (the default)\$" "--version: the default store"
+    # The documented default: no warning.
+    env -u BREAKWATER_STORE "$BW" run dflt -- true 2>"$T/err"
+    grep -q "warning" "$T/err" && fail "a warning for the documented default store: $(cat "$T/err")" || ok
+else
+    # Without SQLite the default falls back to a shm: segment: --version says so, and every command that opens
+    # it warns once on stderr, saying how to silence it (it fell back silently). The user's own segment is made
+    # by this test only when it was not there, and then removed.
+    has "$T/version" "^store: shm:breakwater-$(id -u) (the default of a build without SQLite)\$" "--version: the fallback"
+    had=0
+    [ -e "$shmdflt" ] && had=1
+    env -u BREAKWATER_STORE "$BW" run dflt -- true 2>"$T/err"
+    expect $? 0 "run on the fallback default store"
+    [ "$(grep -c "warning: no SQLite store" "$T/err")" = 1 ] && ok || fail "the fallback is warned of once: $(cat "$T/err")"
+    has "$T/err" "the default store is shm:breakwater-$(id -u).*give --store URL or BREAKWATER_STORE=URL" \
+        "the fallback's warning: the store and how to silence it"
+    env -u BREAKWATER_STORE "$BW" -v status --json >/dev/null 2>"$T/err"
+    has "$T/err" "store: shm:breakwater-$(id -u) (the default of a build without SQLite)" "-v: the fallback"
+    [ $had = 1 ] || rm -f "$shmdflt"
+    "$BW" run dflt -- true 2>"$T/err"
+    grep -q "warning" "$T/err" && fail "a warning though BREAKWATER_STORE chose the store: $(cat "$T/err")" || ok
+fi
+
 # ---- local stores belong to their user ----
 # The default store's directory 0700 and its files 0600, whatever the umask (they were 0644; 0500 and 0400 here).
-if "$BW" --version | grep -q sqlite; then
+if has_sqlite; then
     (umask 0277 && env -u BREAKWATER_STORE XDG_STATE_HOME="$T/state2" "$BW" run modes -- true)
     expect $? 0 "the default store with umask 0277"
     m="$(stat -c %a "$T/state2/breakwater") $(stat -c %a "$T/state2/breakwater/circuits.db" \
