@@ -50,7 +50,7 @@ crowd() {
     wait
 }
 
-echo "breakwater demo: $("$BW" --version); circuit 'payments' in ${BREAKWATER_STORE:-sqlite:$DIR/breakwater/circuits.db}"
+echo "breakwater demo: $("$BW" --version | head -n 1); circuit 'payments' in ${BREAKWATER_STORE:-sqlite:$DIR/breakwater/circuits.db}"
 say "1. The dependency is healthy: 4 processes call it at once, twice"
 crowd 4
 crowd 4
