@@ -1745,7 +1745,7 @@ class breaker_ref
     }
     /*
      * Open now for d (the dependency said when to come back): BW_OK; BW_ESTATE
-     * in an operator state; BW_ERANGE; BW_ENOTSUP with a store (bw_breaker_open_for).
+     * in an operator state; BW_ERANGE; with a store, the fleet honours it too (bw_breaker_open_for).
      */
     int open_for(nanoseconds d) const noexcept
     {
