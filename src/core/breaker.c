@@ -564,7 +564,7 @@ static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp
     lazy_clock lc = {b, stamp, have};
     bw__now now = {0, 0, bw__lazy_read, &lc};
     change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0, 0, 0}; /* the word said CLOSED, under the lock */
-    if (b->fast == FAST_COUNT)
+    if (b->fast == BW__FAST_COUNT)
         bw__machine_evaluate(&b->m, &now);
     else
         bw__machine_trip(&b->m, bw__now_get(&now));
@@ -590,8 +590,8 @@ static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome ou
         return -2;
     }
     tally_locked(b->cells, t);
-    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
-                                     : bw__machine_closed_consecutive(&b->m, failed);
+    int test = b->fast == BW__FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                         : bw__machine_closed_consecutive(&b->m, failed);
     if (BW_UNLIKELY(test))
         return settle_fast_trip(b, w, stamp, have, before, after);
     bw__spin_unlock(&b->lock);
@@ -659,7 +659,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != FAST_TIME) &&
+        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != BW__FAST_TIME) &&
                  (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after, &t)) != -2)
             ;
         else if (st == BW_STATE_HALF_OPEN && !b->extra && outcome <= BW_FAILURE &&
@@ -780,7 +780,7 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
 {
     bw_breaker *c = p->breaker_;
     if (BW_UNLIKELY(!c || (c != b && c->parent != b) || !atomic_load_explicit(&c->quick, memory_order_relaxed) ||
-                    c->fast != FAST_COUNT || ((c->unrecorded >> outcome) & 1)))
+                    c->fast != BW__FAST_COUNT || ((c->unrecorded >> outcome) & 1)))
         return settle_general_entry(b, p, outcome, code);
     uint64_t w = load_word(c);
     int64_t t = 0; /* the stamp of the release: the tick, or the TSC (STAMP_SYS); else the general path */
@@ -890,7 +890,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
             return settle_quick_probe(b, p, outcome, code, w);
         return settle_general_entry(b, p, outcome, code);
     }
-    if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == FAST_COUNT)) {
+    if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == BW__FAST_COUNT)) {
         /* The commonest settle, on its own so that the record is compiled for a success. */
         int64_t span;
         int slow = quick_slow(b, p, &span);
@@ -907,7 +907,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
             return settle_quick_wake(&b->lock);
         return BW_OK;
     }
-    if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
+    if (b->fast == BW__FAST_TIME && !((b->unrecorded >> outcome) & 1))
         return settle_quick_time(b, p, outcome, code);
     int64_t span;
     int slow = quick_slow(b, p, &span);
@@ -929,8 +929,8 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (b->cells)
         count_locked(b->cells, kind_of(outcome, (unsigned)slow), span);
     int failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
-    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
-                                     : bw__machine_closed_consecutive(&b->m, failed);
+    int test = b->fast == BW__FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                         : bw__machine_closed_consecutive(&b->m, failed);
     if (BW_UNLIKELY(test))
         return settle_quick_trip(b, w);
     if (BW_UNLIKELY(bw__spin_release(&b->lock)))

@@ -35,14 +35,13 @@ static inline uint64_t word_of(const bw__machine *m)
 /* ---- construction ---- */
 
 /*
- * Stripes for a time window: one per CPU, as a power of two, at most
- * MAX_STRIPES (one on one CPU: its tally lock still spares the breaker's lock);
- * 0 (none) otherwise. A count window ("the last N calls") has one order and
- * cannot be split, and consecutive counters are a single sequence.
+ * Stripes for a window the machine lets split (BW__FAST_TIME, machine.h): one
+ * per CPU, as a power of two, at most MAX_STRIPES (one on one CPU: its tally
+ * lock still spares the breaker's lock); 0 (none) otherwise.
  */
 static uint32_t stripes_for(const bw__mcfg *mc)
 {
-    if (mc->policy != BW_POLICY_RATE || mc->window_kind != BW_WINDOW_TIME)
+    if (bw__machine_fast_path(mc) != BW__FAST_TIME)
         return 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t n = 1;
@@ -229,16 +228,16 @@ int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const b
     b->slow_stamp = cfg->slow_ns > 0 ? ns_stamp(b, cfg->slow_ns, 0) : INT64_MAX;
     if (b->slow_stamp < 1)
         b->slow_stamp = 1;
-    b->fast = nstripes                             ? FAST_TIME
-              : mc.policy == BW_POLICY_CONSECUTIVE ? FAST_CONSECUTIVE
-              : mc.window_kind == BW_WINDOW_COUNT  ? FAST_COUNT
-                                                   : FAST_NONE;
+    /* The machine's fast CLOSED record; a time window that is not striped (a keyed circuit's, a stored one's)
+       takes the general record. */
+    int fast = bw__machine_fast_path(&mc);
+    b->fast = (uint8_t)(fast != BW__FAST_TIME || nstripes ? fast : BW__FAST_NONE);
     /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC;
        a time window's, in nanoseconds: the tick). */
-    b->quick_base =
-        b->fast != FAST_NONE && (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
-                                                      : !b->timed || b->stamp_mode == STAMP_TICK ||
-                                                            (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
+    b->quick_base = b->fast != BW__FAST_NONE &&
+                    (b->fast == BW__FAST_TIME ? b->stamp_mode == STAMP_TICK
+                                              : !b->timed || b->stamp_mode == STAMP_TICK ||
+                                                    (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
     b->reject_base = b->stamp_mode == STAMP_TICK;
     set_listener_mask(b, mask);
     b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));

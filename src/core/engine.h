@@ -140,9 +140,6 @@ enum {
     STAMP_CLOCK = 2 /* a manual or custom clock: bw_clock_now's ns */
 };
 
-/* What a CLOSED settle may do on the fast path (breaker.c). */
-enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2, FAST_TIME = 3 /* striped */ };
-
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_bucket). */
     _Atomic uint64_t word;
@@ -152,12 +149,12 @@ struct bw_breaker {
     uint8_t stamp_mode;             /* STAMP_* */
     uint8_t timed;                  /* acquire and settle read the clock (slow calls, counters or CALL events) */
     uint8_t unrecorded;             /* bit per outcome that records nothing outside HALF_OPEN */
-    uint8_t fast;                   /* FAST_*: what a CLOSED settle records without the machine's general path */
-    _Atomic uint8_t quick;          /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
-    _Atomic uint8_t reject_now;     /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
-    uint8_t counting;               /* counters on: `cells` and `cold` count */
-    bw_cells *cells;                /* counted under `lock` (counters on: in the block; else NULL) */
-    struct bw_breaker *parent;      /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
+    uint8_t fast;               /* BW__FAST_* (machine.h): the machine's fast CLOSED record it takes; TIME: striped */
+    _Atomic uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
+    _Atomic uint8_t reject_now; /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
+    uint8_t counting;           /* counters on: `cells` and `cold` count */
+    bw_cells *cells;            /* counted under `lock` (counters on: in the block; else NULL) */
+    struct bw_breaker *parent;  /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
     bw_clock *clock;
     /* Line 1, written by every unstriped settle: the lock, a keyed circuit's pin releases, then what a CLOSED
        record writes (machine.h). */
