@@ -292,7 +292,7 @@ static BW_ALWAYS_INLINE void note_failure_at(bw_breaker *b, bw_outcome outcome, 
     }
 }
 
-/* The histogram's bounds in stamp units: nanoseconds, or (STAMP_SYS) TSC ticks (breaker.c). */
+/* The histogram's bounds in stamp units: nanoseconds, or (STAMP_SYS) TSC ticks (breaker_new.c). */
 extern const int64_t bw__bounds_ns[BW_DURATION_BUCKETS - 1];
 extern int64_t bw__bounds_sys[BW_DURATION_BUCKETS - 1];
 
@@ -404,7 +404,7 @@ typedef struct lazy_clock {
 } lazy_clock;
 int64_t bw__lazy_read(void *ctx);
 
-/* ---- breaker.c and breaker_events.c, for the engine's other files and the attachments ---- */
+/* ---- breaker*.c, for one another and the attachments ---- */
 
 /* Take every lock and note the state before; change_end publishes, unlocks and kicks the timer. */
 change bw__change_begin(bw_breaker *b);
