@@ -1,9 +1,10 @@
 /*
- * breaker.c — the breaker engine: the machine behind a lock, lock-free
- * admission, permits, durations, the classifier, publication, snapshots,
- * operator verbs and listener dispatch. engine.h has the locking rules and the
- * layout; the timer and the store attachment live in attach_timer.c and
- * attach_store.c.
+ * breaker.c — the breaker engine's hot paths: the machine behind a lock,
+ * lock-free admission, permits, durations, the classifier, publication and the
+ * record of a transition. engine.h has the locking rules and the layout; the
+ * cold parts live in breaker_new.c (construction), breaker_state.c (state,
+ * snapshot, verbs, counters) and breaker_events.c (events, listeners), the
+ * timer and the store attachment in attach_timer.c and attach_store.c.
  *
  * Design notes: what the hot paths do not need (listener events, the locked
  * acquire, filling a rejection, the striped settle, anything of a store) lives
@@ -29,47 +30,14 @@
  * lock); a new bucket, or a tally that reaches the headroom, runs the test.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
-#include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "base/duration.h"
-#include "base/error.h"
-#include "base/name.h"
 #include "core/engine.h"
-#include "time/clock.h"
-
-#define MAX_STRIPES 8
 
 int64_t bw__lazy_read(void *ctx)
 {
     const lazy_clock *c = ctx;
     return c->have ? stamp_ns(c->b, c->stamp) : now_of(c->b);
-}
-
-static inline void lock_all(bw_breaker *b)
-{
-    bw__spin_lock(&b->lock);
-    for (uint32_t i = 0; i < b->nstripes; i++)
-        (void)bw__spin_lock_tally(&b->stripes[i].lock, 0);
-}
-
-/* Release a stripe's tally lock, keeping its tally or (clear) zeroing it. */
-static inline void stripe_unlock(bw_stripe *s, int clear)
-{
-    if (BW_UNLIKELY(bw__spin_release_tally(&s->lock, clear)))
-        bw__spin_wake(&s->lock);
-}
-
-static inline void unlock_all(bw_breaker *b)
-{
-    int clear = b->clear_tallies;
-    b->clear_tallies = 0;
-    for (uint32_t i = b->nstripes; i-- > 0;)
-        stripe_unlock(&b->stripes[i], clear);
-    bw__spin_unlock(&b->lock);
 }
 
 /* This thread's stripe: threads are numbered round-robin on first use. */
@@ -82,11 +50,6 @@ static inline bw_stripe *my_stripe(bw_breaker *b)
     if (BW_UNLIKELY(!s))
         s = thread_slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) + 1;
     return &b->stripes[s & (b->nstripes - 1)];
-}
-
-static inline uint64_t word_of(const bw__machine *m)
-{
-    return (m->gen << 3) | m->state;
 }
 
 /* The state callers see: the machine's, unless a coordinated breaker follows the fleet. Lock held. */
@@ -150,8 +113,6 @@ static void write_why(bw_breaker *b, int after, int why, double rate, uint64_t t
     atomic_store_explicit(&b->why_seq, seq + 2, memory_order_release);
 }
 
-static void count_change(bw_breaker *b, int from, int to, int why);
-
 static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, int moved)
 {
     int why = moved ? b->m.why : c->why ? c->why : BW_REASON_SHARED;
@@ -160,7 +121,7 @@ static BW_NOINLINE int note_change(bw_breaker *b, const change *c, int after, in
     else
         write_why(b, after, why, 0, 0, 0);
     if (!c->nocount)
-        count_change(b, c->before, after, why);
+        bw__count_change(b, c->before, after, why);
     return after | why << 8;
 }
 
@@ -171,11 +132,11 @@ void bw__note_shared(bw_breaker *b, int from, int to, int why)
     bw__spin_lock(&b->lock);
     write_why(b, to, why, 0, 0, 0);
     bw__spin_unlock(&b->lock);
-    count_change(b, from, to, why);
+    bw__count_change(b, from, to, why);
 }
 
 /* Count a state change from -> to because of `why` (bw_reason), and a probe round it ended. */
-static void count_change(bw_breaker *b, int from, int to, int why)
+void bw__count_change(bw_breaker *b, int from, int to, int why)
 {
     if (!b->cold || (unsigned)from > BW_STATE_METRICS_ONLY || (unsigned)to > BW_STATE_METRICS_ONLY)
         return;
@@ -227,469 +188,12 @@ static inline void coord_trip(bw_breaker *b, const change *c)
         bw__coord_trip(b);
 }
 
-/* ---- events ---- */
-
-const char *bw_reason_name(bw_reason reason)
-{
-    static const char *const names[] = {
-        "none",       "initial",       "failure_rate",  "slow_rate",           "consecutive_failures",
-        "wait_ended", "probes_passed", "probes_failed", "probes_inconclusive", "half_open_timeout",
-        "shared",     "operator",      "retry_after",   "store_down"};
-    return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
-}
-
-const char *bw_call_kind_name(bw_call_kind kind)
-{
-    static const char *const names[] = {"success", "failure",     "slow_success", "slow_failure",
-                                        "ignored", "unreachable", "stale"};
-    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
-}
-
-bw_event bw__event_of(const bw_breaker *b, bw_event_type type)
-{
-    bw_event e = bw__event(type, b->name);
-    e.breaker = (bw_breaker *)b;
-    e.key = b->key;
-    return e;
-}
-
-/*
- * A state change's event: from -> AFTER_STATE(to), because of AFTER_WHY(to)
- * (none given: the store's shared circuit moved). Its figures come from the
- * breaker's record of its last transition when that is this one (another may
- * have followed at once: then the event carries the reason without them).
- */
-void bw__add_change(bw_breaker *b, pending *p, int from, int to)
-{
-    int st = AFTER_STATE(to), why = AFTER_WHY(to);
-    if (from == st || !(lmask(b) & BW_EVENT_MASK(BW_EVENT_STATE_CHANGE)))
-        return;
-    bw_event e = bw__event_of(b, BW_EVENT_STATE_CHANGE);
-    e.from = (bw_state)from;
-    e.to = (bw_state)st;
-    e.reason = why ? (bw_reason)why : BW_REASON_SHARED;
-    uint32_t seq = atomic_load_explicit(&b->why_seq, memory_order_acquire);
-    uint32_t rec = atomic_load_explicit(&b->why, memory_order_relaxed);
-    uint64_t bits = atomic_load_explicit(&b->why_rate, memory_order_relaxed);
-    uint64_t total = atomic_load_explicit(&b->why_total, memory_order_relaxed);
-    uint32_t count = atomic_load_explicit(&b->why_count, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    if (!(seq & 1) && seq == atomic_load_explicit(&b->why_seq, memory_order_relaxed) &&
-        rec == ((uint32_t)st << 8 | (uint32_t)why)) {
-        memcpy(&e.rate, &bits, sizeof e.rate);
-        e.total = total;
-        e.count = count;
-    }
-    p->ev[p->n++] = e;
-}
-
-void bw__count_store(bw_breaker *b, int type)
-{
-    if (b->cold && type >= BW_EVENT_STORE_DEGRADED && type <= BW_EVENT_STORE_WRITE_DROPPED)
-        atomic_fetch_add_explicit(&b->cold->store[type - BW_EVENT_STORE_DEGRADED], 1, memory_order_relaxed);
-}
-
-void bw__add_event(bw_breaker *b, pending *p, int type, int status, const char *message)
-{
-    bw__count_store(b, type);
-    if (!(lmask(b) & BW_EVENT_MASK(type)))
-        return;
-    bw_event e = bw__event_of(b, (bw_event_type)type);
-    e.status = status;
-    e.message = message;
-    p->ev[p->n++] = e;
-}
-
-/* The fanout b's events go to: its own (or its registry's); a keyed circuit's breaker's. */
-static bw__fanout *fan_of(const bw_breaker *b)
-{
-    const bw_breaker *o = b->parent ? b->parent : b;
-    return atomic_load_explicit(&((bw_breaker *)o)->fan, memory_order_acquire);
-}
-
-static void deliver(bw_breaker *b, const bw_event *e)
-{
-    bw__fanout_deliver(fan_of(b), e);
-}
-
-void bw__deliver(bw_breaker *b, const pending *p)
-{
-    for (int i = 0; i < p->n; i++)
-        deliver(b, &p->ev[i]);
-}
-
-void bw__announce(bw_breaker *b, pending *p, int before, int after, int reset)
-{
-    bw__add_change(b, p, before, after);
-    if (reset && (lmask(b) & BW_EVENT_MASK(BW_EVENT_RESET)))
-        p->ev[p->n++] = bw__event_of(b, BW_EVENT_RESET);
-    bw__deliver(b, p);
-}
-
-/* ---- construction ---- */
-
-/*
- * Stripes for a time window: one per CPU, as a power of two, at most
- * MAX_STRIPES (one on one CPU: its tally lock still spares the breaker's lock);
- * 0 (none) otherwise. A count window ("the last N calls") has one order and
- * cannot be split, and consecutive counters are a single sequence.
- */
-static uint32_t stripes_for(const bw__mcfg *mc)
-{
-    if (mc->policy != BW_POLICY_RATE || mc->window_kind != BW_WINDOW_TIME)
-        return 0;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t n = 1;
-    while (n < MAX_STRIPES && (long)n < cpus)
-        n *= 2;
-    return n;
-}
-
-bw_extra *bw__extra_of(bw_breaker *b)
-{
-    if (!b->extra) {
-        b->extra = calloc(1, sizeof *b->extra);
-        if (b->extra)
-            b->bytes += (uint32_t)sizeof *b->extra;
-    }
-    return b->extra;
-}
-
-/*
- * The stamps a breaker on `clock` reads. The coarse clock serves the system
- * clock's breakers whose slow-call threshold is 100 ms or more (or off) and that
- * report no CALL durations: to within a hundredth of the threshold, timing a
- * call then costs two loads instead of two TSC reads. (The ticker it needs
- * starts here; if it cannot, the coarse clock reads the system clock.)
- */
-static int stamp_mode_for(bw_clock *clock, int64_t slow_ns, int call_events)
-{
-    if (bw__clock_kind(clock) != BW__CLOCK_SYSTEM)
-        return STAMP_CLOCK;
-    if (call_events || (slow_ns > 0 && slow_ns < 100 * BW_NS_PER_MS))
-        return STAMP_SYS;
-    bw__tick_need(bw__tick_period_for(slow_ns > 0 ? slow_ns : BW__MAX_DURATION));
-    return STAMP_TICK;
-}
-
-/* The histogram's bounds in nanoseconds, and in TSC ticks (made once, for STAMP_SYS). */
-const int64_t bw__bounds_ns[BW_DURATION_BUCKETS - 1] = BW_DURATION_BOUNDS_NS;
-int64_t bw__bounds_sys[BW_DURATION_BUCKETS - 1];
-static pthread_once_t bounds_once = PTHREAD_ONCE_INIT;
-
-static void make_bounds_sys(void)
-{
-    for (int i = 0; i < BW_DURATION_BUCKETS - 1; i++)
-        bw__bounds_sys[i] = bw__sys_ns_to_stamp(bw__bounds_ns[i], 0);
-}
-
-/* quick and reject_now for what the listeners want now (`mask`). */
-static void set_listener_mask(bw_breaker *b, unsigned mask)
-{
-    atomic_store_explicit(&b->listener_mask, mask, memory_order_relaxed);
-    atomic_store_explicit(&b->quick, (uint8_t)(b->quick_base && !mask), memory_order_relaxed);
-    atomic_store_explicit(&b->reject_now, (uint8_t)(b->reject_base && !mask), memory_order_relaxed);
-}
-
-/*
- * Serialises reading a breaker's fanout chain with storing what it wants, so
- * that two refreshes racing cannot store an older reading last. Never held
- * while taking another lock (a keyed map's lock may be held around it).
- */
-static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
-
-void bw__breaker_refresh(bw_breaker *b)
-{
-    pthread_mutex_lock(&refresh_mu);
-    set_listener_mask(b, bw__fanout_mask(fan_of(b)));
-    pthread_mutex_unlock(&refresh_mu);
-    bw__ext *x = atomic_load_explicit(&b->ext, memory_order_acquire);
-    if (x && x->listeners_changed)
-        x->listeners_changed(x);
-}
-
-/* Undo a construction that failed after the breaker's block was made. */
-static void unmake(bw_breaker *b)
-{
-    bw__timer_detach(b);
-    if (b->own_fan)
-        bw__fanout_free(atomic_load_explicit(&b->fan, memory_order_relaxed));
-    free(b->extra);
-    free(b);
-}
-
-/* Offsets of the parts of a breaker's block (engine.h: `data`). */
-typedef struct layout {
-    size_t window, name, key, cfg, tail, stripes, cells, cold, size;
-} layout;
-
-static size_t align_up(size_t n, size_t a)
-{
-    return (n + a - 1) / a * a;
-}
-
-static layout layout_of(size_t wbytes, uint32_t nstripes, size_t nlen, size_t klen, int copy_cfg, size_t tail, int cold)
-{
-    layout L;
-    size_t at = offsetof(bw_breaker, data); /* 64-aligned */
-    L.tail = at;                            /* the owner's first: its lookups read it, at a line's start */
-    at += align_up(tail, 8);
-    L.window = at;
-    at += nstripes ? 0 : wbytes; /* the machine's own window, unless striped */
-    L.name = at;
-    at += nlen + 1;
-    L.key = at;
-    at += klen ? klen + 1 : 0;
-    L.cfg = at = align_up(at, 8);
-    at += copy_cfg ? sizeof(bw_config) : 0;
-    L.stripes = at = align_up(at, 64);
-    at += nstripes ? nstripes * (sizeof(bw_stripe) + align_up(wbytes, 64)) : 0;
-    L.cells = at; /* 64-aligned: stripes end on a line */
-    at += cold ? sizeof(bw_cells) : 0;
-    L.cold = at;
-    at += cold ? sizeof(bw_cold) : 0;
-    L.size = at;
-    return L;
-}
-
-int bw__breaker_make(const char *name, const bw_config *cfg, int borrow, const bw__owner *owner, size_t tail,
-                     bw_breaker **out, void **tail_out, bw_error *err)
-{
-    int rc = borrow ? BW_OK : bw_config_validate(cfg, err); /* a borrowed one was validated by its owner */
-    if (rc != BW_OK)
-        return rc;
-    bw__mcfg mc = bw__config_mcfg(cfg);
-    const char *key = owner ? owner->key : NULL;
-    /* A stored circuit's window lives in its store: the local one only serves while the store is out. */
-    int striped = !(owner && owner->parent) && !(cfg->store && cfg->store_mode == BW_STORE_STORED);
-    uint32_t nstripes = striped ? stripes_for(&mc) : 0;
-    size_t wbytes = bw__machine_window_bytes(&mc);
-    layout L = layout_of(wbytes, nstripes, strlen(name), key ? strlen(key) : 0, !borrow, tail, cfg->counters);
-    void *mem = NULL;
-    if (posix_memalign(&mem, 64, L.size) != 0)
-        return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    bw_breaker *b = mem;
-    memset(b, 0, offsetof(bw_breaker, data));
-    char *base = mem;
-    b->bytes = (uint32_t)L.size;
-    b->name = memcpy(base + L.name, name, strlen(name) + 1);
-    b->key = key ? memcpy(base + L.key, key, strlen(key) + 1) : NULL;
-    b->cfg = borrow ? cfg : memcpy(base + L.cfg, cfg, sizeof *cfg);
-    if (owner) {
-        b->owned = 1;
-        b->owner = *owner;
-        b->owner.key = b->key;
-        b->parent = owner->parent;
-    }
-    if (owner && !owner->node && tail)
-        b->owner.node = base + L.tail;
-    if (tail_out)
-        *tail_out = tail ? base + L.tail : NULL;
-    b->clock = cfg->clock ? cfg->clock : bw_clock_system();
-    /* Listeners: a keyed circuit's are its breaker's; others have their own when the config names one, on
-       top of their owner's (a registry's). */
-    bw__fanout *up = owner && !owner->parent ? owner->fan : NULL;
-    atomic_init(&b->fan, up);
-    if (!(owner && owner->parent) && cfg->listener) {
-        bw__fanout *f = bw__fanout_new(up);
-        bw_listener li = {cfg->listener_mask, cfg->listener, cfg->listener_user, NULL};
-        if (!f || bw__fanout_add(f, &li, NULL) != BW_OK) {
-            bw__fanout_free(f);
-            free(b);
-            return bw__fail(err, BW_ENOMEM, "", "out of memory");
-        }
-        atomic_init(&b->fan, f);
-        b->own_fan = 1;
-    }
-    unsigned mask = bw__fanout_mask(fan_of(b));
-    b->classifier = cfg->classifier;
-    b->classifier_user = cfg->classifier_user;
-    int call_events = (mask & BW_EVENT_MASK(BW_EVENT_CALL)) != 0;
-    b->counting = cfg->counters != 0;
-    b->cold = b->counting ? (bw_cold *)(base + L.cold) : NULL;
-    b->cells = b->counting ? (bw_cells *)(base + L.cells) : NULL;
-    if (b->cold) {
-        memset(b->cells, 0, sizeof *b->cells);
-        memset(b->cold, 0, sizeof *b->cold);
-        atomic_init(&b->cold->failed_at, INT64_MIN);
-    }
-    b->timed = cfg->slow_ns > 0 || call_events || b->counting;
-    b->stamp_mode = stamp_mode_for(b->clock, cfg->slow_ns, call_events);
-    if (b->stamp_mode == STAMP_SYS)
-        pthread_once(&bounds_once, make_bounds_sys);
-    const int64_t *bounds = b->stamp_mode == STAMP_SYS ? bw__bounds_sys : bw__bounds_ns;
-    if (b->cells)
-        b->cells->bounds = bounds;
-    b->slow_stamp = cfg->slow_ns > 0 ? ns_stamp(b, cfg->slow_ns, 0) : INT64_MAX;
-    if (b->slow_stamp < 1)
-        b->slow_stamp = 1;
-    b->fast = nstripes                             ? FAST_TIME
-              : mc.policy == BW_POLICY_CONSECUTIVE ? FAST_CONSECUTIVE
-              : mc.window_kind == BW_WINDOW_COUNT  ? FAST_COUNT
-                                                   : FAST_NONE;
-    /* The quick settle: a fast record, nothing to report, and stamps that need no call (a tick or the TSC;
-       a time window's, in nanoseconds: the tick). */
-    b->quick_base =
-        b->fast != FAST_NONE && (b->fast == FAST_TIME ? b->stamp_mode == STAMP_TICK
-                                                      : !b->timed || b->stamp_mode == STAMP_TICK ||
-                                                            (b->stamp_mode == STAMP_SYS && bw__tsc_state.use_tsc));
-    b->reject_base = b->stamp_mode == STAMP_TICK;
-    set_listener_mask(b, mask);
-    b->unrecorded = (uint8_t)(1u << BW_IGNORED | (mc.ignore_unreachable ? 1u << BW_UNREACHABLE : 0));
-    atomic_init(&b->lock.v, 0);
-    atomic_init(&b->last_failure, 0);
-    atomic_init(&b->eval_bucket, INT64_MIN);
-    atomic_init(&b->ext, NULL);
-    b->released_at = INT64_MIN;
-    bw__machine_init(&b->m, &mc, nstripes ? NULL : base + L.window);
-    atomic_init(&b->word, word_of(&b->m));
-    atomic_init(&b->open_until, 0);
-    if (nstripes) {
-        b->nstripes = nstripes;
-        b->stripes = (bw_stripe *)(base + L.stripes);
-        char *buckets = (char *)(b->stripes + nstripes);
-        size_t stripe_mem = align_up(wbytes, 64);
-        for (uint32_t i = 0; i < nstripes; i++) {
-            memset(&b->stripes[i].cells, 0, sizeof b->stripes[i].cells);
-            b->stripes[i].cells.bounds = bounds;
-            atomic_init(&b->stripes[i].lock.v, 0);
-            bw__window_init(&b->stripes[i].win, mc.window_kind, mc.window_size, buckets + i * stripe_mem);
-        }
-        bw__machine_use_stripes(&b->m, &b->stripes[0].win, sizeof(bw_stripe), nstripes);
-    }
-    if (cfg->auto_transition && (rc = bw__timer_attach(b)) != BW_OK) {
-        unmake(b);
-        return bw__fail(err, rc, "", "could not create the auto-transition timer");
-    }
-    if (cfg->store && (rc = bw__store_attach(b, cfg, err)) != BW_OK) {
-        unmake(b);
-        return rc;
-    }
-    *out = b;
-    return BW_OK;
-}
-
-int bw_breaker_new(const char *name, const bw_config *cfg, bw_breaker **out, bw_error *err)
-{
-    if (!out)
-        return bw__fail(err, BW_EINVAL, "out", "out must not be NULL");
-    int rc = bw__check_name(name, "name", err);
-    if (rc != BW_OK)
-        return rc;
-    if (cfg)
-        return bw__breaker_make(name, cfg, 0, NULL, 0, out, NULL, err);
-    bw_config *d = bw_config_new();
-    if (!d)
-        return bw__fail(err, BW_ENOMEM, "", "out of memory");
-    rc = bw__breaker_make(name, d, 0, NULL, 0, out, NULL, err);
-    bw_config_free(d);
-    return rc;
-}
-
-void bw__breaker_destroy(bw_breaker *b)
-{
-    /* Each background that may reach b stops before the other's part goes: a lane result kicks the timer, a
-       timed trip queues for the lane. A circuit does not wait for its writes: eviction must not stall a lookup. */
-    bw__store_stop(b, !b->owner.parent);
-    bw__timer_detach(b);
-    bw__store_release(b);
-    free(b->extra);
-    bw__ext *x = atomic_load_explicit(&b->ext, memory_order_acquire);
-    if (x)
-        x->free(x); /* before b: it may hold breakers made from b's configuration */
-    if (b->own_fan)
-        bw__fanout_free(atomic_load_explicit(&b->fan, memory_order_relaxed));
-    free(b);
-}
-
-void bw_breaker_free(bw_breaker *b)
-{
-    if (b && !b->owned) /* a registry or a family frees its own */
-        bw__breaker_destroy(b);
-}
-
-const bw_config *bw__breaker_config(const bw_breaker *b)
-{
-    return b->cfg;
-}
-
-const bw__owner *bw__breaker_owner(const bw_breaker *b)
-{
-    return b->owned ? &b->owner : NULL;
-}
-
-bw__ext *bw__breaker_ext(const bw_breaker *b)
-{
-    return atomic_load_explicit(&((bw_breaker *)b)->ext, memory_order_acquire);
-}
-
-bw__ext *bw__breaker_ext_install(bw_breaker *b, bw__ext *e)
-{
-    bw__ext *expected = NULL;
-    if (atomic_compare_exchange_strong_explicit(&b->ext, &expected, e, memory_order_acq_rel, memory_order_acquire))
-        return e;
-    return expected;
-}
-
-int64_t bw__breaker_stamp(const bw_breaker *b)
-{
-    return stamp_of(b);
-}
-
-int64_t bw__breaker_span_stamp(const bw_breaker *b, int64_t ns)
-{
-    return ns_stamp(b, ns, 0);
-}
-
-bw__class bw__breaker_class(bw_breaker *c, int64_t now)
-{
-    lazy_clock lc = {c, now, 1};
-    bw__now t = {0, 0, bw__lazy_read, &lc};
-    bw_snapshot s;
-    bw__class k = {BW__HELD, INT64_MIN, 0, INT64_MIN};
-    lock_all(c);
-    bw__machine_snapshot(&c->m, &t, &s);
-    k.releases = c->releases;
-    k.released_at = c->released_at;
-    unlock_all(c);
-    switch (s.state) {
-    case BW_STATE_CLOSED:
-        k.cls = s.failed_calls || s.slow_calls || s.consecutive_failures || s.failed_rounds ? BW__HISTORY : BW__QUIET;
-        break;
-    case BW_STATE_OPEN:
-        k.wait_end = atomic_load_explicit(&c->open_until, memory_order_relaxed);
-        k.cls = BW__HISTORY;
-        break;
-    case BW_STATE_HALF_OPEN:
-        k.cls = BW__HISTORY;
-        break;
-    default:
-        break;
-    }
-    return k;
-}
-
 void bw__breaker_unpin(bw_breaker *b, int64_t stamp)
 {
     bw__spin_lock(&b->lock);
     b->releases++;
     b->released_at = stamp;
     bw__spin_unlock(&b->lock);
-}
-
-const char *bw_breaker_key(const bw_breaker *b)
-{
-    return b ? b->key : NULL;
-}
-
-const char *bw_breaker_name(const bw_breaker *b)
-{
-    return b ? b->name : NULL;
-}
-
-size_t bw_breaker_bytes(const bw_breaker *b)
-{
-    return b ? b->bytes : 0;
 }
 
 /* ---- admission ---- */
@@ -1060,7 +564,7 @@ static BW_NOINLINE int settle_fast_trip(bw_breaker *b, uint64_t w, int64_t stamp
     lazy_clock lc = {b, stamp, have};
     bw__now now = {0, 0, bw__lazy_read, &lc};
     change c = {BW_STATE_CLOSED, BW_STATE_CLOSED, w >> 3, 0, 0, 0, 0}; /* the word said CLOSED, under the lock */
-    if (b->fast == FAST_COUNT)
+    if (b->fast == BW__FAST_COUNT)
         bw__machine_evaluate(&b->m, &now);
     else
         bw__machine_trip(&b->m, bw__now_get(&now));
@@ -1086,8 +590,8 @@ static BW_ALWAYS_INLINE int settle_fast(bw_breaker *b, uint64_t w, bw_outcome ou
         return -2;
     }
     tally_locked(b->cells, t);
-    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
-                                     : bw__machine_closed_consecutive(&b->m, failed);
+    int test = b->fast == BW__FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                         : bw__machine_closed_consecutive(&b->m, failed);
     if (BW_UNLIKELY(test))
         return settle_fast_trip(b, w, stamp, have, before, after);
     bw__spin_unlock(&b->lock);
@@ -1155,7 +659,7 @@ static inline int settle(bw_breaker *b, bw_permit *p, bw_outcome outcome, int fa
         unsigned st = (unsigned)(w & 7);
         if (st == BW_STATE_DISABLED || (((b->unrecorded >> outcome) & 1) && st != BW_STATE_HALF_OPEN))
             applied = 0; /* nothing to record: no lock needed */
-        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != FAST_TIME) &&
+        else if (BW_LIKELY(st == BW_STATE_CLOSED && b->fast && b->fast != BW__FAST_TIME) &&
                  (applied = settle_fast(b, w, outcome, slow, stamp, have, &before, &after, &t)) != -2)
             ;
         else if (st == BW_STATE_HALF_OPEN && !b->extra && outcome <= BW_FAILURE &&
@@ -1276,7 +780,7 @@ static BW_NOINLINE int settle_quick_pinned(bw_breaker *b, bw_permit *p, bw_outco
 {
     bw_breaker *c = p->breaker_;
     if (BW_UNLIKELY(!c || (c != b && c->parent != b) || !atomic_load_explicit(&c->quick, memory_order_relaxed) ||
-                    c->fast != FAST_COUNT || ((c->unrecorded >> outcome) & 1)))
+                    c->fast != BW__FAST_COUNT || ((c->unrecorded >> outcome) & 1)))
         return settle_general_entry(b, p, outcome, code);
     uint64_t w = load_word(c);
     int64_t t = 0; /* the stamp of the release: the tick, or the TSC (STAMP_SYS); else the general path */
@@ -1386,7 +890,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
             return settle_quick_probe(b, p, outcome, code, w);
         return settle_general_entry(b, p, outcome, code);
     }
-    if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == FAST_COUNT)) {
+    if (BW_LIKELY(outcome == BW_SUCCESS && b->fast == BW__FAST_COUNT)) {
         /* The commonest settle, on its own so that the record is compiled for a success. */
         int64_t span;
         int slow = quick_slow(b, p, &span);
@@ -1403,7 +907,7 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
             return settle_quick_wake(&b->lock);
         return BW_OK;
     }
-    if (b->fast == FAST_TIME && !((b->unrecorded >> outcome) & 1))
+    if (b->fast == BW__FAST_TIME && !((b->unrecorded >> outcome) & 1))
         return settle_quick_time(b, p, outcome, code);
     int64_t span;
     int slow = quick_slow(b, p, &span);
@@ -1425,8 +929,8 @@ static BW_ALWAYS_INLINE int settle_quick(bw_breaker *b, bw_permit *p, bw_outcome
     if (b->cells)
         count_locked(b->cells, kind_of(outcome, (unsigned)slow), span);
     int failed = outcome != BW_SUCCESS; /* FAILURE, or an UNREACHABLE that counts */
-    int test = b->fast == FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
-                                     : bw__machine_closed_consecutive(&b->m, failed);
+    int test = b->fast == BW__FAST_COUNT ? bw__machine_closed_count(&b->m, failed, slow)
+                                         : bw__machine_closed_consecutive(&b->m, failed);
     if (BW_UNLIKELY(test))
         return settle_quick_trip(b, w);
     if (BW_UNLIKELY(bw__spin_release(&b->lock)))
@@ -1509,299 +1013,9 @@ int bw_breaker_call(bw_breaker *b, bw_call_fn fn, void *arg, int *rc, bw_rejecti
     return BW_OK;
 }
 
-/* ---- inspection ---- */
-
-int bw_breaker_state(const bw_breaker *b)
-{
-    if (!b)
-        return BW_EINVAL;
-    unsigned st = (unsigned)(load_word(b) & 7);
-    if (BW_UNLIKELY(st == WORD_STORED))
-        return bw__link_stored_state(link_of(b));
-    return (int)st;
-}
-
-int bw_breaker_snapshot(bw_breaker *b, bw_snapshot *out)
-{
-    if (!b || !out)
-        return BW_EINVAL;
-    const bw__link *l = link_of(b);
-    if (BW_UNLIKELY(l && l->c.mode == BW_STORE_STORED) && bw__shared_snapshot(b, out) == BW_OK)
-        return BW_OK;
-    lazy_clock lc = {b, 0, 0};
-    bw__now now = {0, 0, bw__lazy_read, &lc};
-    lock_all(b);
-    bw__machine_snapshot(&b->m, &now, out);
-    if (b->extra && following(b)) { /* the fleet's circuit governs: report it */
-        const bw__view *v = &b->extra->view;
-        out->state = (bw_state)v->state;
-        out->shared = 1;
-        out->generation = v->gen;
-        out->open_wait_ns = v->wait;
-        out->failed_rounds = v->failed;
-        out->retry_after_ns = v->state == BW_STATE_OPEN ? bw__time_left(v->until, bw__now_get(&now)) : BW_NO_TIME;
-    }
-    unlock_all(b);
-    return BW_OK;
-}
-
-int bw_breaker_last_failure(const bw_breaker *b, int *code)
-{
-    if (!b || !code)
-        return BW_EINVAL;
-    uint64_t lf = atomic_load_explicit(&((bw_breaker *)b)->last_failure, memory_order_relaxed);
-    if (!(lf & 1))
-        return BW_ESTATE;
-    *code = (int)(uint32_t)(lf >> 1);
-    return BW_OK;
-}
-
-/* ---- operator verbs ---- */
-
-/*
- * An operator verb: the machine, then (stored mode) the fleet's circuit;
- * events unless `quiet`. A stored circuit lives in the store: the verb's
- * update there moves it, and its result tells (and counts) that move, once
- * (store_result). Only when the store was not reached is the local circuit's
- * move, which then serves, this breaker's to tell.
- */
-static int apply_verb(bw_breaker *b, int target, int quiet)
-{
-    pending ev;
-    ev.n = 0;
-    const bw__link *l = link_of(b);
-    int stored = l && l->c.mode == BW_STORE_STORED;
-    change c = change_begin(b);
-    c.nocount = quiet || stored; /* a preset is not a transition anyone made */
-    bw__machine_apply(&b->m, target);
-    if (target == BW_STATE_CLOSED)
-        atomic_store_explicit(&b->last_failure, 0, memory_order_relaxed);
-    int after = change_end(b, &c);
-    if (target == BW_STATE_CLOSED && !quiet && b->cold)
-        atomic_fetch_add_explicit(&b->cold->resets, 1, memory_order_relaxed);
-    int told = stored && bw__shared_verb(b, target) == BW_OK;
-    if (stored && !told && !quiet && AFTER_STATE(after) != c.before)
-        count_change(b, c.before, AFTER_STATE(after), BW_REASON_OPERATOR);
-    if (!quiet)
-        bw__announce(b, &ev, c.before, told ? c.before : after, target == BW_STATE_CLOSED);
-    return BW_OK;
-}
-
-/*
- * Open b until now + ns: its own machine, and with a store the fleet's
- * circuit, through the mechanisms a trip and a verb use (attach_store.c): a
- * stored breaker's one update, whose result tells the state and brings the
- * event (the local change is its own only when the store was not reached); a
- * coordinated one's queued write, as its local trip's.
- */
-int bw_breaker_open_for(bw_breaker *b, int64_t ns)
-{
-    if (!b)
-        return BW_EINVAL;
-    if (ns <= 0 || ns > BW__OPEN_FOR_MAX)
-        return BW_ERANGE;
-    const bw__link *l = link_of(b);
-    int stored = l && l->c.mode == BW_STORE_STORED;
-    pending ev;
-    ev.n = 0;
-    change c = change_begin(b);
-    c.nocount = stored; /* a stored breaker's transition is counted as its store's */
-    int st = b->m.state;
-    int moved = bw__machine_open_for(&b->m, now_of(b), ns);
-    int after = change_end(b, &c);
-    int rc = moved || st == BW_STATE_OPEN ? BW_OK : BW_ESTATE; /* an operator state wins */
-    if (stored) {
-        int shared = bw__shared_open_for(b, ns);
-        if (shared >= 0)
-            return shared ? BW_OK : BW_ESTATE; /* the fleet's circuit decided, and its result told */
-        if (moved) /* the store was not reached: the local circuit, which serves meanwhile, moved */
-            count_change(b, c.before, AFTER_STATE(after), BW_REASON_RETRY_AFTER);
-    }
-    bw__announce(b, &ev, c.before, after, 0);
-    if (l && !stored && rc == BW_OK)
-        bw__coord_open_for(b, ns); /* the fleet's circuit decides whether it opens, or is open longer */
-    return rc;
-}
-
-void bw__breaker_preset(bw_breaker *b, int target)
-{
-    apply_verb(b, target, 1);
-}
-
-static int verb(bw_breaker *b, int target)
-{
-    return b ? apply_verb(b, target, 0) : BW_EINVAL;
-}
-
-int bw_breaker_reset(bw_breaker *b)
-{
-    return verb(b, BW_STATE_CLOSED);
-}
-
-int bw_breaker_force_open(bw_breaker *b)
-{
-    return verb(b, BW_STATE_FORCED_OPEN);
-}
-
-int bw_breaker_disable(bw_breaker *b)
-{
-    return verb(b, BW_STATE_DISABLED);
-}
-
-int bw_breaker_metrics_only(bw_breaker *b)
-{
-    return verb(b, BW_STATE_METRICS_ONLY);
-}
-
-int bw__verb_state(bw_verb v)
-{
-    static const int states[] = {BW_STATE_CLOSED, BW_STATE_FORCED_OPEN, BW_STATE_DISABLED, BW_STATE_METRICS_ONLY};
-    return (unsigned)v < sizeof states / sizeof states[0] ? states[v] : -1;
-}
-
-int bw_breaker_apply(bw_breaker *b, bw_verb v)
-{
-    int target = bw__verb_state(v);
-    if (target < 0)
-        return BW_EINVAL;
-    return verb(b, target);
-}
-
-/* ---- counters ---- */
-
-static uint64_t ld(const _Atomic uint64_t *c)
-{
-    return atomic_load_explicit((_Atomic uint64_t *)c, memory_order_relaxed);
-}
-
-/* Add what `cells` counted (stamp units summed into *sum). */
-static void add_cells(bw_counters *out, const bw_cells *c, uint64_t *sum)
-{
-    for (int k = 0; k < BW_CALL_KINDS; k++)
-        out->calls[k] += ld(&c->calls[k]);
-    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
-        out->duration_buckets[i] += ld(&c->buckets[i]);
-    *sum += ld(&c->sum);
-}
-
-int bw_breaker_counters(const bw_breaker *cb, bw_counters *out)
-{
-    if (!cb || !out)
-        return BW_EINVAL;
-    bw_breaker *b = (bw_breaker *)cb;
-    memset(out, 0, sizeof *out);
-    out->counting = b->counting;
-    out->timed = b->counting && b->timed;
-    out->state = (bw_state)bw_breaker_state(b);
-    uint32_t why = atomic_load_explicit(&b->why, memory_order_relaxed);
-    out->reason = why ? (bw_reason)(why & 0xff) : BW_REASON_INITIAL;
-    uint64_t lf = atomic_load_explicit(&b->last_failure, memory_order_relaxed);
-    out->has_last_failure = (int)(lf & 1);
-    out->last_failure_code = (int)(uint32_t)(lf >> 1);
-    bw_cold *c = b->cold;
-    if (!c)
-        return BW_OK;
-    uint64_t sum = 0;
-    add_cells(out, b->cells, &sum);
-    for (uint32_t i = 0; i < b->nstripes; i++)
-        add_cells(out, &b->stripes[i].cells, &sum);
-    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
-        out->duration_count += out->duration_buckets[i];
-    out->duration_sum_s = (double)span_ns(b, (int64_t)(sum > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : sum)) / 1e9;
-    for (int s = 0; s < 3; s++)
-        out->rejected[BW_STATE_OPEN + s] = ld(&c->rejected[s]);
-    for (int f = 0; f < 6; f++)
-        for (int t = 0; t < 6; t++)
-            out->transitions[f][t] = atomic_load_explicit(&c->transitions[f][t], memory_order_relaxed);
-    out->rounds_passed = ld(&c->rounds_passed);
-    out->rounds_failed = ld(&c->rounds_failed);
-    out->resets = ld(&c->resets);
-    out->store_degraded = ld(&c->store[0]);
-    out->store_recovered = ld(&c->store[1]);
-    out->store_dropped = ld(&c->store[2]);
-    if (out->has_last_failure) {
-        int64_t at = atomic_load_explicit(&c->failed_at, memory_order_relaxed);
-        if (at != INT64_MIN) {
-            int64_t age = now_of(b) - stamp_ns(b, at);
-            out->last_failure_age_ns = age > 0 ? age : 0;
-        }
-        /* The message, if it belongs to the failure read above (bounded: one short critical section). */
-        bw__spin_lock(&c->msg_lock);
-        if (atomic_load_explicit(&c->msg_word, memory_order_relaxed) == lf)
-            memcpy(out->last_failure_message, c->msg, sizeof c->msg);
-        bw__spin_unlock(&c->msg_lock);
-    }
-    return BW_OK;
-}
-
-void bw_counters_add(bw_counters *dst, const bw_counters *src)
-{
-    if (!dst || !src)
-        return;
-    for (int k = 0; k < BW_CALL_KINDS; k++)
-        dst->calls[k] += src->calls[k];
-    for (int s = 0; s < 6; s++)
-        dst->rejected[s] += src->rejected[s];
-    for (int f = 0; f < 6; f++)
-        for (int t = 0; t < 6; t++)
-            dst->transitions[f][t] += src->transitions[f][t];
-    dst->rounds_passed += src->rounds_passed;
-    dst->rounds_failed += src->rounds_failed;
-    dst->store_degraded += src->store_degraded;
-    dst->store_recovered += src->store_recovered;
-    dst->store_dropped += src->store_dropped;
-    dst->resets += src->resets;
-    for (int i = 0; i < BW_DURATION_BUCKETS; i++)
-        dst->duration_buckets[i] += src->duration_buckets[i];
-    dst->duration_count += src->duration_count;
-    dst->duration_sum_s += src->duration_sum_s;
-}
-
 int bw_settle_msg(bw_breaker *b, bw_permit *p, bw_outcome outcome, int failure_code, const char *message)
 {
     /* The quick paths carry no message: the general one keeps it with the failure (while the settle still
        holds a keyed circuit) and gives it to the CALL event. */
     return message ? settle_rare(b, p, outcome, failure_code, 0, message) : settle_quick(b, p, outcome, failure_code);
-}
-
-/* ---- listeners ---- */
-
-/* Serialises giving a breaker a fanout of its own (the first listener added to it). */
-static pthread_mutex_t fan_mu = PTHREAD_MUTEX_INITIALIZER;
-
-int bw_breaker_add_listener(bw_breaker *b, const bw_listener *l, uint64_t *id)
-{
-    if (!b || !l || !l->fn || !l->mask || b->parent)
-        return BW_EINVAL;
-    pthread_mutex_lock(&fan_mu);
-    if (!b->own_fan) {
-        bw__fanout *f = bw__fanout_new(atomic_load_explicit(&b->fan, memory_order_relaxed));
-        if (!f) {
-            pthread_mutex_unlock(&fan_mu);
-            return BW_ENOMEM;
-        }
-        atomic_store_explicit(&b->fan, f, memory_order_release);
-        b->own_fan = 1;
-    }
-    bw__fanout *f = atomic_load_explicit(&b->fan, memory_order_relaxed);
-    pthread_mutex_unlock(&fan_mu);
-    int rc = bw__fanout_add(f, l, id);
-    if (rc == BW_OK)
-        bw__breaker_refresh(b);
-    return rc;
-}
-
-int bw_breaker_remove_listener(bw_breaker *b, uint64_t id)
-{
-    if (!b)
-        return BW_EINVAL;
-    pthread_mutex_lock(&fan_mu);
-    bw__fanout *f = b->own_fan ? atomic_load_explicit(&b->fan, memory_order_relaxed) : NULL;
-    pthread_mutex_unlock(&fan_mu);
-    if (!f || id == 0)
-        return BW_ESTATE;
-    int rc = bw__fanout_remove(f, id);
-    if (rc == BW_OK)
-        bw__breaker_refresh(b);
-    return rc;
 }

@@ -2,9 +2,13 @@
  * engine.h — the breaker engine's own interface, shared by the engine's files
  * (internal; core layer, not for the layers above: they use core.h).
  *
- * breaker.c holds the engine proper: the published word, admission, settling
- * (plain and striped), publication, snapshots, verbs and events, in one
- * translation unit so that the hot paths stay inlined. What a breaker may have
+ * breaker.c holds the engine's hot paths: the locks, the published word,
+ * publication, admission and settling (plain and striped), in one translation
+ * unit so that they stay inlined. The cold parts have files of their own, as
+ * SQLite's vdbe*.c: construction and destruction (breaker_new.c), state,
+ * snapshot, verbs and counters (breaker_state.c), events and listeners
+ * (breaker_events.c); they reach the hot file only through the functions
+ * declared below. What a breaker may have
  * beyond the common case hangs in its `extra` block and lives in files of its
  * own: the auto-transition timer (attach_timer.c) and the store attachment
  * (attach_store.c: the glue between the engine and its link, view and lane in
@@ -136,9 +140,6 @@ enum {
     STAMP_CLOCK = 2 /* a manual or custom clock: bw_clock_now's ns */
 };
 
-/* What a CLOSED settle may do on the fast path (breaker.c). */
-enum { FAST_NONE = 0, FAST_COUNT = 1, FAST_CONSECUTIVE = 2, FAST_TIME = 3 /* striped */ };
-
 struct bw_breaker {
     /* Line 0, read by every call; written only by transitions (and eval_bucket). */
     _Atomic uint64_t word;
@@ -148,12 +149,12 @@ struct bw_breaker {
     uint8_t stamp_mode;             /* STAMP_* */
     uint8_t timed;                  /* acquire and settle read the clock (slow calls, counters or CALL events) */
     uint8_t unrecorded;             /* bit per outcome that records nothing outside HALF_OPEN */
-    uint8_t fast;                   /* FAST_*: what a CLOSED settle records without the machine's general path */
-    _Atomic uint8_t quick;          /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
-    _Atomic uint8_t reject_now;     /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
-    uint8_t counting;               /* counters on: `cells` and `cold` count */
-    bw_cells *cells;                /* counted under `lock` (counters on: in the block; else NULL) */
-    struct bw_breaker *parent;      /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
+    uint8_t fast;               /* BW__FAST_* (machine.h): the machine's fast CLOSED record it takes; TIME: striped */
+    _Atomic uint8_t quick;      /* fast, and nothing to report to a listener: bw_settle's quick path (breaker.c) */
+    _Atomic uint8_t reject_now; /* an OPEN rejection needs no call: the coarse clock, no listener (bw_acquire) */
+    uint8_t counting;           /* counters on: `cells` and `cold` count */
+    bw_cells *cells;            /* counted under `lock` (counters on: in the block; else NULL) */
+    struct bw_breaker *parent;  /* a keyed circuit's breaker (owner.parent), whose bw_settle settles its permits */
     bw_clock *clock;
     /* Line 1, written by every unstriped settle: the lock, a keyed circuit's pin releases, then what a CLOSED
        record writes (machine.h). */
@@ -231,6 +232,42 @@ static inline bw_timer *timer_of(const bw_breaker *b)
     return b->extra && b->extra->has_timer ? &b->extra->timer : NULL;
 }
 
+/* Take the breaker's lock, then every stripe's in order (Locking, above). */
+static inline void lock_all(bw_breaker *b)
+{
+    bw__spin_lock(&b->lock);
+    for (uint32_t i = 0; i < b->nstripes; i++)
+        (void)bw__spin_lock_tally(&b->stripes[i].lock, 0);
+}
+
+/* Release a stripe's tally lock, keeping its tally or (clear) zeroing it. */
+static inline void stripe_unlock(bw_stripe *s, int clear)
+{
+    if (BW_UNLIKELY(bw__spin_release_tally(&s->lock, clear)))
+        bw__spin_wake(&s->lock);
+}
+
+static inline void unlock_all(bw_breaker *b)
+{
+    int clear = b->clear_tallies;
+    b->clear_tallies = 0;
+    for (uint32_t i = b->nstripes; i-- > 0;)
+        stripe_unlock(&b->stripes[i], clear);
+    bw__spin_unlock(&b->lock);
+}
+
+/* The fanout b's events go to: its own (or its registry's); a keyed circuit's breaker's. */
+static inline bw__fanout *fan_of(const bw_breaker *b)
+{
+    const bw_breaker *o = b->parent ? b->parent : b;
+    return atomic_load_explicit(&((bw_breaker *)o)->fan, memory_order_acquire);
+}
+
+static inline void deliver(bw_breaker *b, const bw_event *e)
+{
+    bw__fanout_deliver(fan_of(b), e);
+}
+
 /* Whether a coordinated breaker now follows the fleet's circuit (its view governs). Lock held. */
 static BW_ALWAYS_INLINE int following(const bw_breaker *b)
 {
@@ -255,7 +292,7 @@ static BW_ALWAYS_INLINE void note_failure_at(bw_breaker *b, bw_outcome outcome, 
     }
 }
 
-/* The histogram's bounds in stamp units: nanoseconds, or (STAMP_SYS) TSC ticks (breaker.c). */
+/* The histogram's bounds in stamp units: nanoseconds, or (STAMP_SYS) TSC ticks (breaker_new.c). */
 extern const int64_t bw__bounds_ns[BW_DURATION_BUCKETS - 1];
 extern int64_t bw__bounds_sys[BW_DURATION_BUCKETS - 1];
 
@@ -367,7 +404,7 @@ typedef struct lazy_clock {
 } lazy_clock;
 int64_t bw__lazy_read(void *ctx);
 
-/* ---- breaker.c, for the attachments ---- */
+/* ---- breaker*.c, for one another and the attachments ---- */
 
 /* Take every lock and note the state before; change_end publishes, unlocks and kicks the timer. */
 change bw__change_begin(bw_breaker *b);
@@ -389,6 +426,8 @@ void bw__settle_events(bw_breaker *b, bw_outcome outcome, int code, const char *
 void bw__count_call(bw_breaker *b, bw_outcome outcome, int slow, int64_t span, int applied);
 /* A stored breaker's transition in its store (no engine lock held): record why (as change_end does) and count it. */
 void bw__note_shared(bw_breaker *b, int from, int to, int why);
+/* Count a state change from -> to because of `why` (bw_reason), and a probe round it ended (counters on). */
+void bw__count_change(bw_breaker *b, int from, int to, int why);
 /* Count a store event (BW_EVENT_STORE_*). */
 void bw__count_store(bw_breaker *b, int type);
 /* The extra block, made on first need (NULL when out of memory). */

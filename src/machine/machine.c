@@ -84,6 +84,20 @@ size_t bw__machine_window_bytes(const bw__mcfg *cfg)
     return cfg->policy == BW_POLICY_RATE ? bw__window_bytes(cfg->window_kind, cfg->window_size) : 0;
 }
 
+int bw__machine_fast_path(const bw__mcfg *cfg)
+{
+    switch (cfg->policy) {
+    case BW_POLICY_RATE:
+        return cfg->window_kind == BW_WINDOW_COUNT  ? BW__FAST_COUNT
+               : cfg->window_kind == BW_WINDOW_TIME ? BW__FAST_TIME
+                                                    : BW__FAST_NONE;
+    case BW_POLICY_CONSECUTIVE:
+        return BW__FAST_CONSECUTIVE;
+    default:
+        return BW__FAST_NONE; /* a policy with no fast record of its own: the general record */
+    }
+}
+
 void bw__machine_bind(bw__machine *m, const bw__mcfg *cfg, void *window_mem)
 {
     m->cfg = *cfg;

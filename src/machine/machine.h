@@ -161,6 +161,26 @@ int bw__machine_record(bw__machine *m, uint64_t gen, int outcome, int slow, bw__
 int bw__machine_record_in(bw__machine *m, uint32_t stripe, uint64_t gen, int outcome, int slow, bw__now *now);
 
 /*
+ * The fast paths of a CLOSED record: the record split out of
+ * bw__machine_record so that the engine runs it under one lock (or a stripe's),
+ * testing for a trip only when it says so. bw__machine_fast_path says which a
+ * machine of this configuration takes; the engine takes no other, so a new
+ * policy takes none (the general bw__machine_record) until it says so here.
+ * - BW__FAST_NONE: every record through bw__machine_record.
+ * - BW__FAST_COUNT (the rate policy on a count window): bw__machine_closed_count,
+ *   then the trip test (bw__machine_evaluate) when it returns 1.
+ * - BW__FAST_CONSECUTIVE: bw__machine_closed_consecutive, then bw__machine_trip
+ *   when it returns 1.
+ * - BW__FAST_TIME (the rate policy on a time window): the window may be split
+ *   into stripes (bw__machine_use_stripes), each recorded into by
+ *   bw__window_time_record, then the trip test (bw__machine_evaluate) over
+ *   them all. A count window ("the last N calls") has one order and cannot be
+ *   split, and consecutive counters are a single sequence.
+ */
+enum { BW__FAST_NONE = 0, BW__FAST_COUNT = 1, BW__FAST_CONSECUTIVE = 2, BW__FAST_TIME = 3 };
+int bw__machine_fast_path(const bw__mcfg *cfg);
+
+/*
  * The CLOSED record of a rate policy on one count window, which is what
  * bw__machine_record does there, split for the engine's fast path: it records
  * (`failed` for FAILURE and a recorded UNREACHABLE) and returns 1 when the trip

@@ -1910,6 +1910,117 @@ static void test_lazy_clock(void)
     CHECK_INT(g_reads, 1);
 }
 
+/*
+ * The fast path each policy takes is the machine's to say (bw__machine_fast_path):
+ * the engine takes that one and no other, so a new policy takes none until
+ * machine.c names one.
+ */
+static void test_fast_path_by_policy(void)
+{
+    bw__mcfg c = defaults();
+    CHECK_INT(bw__machine_fast_path(&c), BW__FAST_COUNT);
+    c.window_kind = BW_WINDOW_TIME;
+    CHECK_INT(bw__machine_fast_path(&c), BW__FAST_TIME);
+    c = consecutive();
+    CHECK_INT(bw__machine_fast_path(&c), BW__FAST_CONSECUTIVE);
+    c.window_kind = BW_WINDOW_TIME; /* the window kind means nothing to the consecutive policy */
+    CHECK_INT(bw__machine_fast_path(&c), BW__FAST_CONSECUTIVE);
+    /* A policy the machine has no fast record for (a third one, before machine.c gives it one): none, on either
+       window, where the engine once picked the rate policy's count record for it. */
+    for (int kind = BW_WINDOW_COUNT; kind <= BW_WINDOW_TIME; kind++) {
+        c = defaults();
+        c.policy = BW_POLICY_CONSECUTIVE + 1;
+        c.window_kind = (uint8_t)kind;
+        CHECK_INT(bw__machine_fast_path(&c), BW__FAST_NONE);
+    }
+}
+
+/* A CLOSED record through the fast path `path` at t, as the engine runs it (core/breaker.c). */
+static void fast_record(bw__machine *m, int path, int failed, int slow, int64_t t)
+{
+    bw__now n = bw__now_at(t);
+    switch (path) {
+    case BW__FAST_COUNT:
+        if (bw__machine_closed_count(m, failed, slow))
+            bw__machine_evaluate(m, &n);
+        break;
+    case BW__FAST_CONSECUTIVE:
+        if (bw__machine_closed_consecutive(m, failed))
+            bw__machine_trip(m, t);
+        break;
+    case BW__FAST_TIME:
+        bw__window_time_record(bw__machine_stripe(m, 0), (unsigned)failed, (unsigned)slow, t);
+        bw__machine_evaluate(m, &n);
+        break;
+    default:
+        H_FAIL("no fast path to take (%d)", path);
+    }
+}
+
+/*
+ * The fast path the machine names for a configuration records as
+ * bw__machine_record does: two machines, one on the general record and one on
+ * the fast path, given the same pseudo-random CLOSED outcomes (failed, slow,
+ * successes; reset after each trip), stay equal call by call: state,
+ * generation, why, when opened, and the window's counts.
+ */
+static void test_fast_path_records_as_machine(void)
+{
+    bw__mcfg cfgs[4];
+    cfgs[0] = defaults();
+    cfgs[0].window_size = 20;
+    cfgs[0].min_calls = 8;
+    cfgs[0].slow_rate = 0.6;
+    cfgs[1] = cfgs[0];
+    cfgs[1].window_kind = BW_WINDOW_TIME;
+    cfgs[1].window_size = 3;
+    cfgs[2] = consecutive();
+    cfgs[2].error_threshold = 4;
+    cfgs[3] = cfgs[2];
+    cfgs[3].window_kind = BW_WINDOW_TIME;
+    for (int k = 0; k < 4; k++) {
+        const bw__mcfg *c = &cfgs[k];
+        int path = bw__machine_fast_path(c);
+        CHECK(path != BW__FAST_NONE);
+        size_t bytes = bw__machine_window_bytes(c);
+        void *mem_g = calloc(1, bytes + 1), *mem_f = calloc(1, bytes + 1);
+        bw__machine g, f;
+        bw__machine_init(&g, c, mem_g);
+        bw__machine_init(&f, c, mem_f);
+        uint32_t x = 12345u + (uint32_t)k;
+        int trips = 0;
+        int64_t t = T0;
+        int failed_before = h_failed_checks; /* stop at the first difference: the rest would repeat it */
+        for (int i = 0; i < 3000 && h_failed_checks == failed_before; i++) {
+            x = x * 1103515245u + 12345u;
+            int failed = (x >> 16) % 100 < 35, slow = (x >> 24) % 100 < 20;
+            t += (int64_t)((x >> 8) % 400) * MS;
+            bw__now n = bw__now_at(t);
+            CHECK_INT(bw__machine_record(&g, g.gen, failed ? BW_FAILURE : BW_SUCCESS, slow, &n), 1);
+            fast_record(&f, path, failed, slow, t);
+            CHECK_INT(f.state, g.state);
+            CHECK_INT(f.gen, g.gen);
+            CHECK_INT(f.why, g.why);
+            CHECK_INT(f.opened_at, g.opened_at);
+            bw_snapshot sg, sf;
+            bw__machine_snapshot(&g, &n, &sg);
+            bw__machine_snapshot(&f, &n, &sf);
+            CHECK_INT(sf.total_calls, sg.total_calls);
+            CHECK_INT(sf.failed_calls, sg.failed_calls);
+            CHECK_INT(sf.slow_calls, sg.slow_calls);
+            CHECK_INT(sf.consecutive_failures, sg.consecutive_failures);
+            if (g.state != BW_STATE_CLOSED) {
+                trips++;
+                bw__machine_reset(&g);
+                bw__machine_reset(&f);
+            }
+        }
+        CHECK(trips > 10); /* the sequence trips each configuration, again and again */
+        free(mem_g);
+        free(mem_f);
+    }
+}
+
 int main(void)
 {
     RUN(test_initial_states);
@@ -1947,5 +2058,7 @@ int main(void)
     RUN(test_consecutive_round_bounded);
     RUN(test_time_window_machine);
     RUN(test_lazy_clock);
+    RUN(test_fast_path_by_policy);
+    RUN(test_fast_path_records_as_machine);
     return TEST_SUMMARY();
 }
