@@ -83,15 +83,15 @@ typedef struct bw__netupdate_clock {
 /* One update call. The backend fills the first six fields (the rest zeroed) and its own state after it. */
 struct bw__netupdate {
     const bw__netupdate_ops *ops;
-    const char *store;                 /* the messages' prefix: "redis", "postgresql" */
-    const char *name;                  /* the key, for the messages */
-    int64_t deadline;                  /* the call's (its pool slot's), a bw__mono_now instant */
-    int64_t timeout_ns;                /* the store's timeout, for the messages */
-    const bw__netupdate_clock *clock;  /* NULL: the real one */
-    int broken;                        /* the operations': the connection failed (a command the deadline cut) */
-    bw_error e;                        /* the operations' error, and the call's */
-    int conflicts;                     /* races lost (compare-and-sets another client's write beat) */
-    uint64_t rng;                      /* the pauses' SplitMix64 state; seeded at the first pause */
+    const char *store;                /* the messages' prefix: "redis", "postgresql" */
+    const char *name;                 /* the key, for the messages */
+    int64_t deadline;                 /* the call's (its pool slot's), a bw__mono_now instant */
+    int64_t timeout_ns;               /* the store's timeout, for the messages */
+    const bw__netupdate_clock *clock; /* NULL: the real one */
+    int broken;                       /* the operations': the connection failed (a command the deadline cut) */
+    bw_error e;                       /* the operations' error, and the call's */
+    int conflicts;                    /* races lost (compare-and-sets another client's write beat) */
+    uint64_t rng;                     /* the pauses' SplitMix64 state; seeded at the first pause */
 };
 
 /*
