@@ -54,6 +54,14 @@ static void pause_after_race(bw__netupdate *u)
     }
 }
 
+void bw__netupdate_start(bw__netupdate *u, const bw__netupdate_ops *ops, const bw__netpool *p, const bw__netslot *s,
+                         const char *name)
+{
+    bw__netupdate z = {
+        .ops = ops, .store = p->name, .name = name, .deadline = s->deadline, .timeout_ns = p->timeout_ns};
+    *u = z;
+}
+
 int bw__netupdate_run(bw__netupdate *u, bw_store_update_fn fn, void *arg)
 {
     const bw__netupdate_ops *ops = u->ops;

@@ -44,6 +44,7 @@
 
 #include "base/error.h"
 #include "breakwater/store.h"
+#include "store/netpool.h"
 
 #define BW__NETUPDATE_PAUSE_MAX ((int64_t)4000000) /* ns: the longest pause between two lost races */
 
@@ -80,7 +81,7 @@ typedef struct bw__netupdate_clock {
     void *arg;
 } bw__netupdate_clock;
 
-/* One update call. The backend fills the first six fields (the rest zeroed) and its own state after it. */
+/* One update call: bw__netupdate_start fills it; the backend's own state follows it. */
 struct bw__netupdate {
     const bw__netupdate_ops *ops;
     const char *store;                /* the messages' prefix: "redis", "postgresql" */
@@ -93,6 +94,14 @@ struct bw__netupdate {
     int conflicts;                    /* races lost (compare-and-sets another client's write beat) */
     uint64_t rng;                     /* the pauses' SplitMix64 state; seeded at the first pause */
 };
+
+/*
+ * Make u (the rest of the backend's call state is the backend's) an update of
+ * `name` with the backend's ops, on slot s of pool p: its deadline is the
+ * slot's, its messages start with the pool's name.
+ */
+void bw__netupdate_start(bw__netupdate *u, const bw__netupdate_ops *ops, const bw__netpool *p, const bw__netslot *s,
+                         const char *name);
 
 /*
  * Run the update of u's key with fn (as bw_store_update documents it: fn may

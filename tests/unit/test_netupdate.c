@@ -178,11 +178,9 @@ static void fake_make(fake *f, bw__netupdate_clock *clk, int64_t timeout)
     f->clock = 1000 * BW_NS_PER_S;
     f->rtt = 100 * US;
     f->next_version = 10;
-    f->u.ops = &fake_ops;
-    f->u.store = "fake";
-    f->u.name = "k";
-    f->u.deadline = f->clock + timeout;
-    f->u.timeout_ns = timeout;
+    bw__netpool pool = {.name = "fake", .timeout_ns = timeout};
+    bw__netslot slot = {.deadline = f->clock + timeout};
+    bw__netupdate_start(&f->u, &fake_ops, &pool, &slot, "k");
     f->u.clock = clk;
 }
 

@@ -1162,13 +1162,8 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
-    pg_call c = {.u = {.ops = &pg_update_ops,
-                       .store = "postgresql",
-                       .name = name,
-                       .deadline = s->deadline,
-                       .timeout_ns = r->timeout_ns},
-                 .r = r,
-                 .s = s};
+    pg_call c = {.r = r, .s = s};
+    bw__netupdate_start(&c.u, &pg_update_ops, &r->conns, s, name);
     rc = bw__netupdate_run(&c.u, fn, arg);
     if (rc == BW_OK && !c.u.broken)
         sweep_maybe(r, s, &c.u.broken, &c.u.e);

@@ -1296,13 +1296,8 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
-    rd_call c = {.u = {.ops = &rd_update_ops,
-                       .store = "redis",
-                       .name = name,
-                       .deadline = s->deadline,
-                       .timeout_ns = r->timeout_ns},
-                 .r = r,
-                 .s = s};
+    rd_call c = {.r = r, .s = s};
+    bw__netupdate_start(&c.u, &rd_update_ops, &r->conns, s, name);
     c.keys[0] = c.key;
     c.klen[0] = make_key(r, name, c.key);
     rc = bw__netupdate_run(&c.u, fn, arg);
