@@ -1,8 +1,9 @@
 #!/bin/sh
 # Check that the layers of src/ only point down (docs/architecture.md):
 # every #include "X/..." of a file in src/F/ must name a folder F may use, a
-# store backend (src/store/NAME/) may use only base/, store/backend.h and
-# store/netpool.h (the pool of network backends) besides its own folder,
+# store backend (src/store/NAME/) may use only base/, store/backend.h,
+# store/netpool.h and store/netupdate.h (the pool and the update loop of
+# network backends) besides its own folder,
 # share/ uses the store layer only through store/front.h, and no private
 # header includes itself back through others (no import circles).
 # Public headers (breakwater/*.h) may be included anywhere.
@@ -46,11 +47,11 @@ for f in $(find . -name '*.[ch]' | sed 's|^\./||' | sort); do
         [ "$dir" = "$inc" ] && { echo "layers: $f includes \"$inc\": name private headers from src/ (\"folder/file.h\")" >&2; bad=1; continue; }
         [ "$dir" = breakwater ] && continue
         if [ -n "$backend" ]; then
-            # A backend: base/, store/backend.h, store/netpool.h and its own folder, nothing else.
+            # A backend: base/, store/backend.h, store/netpool.h, store/netupdate.h and its own folder, nothing else.
             case $inc in
-            base/* | store/backend.h | store/netpool.h | store/$backend/*) continue ;;
+            base/* | store/backend.h | store/netpool.h | store/netupdate.h | store/$backend/*) continue ;;
             esac
-            echo "layers: $f includes \"$inc\": a store backend uses only base/, store/backend.h and store/netpool.h" >&2
+            echo "layers: $f includes \"$inc\": a store backend uses only base/, store/backend.h, store/netpool.h and store/netupdate.h" >&2
             bad=1
             continue
         fi

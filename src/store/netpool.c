@@ -207,18 +207,3 @@ int bw__netpool_wait(int fd, int what, int64_t deadline)
             return -1;
     }
 }
-
-void bw__netpool_pause(uint64_t *rng, int attempt, int64_t deadline)
-{
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    int64_t cap = attempt >= 8 ? 4000000 : (int64_t)16000 << attempt;
-    int64_t ns = (int64_t)(*rng % (uint64_t)cap), left = deadline - bw__mono_now();
-    if (ns > left)
-        ns = left;
-    if (ns > 0) {
-        struct timespec ts = {0, (long)ns};
-        nanosleep(&ts, NULL);
-    }
-}

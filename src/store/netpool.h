@@ -180,11 +180,4 @@ enum {
  */
 int bw__netpool_wait(int fd, int what, int64_t deadline);
 
-/*
- * Sleep a random time in [0, min(4 ms, 16 us << attempt)) (rng: the
- * caller's xorshift state, not 0), never past `deadline`: the pause between
- * two races an update lost, so that writers racing for one key spread out.
- */
-void bw__netpool_pause(uint64_t *rng, int attempt, int64_t deadline);
-
 #endif

@@ -30,7 +30,9 @@
  *   the realtime scale), returned by every statement; a test may inject its
  *   own clock (bw_store_set_clock), which is then read after the reply (and
  *   given to the sweep as its "now"), as the redis: store does.
- * - update is an optimistic compare-and-set on `version`, not a row lock.
+ * - update is an optimistic compare-and-set on `version`, not a row lock (the
+ *   loop is the network stores' one, store/netupdate.c: the cache, lost races,
+ *   the pause, BW_ECONFLICT; this file supplies its protocol, pg_update_ops).
  *   A row lock (BEGIN; SELECT ... FOR UPDATE; fn; UPDATE; COMMIT) costs at
  *   least 2 round trips every time and holds the lock across a round trip, so
  *   a client stopped in between (SIGSTOP, a pause of its VM) blocks every
@@ -49,9 +51,11 @@
  *   cache costs one conflict, never a wrong write. On a conflict fn runs again
  *   on the row the statement answered; from the second conflict on, after a
  *   random pause (at most 4 ms) and a fresh read. It goes on until its
- *   deadline (below), then gives up with BW_ETIMEDOUT, saying how many races
- *   it lost. A KEEP (or a DELETE of nothing) decided on the cache is confirmed
- *   by a read (fn runs again only when the entry it saw changed), so every
+ *   deadline (below), then gives up with BW_ECONFLICT, saying how many races
+ *   it lost (BW_ETIMEDOUT when the deadline cut a statement, or the server's
+ *   statement_timeout ended one). A KEEP (or a DELETE of nothing) decided on
+ *   the cache is confirmed by a read (fn runs again only when the entry it
+ *   saw changed: no lost race), so every
  *   verdict applied was computed on the row as the server had it. So a stored
  *   call (acquire: one read; settle: one update) costs 2 round trips.
  * - read and read_many are one statement each (unnest($1) WITH ORDINALITY,
@@ -130,6 +134,7 @@
 #include "base/systime.h"
 #include "store/backend.h"
 #include "store/netpool.h"
+#include "store/netupdate.h"
 
 #define IDENT_MAX 63 /* bytes of a table (or schema) name: PostgreSQL's NAMEDATALEN - 1 */
 #define POOL_MAX BW__NETPOOL_MAX
@@ -186,7 +191,8 @@ typedef struct pg {
     bw__netpool conns; /* the connections (a forked child must open its own store: its sockets are the parent's) */
     pthread_mutex_t cmu;
     int64_t srv_now, srv_mono; /* the server's clock last seen, and bw__mono_now then; srv_mono 0: never */
-    uint64_t seed;
+    uint64_t seed;             /* the cache's hash */
+    uint64_t rng;              /* the sweep's random instants: SplitMix64 (base/hash.h), under cmu */
     centry *cache[CACHE_SLOTS];
 } pg;
 
@@ -1064,7 +1070,7 @@ static int sweep_pass(pg *r, slot *s, int max, int *deleted, int *broken, bw_err
 /* The period's next instant from `mono`: in [period / 2, period) ahead, so that processes started together spread. */
 static int64_t next_sweep(pg *r, int64_t mono)
 {
-    uint64_t x = bw__mix64((uint64_t)mono ^ r->seed);
+    uint64_t x = bw__splitmix(&r->rng);
     return mono + r->sweep_ns / 2 + (int64_t)(x % (uint64_t)(r->sweep_ns / 2 + 1));
 }
 
@@ -1097,6 +1103,58 @@ static void sweep_maybe(pg *r, slot *s, int *broken, bw_error *e)
     } /* else the next pass retries */
 }
 
+/* One update (store/netupdate.h): the row last seen (the state). */
+typedef struct pg_call {
+    bw__netupdate u; /* first: the operations get it */
+    pg *r;
+    slot *s;
+    row w;
+    int found; /* what entry() answered last: the entry fn saw was live */
+} pg_call;
+
+static int pg_up_cached(bw__netupdate *u, int64_t *now)
+{
+    pg_call *c = (pg_call *)u;
+    return cache_get(c->r, c->u.name, &c->w, now);
+}
+
+static int pg_up_read(bw__netupdate *u, int64_t *now)
+{
+    pg_call *c = (pg_call *)u;
+    return read_rows(c->r, c->s, 1, &c->u.name, &c->w, now, &u->broken, &u->e);
+}
+
+static int pg_up_entry(bw__netupdate *u, int64_t now, bw_store_entry *cur, int *exists)
+{
+    pg_call *c = (pg_call *)u;
+    entry_of(&c->w, now, cur, &c->found);
+    *exists = c->w.exists;
+    return c->found;
+}
+
+static int pg_up_write(bw__netupdate *u, bw_store_verdict verdict, const bw_store_entry *next, int64_t *now)
+{
+    pg_call *c = (pg_call *)u;
+    return cas(c->r, c->s, c->u.name, verdict, next, &c->w, now, &u->broken, &u->e);
+}
+
+/* A KEEP (or a DELETE of nothing) decided on the cache: a read, the same entry (a version is never used twice)? */
+static int pg_up_confirm(bw__netupdate *u, int64_t *now)
+{
+    pg_call *c = (pg_call *)u;
+    int found = c->found;
+    int64_t seen = found ? c->w.version : 0;
+    int rc = read_rows(c->r, c->s, 1, &c->u.name, &c->w, now, &u->broken, &u->e);
+    if (rc != BW_OK)
+        return rc;
+    bw_store_entry cur;
+    int again;
+    entry_of(&c->w, *now, &cur, &again);
+    return again == found && (!found || c->w.version == seen);
+}
+
+static const bw__netupdate_ops pg_update_ops = {pg_up_cached, pg_up_read, pg_up_entry, pg_up_write, pg_up_confirm};
+
 static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
     pg *r = ctx;
@@ -1104,74 +1162,16 @@ static int pg_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
-    int broken = 0;
-    bw_error e = {0, "", ""};
-    row w;
-    int64_t now;
-    int fresh = 0; /* w and now are the server's answer of this update (not the cache) */
-    if (!cache_get(r, name, &w, &now)) {
-        rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
-        fresh = 1;
-    }
-    uint64_t rng = (uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)&rng;
-    bw_store_entry cur, next;
-    int conflicts = 0;
-    while (rc == BW_OK) { /* each pass runs a statement or ends: until the call's deadline */
-        int found;
-        entry_of(&w, now, &cur, &found);
-        bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
-        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !w.exists)) {
-            if (fresh)
-                break;
-            /*
-             * Decided on the cache: confirm that the row is still the one fn
-             * saw (a version is never used twice); fn runs again only when
-             * another client wrote it meanwhile.
-             */
-            int64_t seen = found ? w.version : 0;
-            rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
-            fresh = 1;
-            int again;
-            entry_of(&w, now, &cur, &again);
-            if (rc != BW_OK || again != found || (found && w.version != seen))
-                continue; /* fn saw another entry than there is */
-            if (verdict == BW_STORE_KEEP || !w.exists)
-                break;
-            /* A DELETE of an expired entry: delete its row (as if it had been fresh) */
-        }
-        int got = cas(r, s, name, verdict, &next, &w, &now, &broken, &e);
-        if (got < 0) {
-            rc = got;
-            break;
-        }
-        if (got == 1)
-            break; /* written: w is what was written */
-        /*
-         * A conflict: the answer carries the row and the server's clock, for
-         * the next attempt at once; after a second conflict in a row, a random
-         * pause (exponential, at most 4 ms) and a fresh read, so that writers
-         * racing for one key spread out (and a row answered from a snapshot
-         * older than the writer that beat us is not tried again).
-         */
-        fresh = 1;
-        if (++conflicts >= 2) {
-            bw__netpool_pause(&rng, conflicts, s->deadline);
-            rc = read_rows(r, s, 1, &name, &w, &now, &broken, &e);
-        }
-    }
-    if (rc == BW_ETIMEDOUT && !broken && conflicts && bw__mono_now() >= s->deadline) /* between two: contention */
-        rc = bw__fail(
-            &e, BW_ECONFLICT, "",
-            "postgresql: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
-            " ms)",
-            name, conflicts, r->timeout_ns / 1000000);
-    if (rc == BW_OK && !broken)
-        sweep_maybe(r, s, &broken, &e);
-    bw__netpool_release(&r->conns, s, broken, &e);
+    pg_call c = {.r = r, .s = s};
+    bw__netupdate_start(&c.u, &pg_update_ops, &r->conns, s, name);
+    rc = bw__netupdate_run(&c.u, fn, arg);
+    if (rc == BW_OK && !c.u.broken)
+        sweep_maybe(r, s, &c.u.broken, &c.u.e);
+    bw__netpool_release(&r->conns, s, c.u.broken, &c.u.e);
     if (rc == BW_OK)
-        cache_put(r, name, &w);
+        cache_put(r, name, &c.w); /* the row now there: written, or the one fn kept */
     else if (err)
-        *err = e;
+        *err = c.u.e;
     return rc;
 }
 
@@ -1293,6 +1293,7 @@ static int pg_open(const bw__url *u, const bw__store_clock *clock, bw_store_ops 
     }
     r->clock = clock;
     r->seed = bw__hash_seed(r);
+    r->rng = bw__hash_seed(&r->rng);
     if (r->sweep_ns > 0)
         r->next_sweep = next_sweep(r, bw__mono_now());
     /*

@@ -21,14 +21,17 @@
  * - The store's clock is the server's TIME (one clock for every client),
  *   returned by the same script that reads the entries; a test may inject its
  *   own clock (bw_store_set_clock), which is then read after the reply.
- * - update is an optimistic compare-and-set: GET_SCRIPT (TIME + GET, one round
- *   trip) gives `now` and the current value; fn runs in this process; a KEEP
- *   ends there, a PUT or DELETE runs CAS_SCRIPT, which writes only if the
+ * - update is an optimistic compare-and-set, the network stores' one loop
+ *   (store/netupdate.c: the cache, lost races, the pause, BW_ECONFLICT); this
+ *   file supplies its protocol (rd_update_ops): GET_SCRIPT (TIME + GET, one
+ *   round trip) gives `now` and the current value; fn runs in this process; a
+ *   KEEP ends there, a PUT or DELETE runs CAS_SCRIPT, which writes only if the
  *   value is still byte for byte the one fn saw (so no ABA: a value is its own
  *   version), with the lifetime as a server-side PX.
  * - The cache makes that one round trip in the common case: the store keeps
  *   the value it last saw at each key (CACHE_SLOTS slots, direct-mapped by the
- *   key's hash: what a read, a read_many, a write or a conflict answered),
+ *   key's hash: what a read or a read_many answered, what an update wrote or
+ *   ended on),
  *   and an update of a key it knows runs fn on that value at once, with `now`
  *   estimated as the server's TIME plus the monotonic time passed here since,
  *   at the offset of the quickest reply seen (behind the server's by at most
@@ -40,9 +43,12 @@
  *   and a coordinated write after a poll is one. On a conflict CAS_SCRIPT
  *   answers the new value and TIME, and fn runs again on them (so fn may run
  *   more than once; the last run's verdict is the one applied); from the
- *   second conflict on, after a random pause (at most 4 ms) and a fresh read.
- *   It goes on until its deadline (below): then it gives up with
- *   BW_ETIMEDOUT, saying how many races it lost. Scripts run by EVALSHA (their SHA1 from
+ *   second conflict on (the one on the cache's value counts), after a random
+ *   pause (at most 4 ms) and a fresh read. A KEEP whose check fails is no
+ *   lost race: fn runs again on the value the check answered. It goes on
+ *   until its deadline (below): then it gives up with BW_ECONFLICT, saying
+ *   how many races it lost (BW_ETIMEDOUT when the deadline cut a command).
+ *   Scripts run by EVALSHA (their SHA1 from
  *   SCRIPT LOAD at open), falling back to EVAL when the server answers
  *   NOSCRIPT (a restart, SCRIPT FLUSH).
  * - Expiry is the server's: a PUT sets PX to the entry's remaining lifetime
@@ -104,6 +110,7 @@
 #include "base/systime.h"
 #include "store/backend.h"
 #include "store/netpool.h"
+#include "store/netupdate.h"
 
 #define HOST_MAX 255   /* bytes of a host name or address */
 #define CRED_MAX 127   /* bytes of a user name or a password */
@@ -1176,21 +1183,73 @@ static void px_of(const rd *r, int64_t now, int64_t exp, char *buf, size_t n)
     snprintf(buf, n, "%" PRId64, ms);
 }
 
+/* One update (store/netupdate.h): the key and the value last seen there (the state). */
+typedef struct rd_call {
+    bw__netupdate u; /* first: the operations get it */
+    rd *r;
+    slot *s;
+    char key[KEY_MAX + 1];
+    const char *keys[1];
+    size_t klen[1];
+    int present; /* 0: the key was absent */
+    size_t slen;
+    char seen[HEAD + BW_STORE_DATA_MAX];
+} rd_call;
+
+/* The value of a GET_SCRIPT or conflict reply (then freed) into the state, *now its TIME. */
+static int take_reply(rd_call *c, redisReply *rep, int64_t *now)
+{
+    int rc = reply_shape(rep, 1, &c->u.e);
+    if (rc == BW_OK)
+        rc = reply_now(c->r, rep, now, &c->u.e);
+    if (rc == BW_OK) {
+        const redisReply *v = rep->element[2];
+        c->present = v->type == REDIS_REPLY_STRING;
+        c->slen = c->present ? v->len : 0;
+        if (c->slen > sizeof c->seen) /* the scripts answer a longer value as '' */
+            rc = bw__fail(&c->u.e, BW_ESYS, "", "redis: the server's reply has an unexpected shape");
+        else if (c->present)
+            memcpy(c->seen, v->str, c->slen);
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int rd_up_cached(bw__netupdate *u, int64_t *now)
+{
+    rd_call *c = (rd_call *)u;
+    return est_now(c->r, now) && cache_get(c->r, c->key, c->klen[0], &c->present, c->seen, &c->slen);
+}
+
+static int rd_up_read(bw__netupdate *u, int64_t *now)
+{
+    rd_call *c = (rd_call *)u;
+    redisReply *rep = run_script(c->r, c->s, SC_GET, 1, c->keys, c->klen, 0, NULL, NULL, &u->broken, &u->e);
+    return rep ? take_reply(c, rep, now) : u->e.code;
+}
+
+static int rd_up_entry(bw__netupdate *u, int64_t now, bw_store_entry *cur, int *exists)
+{
+    rd_call *c = (rd_call *)u;
+    int found;
+    decode_raw(c->seen, c->slen, c->present, now, cur, &found);
+    *exists = c->present;
+    return found;
+}
+
 /*
- * Apply verdict at keys[0] if it still holds exactly what fn saw (present:
- * seen[0..slen)) — CAS_SCRIPT: a PUT writes fn's `next`, a DELETE deletes, a
- * KEEP (or a DELETE of nothing) only checks. The reply: an integer 1 when
- * done (the cache then knows the value there), else the conflict's {sec, usec,
- * value}; NULL with *e filled on an error.
+ * CAS_SCRIPT: apply verdict at the key if it still holds exactly the state's
+ * value (a PUT writes `next`, expiring by PX from *now; a DELETE deletes; a
+ * KEEP only checks). 1 done (the state becomes what was written), 0 a
+ * conflict (the state and *now become the reply's value and TIME), or an
+ * error.
  */
-static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *klen, int present, const char *seen,
-                       size_t slen, bw_store_verdict verdict, int64_t now, const bw_store_entry *next, int *broken,
-                       bw_error *e)
+static int cas(rd_call *c, bw_store_verdict verdict, const bw_store_entry *next, int64_t *now)
 {
     unsigned char val[HEAD + BW_STORE_DATA_MAX];
     size_t vlen = 0;
     char px[24] = "0";
-    int check = verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !present);
+    int check = verdict == BW_STORE_KEEP;
     if (check) {
         px[0] = '-', px[1] = 0;
     } else if (verdict == BW_STORE_PUT) { /* store.c checked the verdict and the length */
@@ -1199,20 +1258,36 @@ static redisReply *cas(rd *r, slot *s, const char *const *keys, const size_t *kl
             val[i] = (unsigned char)(x & 0xff);
         memcpy(val + HEAD, next->data, next->len);
         vlen = HEAD + next->len;
-        px_of(r, now, next->expires_at, px, sizeof px);
+        px_of(c->r, *now, next->expires_at, px, sizeof px);
     }
-    const char *args[4] = {present ? "1" : "0", present ? seen : "", (const char *)val, px};
-    size_t alen[4] = {1, present ? slen : 0, vlen, strlen(px)};
-    redisReply *rep = run_script(r, s, SC_CAS, 1, keys, klen, 4, args, alen, broken, e);
-    if (rep && !check && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
-        cache_put(r, keys[0], klen[0], (const char *)val, vlen, verdict == BW_STORE_PUT);
-    return rep;
+    const char *args[4] = {c->present ? "1" : "0", c->present ? c->seen : "", (const char *)val, px};
+    size_t alen[4] = {1, c->present ? c->slen : 0, vlen, strlen(px)};
+    redisReply *rep = run_script(c->r, c->s, SC_CAS, 1, c->keys, c->klen, 4, args, alen, &c->u.broken, &c->u.e);
+    if (!rep)
+        return c->u.e.code;
+    if (!(rep->type == REDIS_REPLY_INTEGER && rep->integer == 1))
+        return take_reply(c, rep, now) == BW_OK ? 0 : c->u.e.code;
+    freeReplyObject(rep);
+    if (!check) {
+        c->present = verdict == BW_STORE_PUT;
+        c->slen = vlen;
+        memcpy(c->seen, val, vlen);
+    }
+    return 1;
 }
 
-static int written(const redisReply *rep)
+static int rd_up_write(bw__netupdate *u, bw_store_verdict verdict, const bw_store_entry *next, int64_t *now)
 {
-    return rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    return cas((rd_call *)u, verdict, next, now);
 }
+
+/* A KEEP (or a DELETE of nothing) decided on the cache: CAS_SCRIPT's check, which answers the value on a mismatch. */
+static int rd_up_confirm(bw__netupdate *u, int64_t *now)
+{
+    return cas((rd_call *)u, BW_STORE_KEEP, NULL, now);
+}
+
+static const bw__netupdate_ops rd_update_ops = {rd_up_cached, rd_up_read, rd_up_entry, rd_up_write, rd_up_confirm};
 
 static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *arg, bw_error *err)
 {
@@ -1221,95 +1296,14 @@ static int rd_update(void *ctx, const char *name, bw_store_update_fn fn, void *a
     int rc = bw__netpool_acquire(&r->conns, 0, &s, err);
     if (rc != BW_OK)
         return rc;
-    char key[KEY_MAX + 1];
-    const char *keys[1] = {key};
-    size_t klen[1] = {make_key(r, name, key)};
-    int broken = 0;
-    bw_error e = {0, "", ""};
-    bw_store_entry cur, next;
-    redisReply *rep = NULL;
-    int races = 0; /* lost to other clients */
-    /*
-     * The first attempt from the cache, without a read: fn runs on the value
-     * last seen at the key and the estimated `now`, and the compare-and-set
-     * (for a KEEP, the check) is sent at once. Done: one round trip. A
-     * conflict answers the current value, and the loop goes on from it.
-     */
-    {
-        char seen[HEAD + BW_STORE_DATA_MAX];
-        size_t slen;
-        int present, found;
-        int64_t now;
-        if (est_now(r, &now) && cache_get(r, key, klen[0], &present, seen, &slen)) {
-            decode_raw(seen, slen, present, now, &cur, &found);
-            bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
-            rep = cas(r, s, keys, klen, present, seen, slen, verdict, now, &next, &broken, &e);
-            if (!rep)
-                rc = e.code;
-            else if (written(rep))
-                goto out;
-            else
-                races++;
-        }
-    }
-    if (rc == BW_OK && !rep) {
-        rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
-        rc = rep ? BW_OK : e.code;
-    }
-    uint64_t rng = (uint64_t)bw__mono_now() ^ (uint64_t)(uintptr_t)&rng;
-    for (int attempt = 0; rc == BW_OK; attempt++) { /* each attempt a command: until the call's deadline */
-        int64_t now;
-        int found;
-        rc = reply_shape(rep, 1, &e);
-        if (rc == BW_OK)
-            rc = reply_now(r, rep, &now, &e);
-        if (rc != BW_OK)
-            break;
-        const redisReply *v = rep->element[2];
-        int present = v->type == REDIS_REPLY_STRING;
-        decode(v, now, &cur, &found);
-        bw_store_verdict verdict = fn(arg, now, found ? &cur : NULL, &next);
-        if (verdict == BW_STORE_KEEP || (verdict == BW_STORE_DELETE && !present)) {
-            cache_put_reply(r, key, klen[0], v);
-            break;
-        }
-        redisReply *c = cas(r, s, keys, klen, present, v->str, present ? v->len : 0, verdict, now, &next, &broken, &e);
-        freeReplyObject(rep);
-        rep = c;
-        if (!c) {
-            rc = e.code;
-            break;
-        }
-        if (written(c))
-            break;
-        races++;
-        /*
-         * A conflict: the reply carries TIME and the value now there, for the
-         * next attempt at once; after a second conflict in a row, a random
-         * pause (exponential, at most 4 ms) and a fresh read, so that writers
-         * racing for one key spread out.
-         */
-        if (attempt >= 1) {
-            freeReplyObject(rep);
-            rep = NULL;
-            bw__netpool_pause(&rng, attempt, s->deadline);
-            rep = run_script(r, s, SC_GET, 1, keys, klen, 0, NULL, NULL, &broken, &e);
-            if (!rep) {
-                rc = e.code;
-                break;
-            }
-        }
-    }
-out:
-    if (rep)
-        freeReplyObject(rep);
-    if (rc == BW_ETIMEDOUT && !broken && races) /* the deadline passed between two attempts: contention */
-        rc = bw__fail(
-            &e, BW_ECONFLICT, "",
-            "redis: an update of '%.100s' lost %d races to other clients writing it within its timeout (%" PRId64
-            " ms)",
-            name, races, r->timeout_ns / 1000000);
-    return bw__netpool_done(&r->conns, s, broken, rc, &e, err);
+    rd_call c = {.r = r, .s = s};
+    bw__netupdate_start(&c.u, &rd_update_ops, &r->conns, s, name);
+    c.keys[0] = c.key;
+    c.klen[0] = make_key(r, name, c.key);
+    rc = bw__netupdate_run(&c.u, fn, arg);
+    if (rc == BW_OK) /* the value now there (written, or confirmed): the next update of the key starts from it */
+        cache_put(r, c.key, c.klen[0], c.seen, c.slen, c.present);
+    return bw__netpool_done(&r->conns, s, c.u.broken, rc, &c.u.e, err);
 }
 
 static int rd_sweep(void *ctx, int max, int *deleted, bw_error *err)
