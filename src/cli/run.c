@@ -512,7 +512,7 @@ static int shared_opt(cli *c, int argc, char **argv, int *i, run_opts *o)
         if (!(v = cli_optval(c, argc, argv, i, opt)))
             return -1;
         int64_t ns;
-        if (cli_duration(v, &ns) != 0 || ns <= 0) {
+        if (bw_duration_parse(v, BW_NS_PER_S, &ns, NULL) != BW_OK || ns <= 0) {
             cli_err(c, "%s: expected a duration such as 30s or 1.5m, got '%s'", opt, v);
             return -1;
         }
@@ -659,20 +659,20 @@ int cmd_retry(cli *c, int argc, char **argv)
             bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;
             break;
         case 2:
-            bad = cli_duration(v, &base) != 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &base, NULL) != BW_OK;
             break;
         case 3:
             mult = strtod(v, &end);
             bad = *end || end == v;
             break;
         case 4:
-            bad = cli_duration(v, &cap) != 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &cap, NULL) != BW_OK;
             break;
         case 5:
             bad = parse_kind(c, valued[which], v, jitters, 4, &jitter) != 0;
             break;
         case 6:
-            bad = cli_duration(v, &max_time) != 0 || max_time <= 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &max_time, NULL) != BW_OK || max_time <= 0;
             break;
         case 7:
             bad = sscanf(v, "%lf:%lf", &bmax, &bratio) != 2;
