@@ -813,9 +813,7 @@ typedef struct conn {
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cli_now() / BW_NS_PER_MS;
 }
 
 static void conn_close(conn *k)

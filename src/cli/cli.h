@@ -94,6 +94,11 @@ const char *cli_escape(const char *s, char *buf, size_t n);
  */
 int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len);
 
+/* Monotonic nanoseconds for the command's deadlines: the library's system clock (clock.h). */
+static inline int64_t cli_now(void)
+{
+    return bw_clock_now(bw_clock_system());
+}
 /* A duration for humans ("1.5s", "250ms", "3m20s"), into buf. */
 const char *cli_fmt_duration(int64_t ns, char *buf, size_t n);
 

@@ -83,13 +83,6 @@ typedef struct outcome {
     int stop;      /* a signal asking breakwater to stop (TERM, INT, HUP, QUIT) came while it ran, or 0 */
 } outcome;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
-}
-
 /* Wait up to ns (< 0: forever) for a forwarded signal or SIGCHLD; the signal, or 0 when the time ran out. */
 static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
 {
@@ -280,7 +273,7 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         return;
     }
     int group = timeout_ns > 0 && !in_foreground();
-    int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1; /* counted from the fork */
+    int64_t deadline = timeout_ns > 0 ? cli_now() + timeout_ns : -1, kill_at = -1; /* counted from the fork */
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -326,7 +319,7 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
             lost = errno;
             break;
         }
-        int64_t now = mono_ns(), until = -1;
+        int64_t now = cli_now(), until = -1;
         if (kill_at >= 0 && now >= kill_at) {
             kill(target, SIGKILL);
             kill_at = -1;
@@ -794,9 +787,9 @@ int cmd_retry(cli *c, int argc, char **argv)
         cli_info(c, "attempt %d %s (status %d): next in %s", n, a.status == BW_REJECTED ? "rejected" : "failed", status,
                  cli_fmt_duration(delay, d, sizeof d));
         siginfo_t si;
-        int64_t until = mono_ns() + delay;
+        int64_t until = cli_now() + delay;
         int sig = 0;
-        for (int64_t left = delay; left > 0 && sig == 0; left = until - mono_ns()) {
+        for (int64_t left = delay; left > 0 && sig == 0; left = until - cli_now()) {
             sig = wait_signal(c, left, &si);
             if (sig == SIGCHLD || sig < 0)
                 sig = 0;
