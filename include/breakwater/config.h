@@ -322,6 +322,25 @@ BW_API int bw_config_validate(const bw_config *cfg, bw_error *err);
 BW_API int bw_config_parse(bw_config *cfg, const char *text, bw_error *err);
 
 /*
+ * bw_duration_parse — read one duration written as bw_config_parse writes
+ * them: a decimal number, a fraction allowed, and its unit ns, us, ms, s, m,
+ * h or d ("1.5s", "250ms", "2m"); "off", "none" and a bare 0 are 0. No space
+ * anywhere, no exponent. `bare_unit` says what a number without a unit means:
+ * 0 refuses one other than 0 (BW_EPARSE, the message asking "30ms or 30s?",
+ * the configuration text's rule); a unit in nanoseconds counts it in that
+ * unit (BW_NS_PER_S: seconds, as timeout(1) and the breakwater command read
+ * "30"). *ns gets the value in nanoseconds, exact to 9 fraction digits (the
+ * tenth rounds), a positive value below 1 ns rounding up to 1 ns; it is left
+ * unchanged on error.
+ * Returns BW_OK; BW_EINVAL (text or ns NULL, bare_unit negative); BW_EPARSE
+ * for malformed text or a refused bare number; BW_ERANGE for a value outside
+ * [0, 365d]. *err (may be NULL) has field "duration" and a message quoting
+ * the text. A caller applies its own narrower range (e.g. > 0).
+ * Thread safety: any thread; it keeps nothing.
+ */
+BW_API int bw_duration_parse(const char *text, int64_t bare_unit, int64_t *ns, bw_error *err);
+
+/*
  * bw_config_parse_env — apply settings from the environment: every variable
  * whose name starts with `prefix` (e.g. "BREAKWATER_PAYMENTS_") names a knob of
  * the table above by the rest of its name, in any case

@@ -27,10 +27,11 @@ static const struct unit {
 /*
  * Parse a duration exactly, in integer arithmetic: a decimal number (up to 9
  * fraction digits count; more are rounded away) and its unit; "off", "none"
- * and a bare 0 give 0. A positive value below 1 ns becomes 1 ns rather than
+ * and a bare 0 give 0; another bare number counts in `bare_unit` (0: it is
+ * BW__DURATION_BARE). A positive value below 1 ns becomes 1 ns rather than
  * silently meaning "off".
  */
-int bw__parse_duration(const char *v, int64_t *out)
+int bw__parse_duration(const char *v, int64_t bare_unit, int64_t *out)
 {
     if (strcmp(v, "off") == 0 || strcmp(v, "none") == 0) {
         *out = 0;
@@ -65,14 +66,17 @@ int bw__parse_duration(const char *v, int64_t *out)
             }
         }
     }
-    if (!*p) { /* no unit: 0 is 0 in every unit, any other number is ambiguous */
-        if (nonzero)
-            return BW__DURATION_BARE;
-        *out = 0;
-        return 0;
-    }
     int64_t unit = -1;
-    for (size_t i = 0; i < N_UNITS; i++)
+    if (!*p) { /* no unit: 0 is 0 in every unit, any other number is ambiguous unless the caller chose a unit */
+        if (!nonzero) {
+            *out = 0;
+            return 0;
+        }
+        if (bare_unit <= 0)
+            return BW__DURATION_BARE;
+        unit = bare_unit;
+    }
+    for (size_t i = 0; *p && i < N_UNITS; i++)
         if (strcmp(p, units[i].name) == 0)
             unit = units[i].ns;
     if (unit < 0)

@@ -20,13 +20,14 @@
 
 /*
  * Parse a duration as configuration text does ("1.5s", "250ms", "off" or
- * "none" = 0, "0" = 0 in any unit). A number other than 0 needs a unit:
- * without one it is BW__DURATION_BARE (bw__duration_bare says so), otherwise
+ * "none" = 0, "0" = 0 in any unit). A number other than 0 needs a unit
+ * unless `bare_unit` (> 0, in ns) gives it one: without one it is
+ * BW__DURATION_BARE (bw__duration_bare says so), otherwise
  * BW__DURATION_MALFORMED when malformed. A negative value is kept (so that a
  * range message can show it), saturating at -INT64_MAX; a value too large
  * for int64 gives INT64_MAX.
  */
-int bw__parse_duration(const char *v, int64_t *out);
+int bw__parse_duration(const char *v, int64_t bare_unit, int64_t *out);
 /*
  * Fill *err (code, field) for the bare number `v` given to `field`, with two
  * readings as advice, in units `u1` and `u2`, each after `prefix` ("" or

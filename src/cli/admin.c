@@ -342,7 +342,7 @@ int cmd_status(cli *c, int argc, char **argv)
             watch = 1;
         } else if (cli_is_opt(argv[i], "--interval")) {
             const char *v = cli_optval(c, argc, argv, &i, "--interval");
-            if (!v || cli_duration(v, &interval) != 0 || interval < BW_NS_PER_MS) {
+            if (!v || bw_duration_parse(v, BW_NS_PER_S, &interval, NULL) != BW_OK || interval < BW_NS_PER_MS) {
                 cli_err(c, "--interval: expected a duration of at least 1ms, such as 2s");
                 return EX_USAGE_;
             }
@@ -813,9 +813,7 @@ typedef struct conn {
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cli_now() / BW_NS_PER_MS;
 }
 
 static void conn_close(conn *k)

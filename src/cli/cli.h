@@ -94,8 +94,11 @@ const char *cli_escape(const char *s, char *buf, size_t n);
  */
 int cli_read_file(cli *c, const char *path, size_t max, const char *what, char **out, size_t *len);
 
-/* A duration as the configuration text writes one ("1.5s", "250ms", a bare number: seconds): 0 ok, -1 bad. */
-int cli_duration(const char *s, int64_t *ns);
+/* Monotonic nanoseconds for the command's deadlines: the library's system clock (clock.h). */
+static inline int64_t cli_now(void)
+{
+    return bw_clock_now(bw_clock_system());
+}
 /* A duration for humans ("1.5s", "250ms", "3m20s"), into buf. */
 const char *cli_fmt_duration(int64_t ns, char *buf, size_t n);
 

@@ -24,7 +24,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -81,33 +80,6 @@ void cli_info(const cli *c, const char *fmt, ...)
 }
 
 /* ---- durations ---- */
-
-int cli_duration(const char *s, int64_t *ns)
-{
-    static const struct {
-        const char *unit;
-        double ns;
-    } units[] = {{"ns", 1},   {"us", 1e3},   {"ms", 1e6},    {"s", 1e9},
-                 {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}, {"", 1e9}};
-    if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
-        return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].unit) == 0) {
-            double x = v * units[i].ns;
-            if (x > 365 * 86400e9)
-                return -1;
-            *ns = (int64_t)x;
-            if (*ns == 0 && v > 0)
-                *ns = 1;
-            return 0;
-        }
-    return -1;
-}
 
 const char *cli_fmt_duration(int64_t ns, char *buf, size_t n)
 {

@@ -83,13 +83,6 @@ typedef struct outcome {
     int stop;      /* a signal asking breakwater to stop (TERM, INT, HUP, QUIT) came while it ran, or 0 */
 } outcome;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * BW_NS_PER_S + ts.tv_nsec;
-}
-
 /* Wait up to ns (< 0: forever) for a forwarded signal or SIGCHLD; the signal, or 0 when the time ran out. */
 static int wait_signal(const cli *c, int64_t ns, siginfo_t *si)
 {
@@ -280,7 +273,7 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
         return;
     }
     int group = timeout_ns > 0 && !in_foreground();
-    int64_t deadline = timeout_ns > 0 ? mono_ns() + timeout_ns : -1, kill_at = -1; /* counted from the fork */
+    int64_t deadline = timeout_ns > 0 ? cli_now() + timeout_ns : -1, kill_at = -1; /* counted from the fork */
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -326,7 +319,7 @@ static void run_child(const cli *c, char **argv, int shell, int64_t timeout_ns, 
             lost = errno;
             break;
         }
-        int64_t now = mono_ns(), until = -1;
+        int64_t now = cli_now(), until = -1;
         if (kill_at >= 0 && now >= kill_at) {
             kill(target, SIGKILL);
             kill_at = -1;
@@ -512,7 +505,7 @@ static int shared_opt(cli *c, int argc, char **argv, int *i, run_opts *o)
         if (!(v = cli_optval(c, argc, argv, i, opt)))
             return -1;
         int64_t ns;
-        if (cli_duration(v, &ns) != 0 || ns <= 0) {
+        if (bw_duration_parse(v, BW_NS_PER_S, &ns, NULL) != BW_OK || ns <= 0) {
             cli_err(c, "%s: expected a duration such as 30s or 1.5m, got '%s'", opt, v);
             return -1;
         }
@@ -659,20 +652,20 @@ int cmd_retry(cli *c, int argc, char **argv)
             bad = parse_kind(c, valued[which], v, backoffs, 3, &backoff) != 0;
             break;
         case 2:
-            bad = cli_duration(v, &base) != 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &base, NULL) != BW_OK;
             break;
         case 3:
             mult = strtod(v, &end);
             bad = *end || end == v;
             break;
         case 4:
-            bad = cli_duration(v, &cap) != 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &cap, NULL) != BW_OK;
             break;
         case 5:
             bad = parse_kind(c, valued[which], v, jitters, 4, &jitter) != 0;
             break;
         case 6:
-            bad = cli_duration(v, &max_time) != 0 || max_time <= 0;
+            bad = bw_duration_parse(v, BW_NS_PER_S, &max_time, NULL) != BW_OK || max_time <= 0;
             break;
         case 7:
             bad = sscanf(v, "%lf:%lf", &bmax, &bratio) != 2;
@@ -794,9 +787,9 @@ int cmd_retry(cli *c, int argc, char **argv)
         cli_info(c, "attempt %d %s (status %d): next in %s", n, a.status == BW_REJECTED ? "rejected" : "failed", status,
                  cli_fmt_duration(delay, d, sizeof d));
         siginfo_t si;
-        int64_t until = mono_ns() + delay;
+        int64_t until = cli_now() + delay;
         int sig = 0;
-        for (int64_t left = delay; left > 0 && sig == 0; left = until - mono_ns()) {
+        for (int64_t left = delay; left > 0 && sig == 0; left = until - cli_now()) {
             sig = wait_signal(c, left, &si);
             if (sig == SIGCHLD || sig < 0)
                 sig = 0;

@@ -689,7 +689,7 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
             return bw__fail(err, BW_ERANGE, k->key, "%s got '%.40s', beyond 64 bits", k->key, v);
         return as_written(BW_ERANGE, v, " (beyond 64 bits)", err);
     case K_DURATION:
-        b = bw__parse_duration(v, &i);
+        b = bw__parse_duration(v, 0, &i);
         if (b == BW__DURATION_BARE)
             return bw__duration_bare(err, BW_EPARSE, k->key, "", v, "ms", "s");
         return b ? malformed(k, v, err) : as_written(k->set_int(c, i, err), v, "", err);
@@ -711,7 +711,7 @@ static int apply(bw_config *c, const knob *k, const char *v, bw_error *err)
             return parse_int(v + 6, &i) ? malformed(k, v, err)
                                         : as_written(bw_config_set_window(c, BW_WINDOW_COUNT, i, err), v, "", err);
         if (strncmp(v, "time:", 5) == 0) {
-            b = bw__parse_duration(v + 5, &i);
+            b = bw__parse_duration(v + 5, 0, &i);
             if (b == BW__DURATION_BARE)
                 return bw__duration_bare(err, BW_EPARSE, k->key, "time:", v + 5, "s", "m");
             if (b || (i % BW_NS_PER_S != 0 && i != INT64_MAX && i != -INT64_MAX)) /* whole seconds, or too many */
@@ -859,6 +859,27 @@ static int unknown_key(bw_error *err, size_t at, const char *key)
         return bw__fail(err, BW_EPARSE, key, "at offset %zu: unknown setting '%.48s'", at, key);
     return bw__fail(err, BW_EPARSE, key, "at offset %zu: unknown setting '%.48s'; did you mean %s?%s%s%s", at, key, k,
                     hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+}
+
+/* ---- a duration on its own (the command's options) ---- */
+
+int bw_duration_parse(const char *text, int64_t bare_unit, int64_t *ns, bw_error *err)
+{
+    if (!text || !ns || bare_unit < 0)
+        return bw__fail(err, BW_EINVAL, "duration",
+                        "bw_duration_parse needs text and ns, and a bare_unit of 0 or more");
+    int64_t v;
+    int b = bw__parse_duration(text, bare_unit, &v);
+    if (b == BW__DURATION_BARE)
+        return bw__duration_bare(err, BW_EPARSE, "duration", "", text, "ms", "s");
+    if (b)
+        return bw__fail(err, BW_EPARSE, "duration",
+                        "duration must be a number and its unit (ns, us, ms, s, m, h or d), such as 1.5s; got '%.60s'",
+                        text);
+    if (v < 0 || v > BW__MAX_DURATION)
+        return bw__fail(err, BW_ERANGE, "duration", "duration must be in [0, 365d], got '%.60s'", text);
+    *ns = v;
+    return BW_OK;
 }
 
 /* Prefix err's message (when code is an error) with where the setting was found; return code. */

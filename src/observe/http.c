@@ -57,6 +57,7 @@
 #include <microhttpd.h>
 
 #include "base/error.h"
+#include "base/systime.h"
 #include "breakwater/observe.h"
 
 #define CONN_TIMEOUT_S 5u         /* a connection with no byte read or written this long is closed */
@@ -101,13 +102,6 @@ struct bw_metrics_server {
     char answer_marker;   /* *con_cls of a request answered with the metrics (counted in answering) */
     char other_marker;    /* *con_cls of a request answered otherwise */
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* ---- Accept ---- */
 
@@ -262,7 +256,7 @@ static enum MHD_Result answer_metrics(bw_metrics_server *s, struct MHD_Connectio
     bw_metrics_format f = negotiate(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
     pthread_mutex_lock(&s->mu);
     cached *c = &s->cache[f];
-    int64_t now = mono_ns();
+    int64_t now = bw__mono_now();
     if (!c->resp || now - c->made_ns >= cache_max_age() || now < c->made_ns) {
         struct MHD_Response *r = render(s, f);
         if (!r) {
@@ -444,8 +438,8 @@ void bw_metrics_server_stop(bw_metrics_server *s)
     /* Accept nothing new; give the metrics answers being sent a short grace (a client that does not read
        its answer is not waited for longer); stop, which closes every connection left. */
     MHD_socket quiesced = MHD_quiesce_daemon(s->daemon);
-    int64_t t0 = mono_ns();
-    while (atomic_load(&s->answering) > 0 && mono_ns() - t0 < STOP_GRACE_NS) {
+    int64_t t0 = bw__mono_now();
+    while (atomic_load(&s->answering) > 0 && bw__mono_now() - t0 < STOP_GRACE_NS) {
         struct timespec nap = {0, 2000000};
         nanosleep(&nap, NULL);
     }

@@ -121,7 +121,7 @@ int bw__url_int(const bw__url *u, const char *key, int64_t lo, int64_t hi, int64
     }
     int64_t x = 0;
     /* The configuration text's rules: no spaces, exact durations with their unit, overflow reported as such. */
-    int bad = duration ? bw__parse_duration(v, &x) : bw__parse_int(v, &x);
+    int bad = duration ? bw__parse_duration(v, 0, &x) : bw__parse_int(v, &x);
     if (bad == BW__DURATION_BARE)
         return bw__duration_bare(err, BW_EINVAL, key, "", v, "ms", "s");
     if (bad == 1)

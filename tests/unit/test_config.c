@@ -1797,6 +1797,60 @@ static void test_bare_durations_refused(void)
     bw_config_free(c);
 }
 
+/* bw_duration_parse: the configuration text's durations one at a time, a bare number refused or counted in a unit. */
+static void test_duration_parse(void)
+{
+    static const struct {
+        const char *text;
+        int64_t bare_unit, ns;
+    } ok[] = {{"250ms", 0, 250 * BW_NS_PER_MS},
+              {"1.5s", 0, 1500 * BW_NS_PER_MS},
+              {"2m", 0, 120 * BW_NS_PER_S},
+              {"1.005s", 0, 1005 * BW_NS_PER_MS},
+              {"0.1ns", 0, 1}, /* a positive value below 1 ns is 1 ns, not off */
+              {"365d", 0, 365 * 86400 * BW_NS_PER_S},
+              {"off", 0, 0},
+              {"none", BW_NS_PER_S, 0},
+              {"0", 0, 0},
+              {"30", BW_NS_PER_S, 30 * BW_NS_PER_S},
+              {"1.5", BW_NS_PER_S, 1500 * BW_NS_PER_MS},
+              {"30", BW_NS_PER_MS, 30 * BW_NS_PER_MS},
+              {"30ms", BW_NS_PER_S, 30 * BW_NS_PER_MS}}; /* a unit written wins over bare_unit */
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int64_t ns = -7;
+        CHECK_OK(bw_duration_parse(ok[i].text, ok[i].bare_unit, &ns, NULL));
+        CHECK_INT(ns, ok[i].ns);
+    }
+    static const struct {
+        const char *text;
+        int64_t bare_unit;
+        int code;
+        const char *says;
+    } bad[] = {{"30", 0, BW_EPARSE, "30ms or 30s?"},
+               {"1e3s", BW_NS_PER_S, BW_EPARSE, "such as 1.5s"},
+               {" 5s", BW_NS_PER_S, BW_EPARSE, "' 5s'"},
+               {"5 s", BW_NS_PER_S, BW_EPARSE, "'5 s'"},
+               {"5sec", 0, BW_EPARSE, "'5sec'"},
+               {"", BW_NS_PER_S, BW_EPARSE, "unit"},
+               {"-5s", 0, BW_ERANGE, "[0, 365d], got '-5s'"},
+               {"366d", 0, BW_ERANGE, "[0, 365d], got '366d'"},
+               {"99999999999999999999999d", BW_NS_PER_S, BW_ERANGE, "[0, 365d]"},
+               {"400", 86400 * BW_NS_PER_S, BW_ERANGE, "[0, 365d], got '400'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ns = -7;
+        bw_error e = {0};
+        CHECK_RC(bw_duration_parse(bad[i].text, bad[i].bare_unit, &ns, &e), bad[i].code);
+        CHECK_INT(e.code, bad[i].code);
+        CHECK_STR(e.field, "duration");
+        CHECK(strstr(e.message, bad[i].says) != NULL);
+        CHECK_INT(ns, -7); /* untouched on error */
+    }
+    int64_t ns = 0;
+    CHECK_RC(bw_duration_parse(NULL, 0, &ns, NULL), BW_EINVAL);
+    CHECK_RC(bw_duration_parse("1s", 0, NULL, NULL), BW_EINVAL);
+    CHECK_RC(bw_duration_parse("1s", -1, &ns, NULL), BW_EINVAL);
+}
+
 int main(void)
 {
     RUN(test_defaults);
@@ -1843,5 +1897,6 @@ int main(void)
     RUN(test_duration_messages);
     RUN(test_unknown_key_suggestions);
     RUN(test_bare_durations_refused);
+    RUN(test_duration_parse);
     return TEST_SUMMARY();
 }
