@@ -24,7 +24,7 @@ src/observe/metrics.c 1192
 src/store/sqlite/sqlite.c 1131
 src/core/breaker.c 1021
 src/core/config.c 1009
-src/cli/admin.c 1119
+src/cli/admin.c 1117
 '
 cap_of() {
     echo "$caps" | awk -v f="$1" '$1 == f { print $2 }'

@@ -861,27 +861,6 @@ static int unknown_key(bw_error *err, size_t at, const char *key)
                     hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
 }
 
-/* ---- a duration on its own (the command's options) ---- */
-
-int bw_duration_parse(const char *text, int64_t bare_unit, int64_t *ns, bw_error *err)
-{
-    if (!text || !ns || bare_unit < 0)
-        return bw__fail(err, BW_EINVAL, "duration",
-                        "bw_duration_parse needs text and ns, and a bare_unit of 0 or more");
-    int64_t v;
-    int b = bw__parse_duration(text, bare_unit, &v);
-    if (b == BW__DURATION_BARE)
-        return bw__duration_bare(err, BW_EPARSE, "duration", "", text, "ms", "s");
-    if (b)
-        return bw__fail(err, BW_EPARSE, "duration",
-                        "duration must be a number and its unit (ns, us, ms, s, m, h or d), such as 1.5s; got '%.60s'",
-                        text);
-    if (v < 0 || v > BW__MAX_DURATION)
-        return bw__fail(err, BW_ERANGE, "duration", "duration must be in [0, 365d], got '%.60s'", text);
-    *ns = v;
-    return BW_OK;
-}
-
 /* Prefix err's message (when code is an error) with where the setting was found; return code. */
 static int placed(int code, bw_error *err, const char *fmt, ...) BW_PRINTF(3, 4);
 static int placed(int code, bw_error *err, const char *fmt, ...)

@@ -879,7 +879,7 @@ static void test_slow_reconnect(void)
 typedef struct writer {
     const char *table, *name;
     atomic_int stop;
-    long writes;
+    atomic_long writes;
 } writer;
 
 static void *writer_main(void *arg)
@@ -918,6 +918,8 @@ static void test_slow_conflicts(void)
         faultproxy_delay(px, 40);
         struct timespec ts = {0, 50 * MS};
         nanosleep(&ts, NULL);
+        for (int i = 0; i < 500 && atomic_load(&w.writes) < 2; i++) /* the writer under way (at most 5 s more) */
+            nanosleep(&(struct timespec){0, 10 * MS}, NULL);
         bw_error e = {0, "", ""};
         int64_t t0 = bw__mono_now();
         int rc = entry_put(s, "k", 2, 64, BW_STORE_NEVER, &e);
@@ -926,7 +928,7 @@ static void test_slow_conflicts(void)
         pthread_join(th, NULL);
         printf("# an update against 80 ms statements and another writer: %s after %lld ms (%s); %ld writes by the "
                "other\n",
-               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", w.writes);
+               bw_strerror(rc), (long long)(took / MS), rc ? e.message : "", (long)atomic_load(&w.writes));
         /* The other writer wins the row's every race but on a loaded machine, where the first compare-and-set
          * may find it unchanged: then the update succeeds (one statement, 80 ms). Either way, within its timeout. */
         if (rc != BW_OK)

@@ -1142,13 +1142,12 @@ static int pg_up_write(bw__netupdate *u, bw_store_verdict verdict, const bw_stor
 static int pg_up_confirm(bw__netupdate *u, int64_t *now)
 {
     pg_call *c = (pg_call *)u;
-    int found = c->found;
+    int found = c->found, again;
     int64_t seen = found ? c->w.version : 0;
     int rc = read_rows(c->r, c->s, 1, &c->u.name, &c->w, now, &u->broken, &u->e);
     if (rc != BW_OK)
         return rc;
     bw_store_entry cur;
-    int again;
     entry_of(&c->w, *now, &cur, &again);
     return again == found && (!found || c->w.version == seen);
 }
