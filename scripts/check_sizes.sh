@@ -23,7 +23,6 @@ src/store/postgres/postgres.c 1325
 src/observe/metrics.c 1192
 src/store/sqlite/sqlite.c 1131
 src/core/breaker.c 1021
-src/core/config.c 1009
 src/cli/admin.c 1117
 '
 cap_of() {

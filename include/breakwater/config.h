@@ -30,7 +30,8 @@
  *   wait                  (0, 365d]           60s (rate), 30s (consecutive)
  *   wait_multiplier       [1, 1000]                              1
  *   wait_max              none, or [wait, 365d]                  none
- *   max_wait_in_half_open off, or (0, 365d]                      60s
+ *   max_wait_in_half_open off, or (0, 365d]; >= 10ms on the     60s
+ *                         system clock (bw_config_validate)
  *   auto_transition       true | false                           false
  *   counters              true | false                           true
  *   unreachable_counts    true | false                           true
@@ -282,7 +283,9 @@ BW_API int bw_config_set_classifier(bw_config *cfg, bw_classifier_cb fn, void *u
 /*
  * bw_config_validate — run the cross-field checks, in this order: no knob of
  * the other policy set (NOTHING IS SILENTLY IGNORED, above);
- * max_concurrent_probes <= permitted_probes; min_calls, when set, at most a
+ * max_wait_in_half_open off or at least 10ms on the system clock (its steps
+ * are up to 10ms: a shorter round could end before its probes answer, and
+ * the breaker never close); max_concurrent_probes <= permitted_probes; min_calls, when set, at most a
  * count window's size; slow_call_rate not set with slow_call_duration=off;
  * wait_max either none or >= wait, and not set with wait_multiplier=1;
  * keyed_limit 0 when keyed_maxsize is 0, else 0 or >= keyed_maxsize;

@@ -505,8 +505,13 @@ static int shared_opt(cli *c, int argc, char **argv, int *i, run_opts *o)
         if (!(v = cli_optval(c, argc, argv, i, opt)))
             return -1;
         int64_t ns;
-        if (bw_duration_parse(v, BW_NS_PER_S, &ns, NULL) != BW_OK || ns <= 0) {
+        if (bw_duration_parse(v, BW_NS_PER_S, &ns, NULL) != BW_OK) {
             cli_err(c, "%s: expected a duration such as 30s or 1.5m, got '%s'", opt, v);
+            return -1;
+        }
+        if (ns <= 0) {
+            cli_err(c, "%s must be more than 0 (%s), got '%s'", opt,
+                    t ? "leave it out for no time limit" : "default 5s", v);
             return -1;
         }
         *(t ? &o->timeout : &o->kill_after) = ns;

@@ -41,4 +41,12 @@ struct bw_config {
  */
 bw__mcfg bw__config_mcfg(const bw_config *cfg);
 
+/* The text name of knob i (config.c's table), or NULL past the last. */
+const char *bw__config_knob_name(size_t i);
+/* The knob an unknown key most likely means (another library's name, or the nearest in spelling), or NULL; *hint
+ * says how its value differs, or NULL (config_keys.c). */
+const char *bw__config_suggest(const char *key, const char **hint);
+/* Fail err with BW_EPARSE for the unknown key found at offset `at`, with a suggestion when there is one. */
+int bw__config_unknown_key(bw_error *err, size_t at, const char *key);
+
 #endif

@@ -91,6 +91,14 @@ has "$T/err" "cannot run" "not found says so"
 [ "$(field map calls)" = 4 ] && ok || fail "a command that could not run is not recorded"
 
 # ---- timeout ----
+# 0 is no limit nobody can mean here: refused with the reason, not as a malformed duration, and CMD not run.
+"$BW" run zt --timeout 0 -- touch "$T/zt-ran" 2>"$T/err"
+expect $? 64 "--timeout 0 refused"
+has "$T/err" "must be more than 0" "--timeout 0 says why"
+[ ! -e "$T/zt-ran" ] && ok || fail "--timeout 0 ran the command"
+"$BW" run zt --kill-after off -- true 2>"$T/err"
+expect $? 64 "--kill-after off refused"
+has "$T/err" "must be more than 0 (default 5s)" "--kill-after off says why"
 start=$(date +%s)
 "$BW" run slow --timeout 300ms --kill-after 1s -- sleep 30
 expect $? 124 "--timeout: 124"

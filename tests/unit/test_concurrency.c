@@ -590,7 +590,7 @@ static void test_keyed_evicted_while_running(void)
     bw_config *c = coordinated(s, NULL,
                                "policy=consecutive error_threshold=2 wait=1ms auto_transition=true store_poll=1ms "
                                "keyed_maxsize=8 keyed_limit=16 keyed_idle=1ms keyed_history_idle=2ms "
-                               "max_wait_in_half_open=5ms");
+                               "max_wait_in_half_open=10ms");
     atomic_int events = 0;
     CHECK_OK(bw_config_set_listener(c, BW_EVENT_MASK(BW_EVENT_STATE_CHANGE), touch_breaker, &events));
     CHECK_OK(bw_breaker_new("svc", c, &keyed_parent, NULL));

@@ -619,6 +619,33 @@ static void test_validate_probes(void)
     bw_config_free(c);
 }
 
+/* A half-open round shorter than the system clock's step could end before its probes answer: refused. */
+static void test_validate_half_open_limit(void)
+{
+    bw_config *c = bw_config_new();
+    bw_error e;
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, BW_NS_PER_MS, NULL)); /* the setter takes it */
+    CHECK_RC(bw_config_validate(c, &e), BW_ERANGE);
+    CHECK_STR(e.field, "max_wait_in_half_open");
+    CHECK(strstr(e.message, "max_wait_in_half_open=1ms") != NULL && strstr(e.message, "10ms") != NULL);
+    bw_breaker *b = NULL;
+    CHECK_RC(bw_breaker_new("ho-short", c, &b, NULL), BW_ERANGE);
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 10 * BW_NS_PER_MS, NULL)); /* the clock's step: fine */
+    CHECK_OK(bw_config_validate(c, NULL));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 0, NULL)); /* off */
+    CHECK_OK(bw_config_validate(c, NULL));
+    /* A manual clock moves as the program says: any limit can be met. */
+    bw_clock *m = NULL;
+    CHECK_OK(bw_clock_manual_new(0, &m));
+    CHECK_OK(bw_config_set_clock(c, m));
+    CHECK_OK(bw_config_set_max_wait_in_half_open(c, 1, NULL));
+    CHECK_OK(bw_config_validate(c, NULL));
+    CHECK_OK(bw_config_set_clock(c, bw_clock_system())); /* the system clock named: refused as by default */
+    CHECK_RC(bw_config_validate(c, NULL), BW_ERANGE);
+    bw_config_free(c);
+    bw_clock_free(m);
+}
+
 static void test_validate_wait_max(void)
 {
     bw_config *c = bw_config_new();
@@ -1867,6 +1894,7 @@ int main(void)
     RUN(test_set_initial_state);
     RUN(test_null_config);
     RUN(test_validate_probes);
+    RUN(test_validate_half_open_limit);
     RUN(test_validate_wait_max);
     RUN(test_parse_example);
     RUN(test_parse_each_key);

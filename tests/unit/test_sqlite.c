@@ -575,8 +575,9 @@ static int file_mode(const char *path)
 
 static int file_mode_of(const char *db, const char *suffix)
 {
-    char f[300];
-    snprintf(f, sizeof f, "%s%s", db, suffix);
+    char f[512]; /* a path of up to 300 bytes and its suffix */
+    if (snprintf(f, sizeof f, "%s%s", db, suffix) >= (int)sizeof f)
+        return -1;
     return file_mode(f);
 }
 
