@@ -23,7 +23,7 @@ src/store/postgres/postgres.c 1325
 src/observe/metrics.c 1192
 src/store/sqlite/sqlite.c 1131
 src/core/breaker.c 1021
-src/cli/admin.c 1117
+src/cli/admin.c 1056
 '
 cap_of() {
     echo "$caps" | awk -v f="$1" '$1 == f { print $2 }'

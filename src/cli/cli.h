@@ -133,6 +133,13 @@ const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *
  * other argument as an unknown `what` ("argument", "command"), redacted
  * when it is a URL that gives a password (its --store forgotten).
  */
+/* arg as a message may show it: a URL giving a password (a --store forgotten) redacted, anything else as given
+ * (malloc'd: free it; NULL when out of memory). */
+char *cli_redacted(const char *arg);
+/* The longest name cli_nearest_name compares. */
+enum { NEAREST_LEN_MAX = 511 };
+/* The store's circuit nearest in spelling to `name` (did you mean?), into out (n bytes), or "" (nearest.c). */
+void cli_nearest_name(cli *c, const char *name, char *out, size_t n);
 void cli_unknown(const cli *c, const char *arg, const char *what);
 /* Whether argv[*i] is option `opt` (with or without "=value"). */
 int cli_is_opt(const char *arg, const char *opt);

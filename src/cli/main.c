@@ -123,18 +123,28 @@ const char *cli_optval(const cli *c, int argc, char **argv, int *i, const char *
     return argv[++*i];
 }
 
+char *cli_redacted(const char *arg)
+{
+    size_t cap = 3 * strlen(arg) + 1;
+    char *shown = malloc(cap);
+    unsigned masked = 0;
+    if (!shown)
+        return NULL;
+    if (bw_store_url_redact(arg, shown, cap, &masked) < 0)
+        snprintf(shown, cap, "%s", cap > 12 ? "(not shown)" : "?");
+    else if (!(masked & BW_STORE_URL_SECRET))
+        memcpy(shown, arg, strlen(arg) + 1); /* no password in it: as given ("statuss" is no URL, not "***") */
+    return shown;
+}
+
 void cli_unknown(const cli *c, const char *arg, const char *what)
 {
     char see[64];
     snprintf(see, sizeof see, "see: %s %s%s--help", c->prog, c->cmd ? c->cmd : "", c->cmd ? " " : "");
     const char *eq = strchr(arg, '=');
-    if (arg[0] != '-') { /* a URL with a password given where none is taken (its --store forgotten): redacted */
-        size_t cap = 3 * strlen(arg) + 1;
-        char *shown = malloc(cap);
-        unsigned masked = 0;
-        if (shown)
-            bw_store_url_redact(arg, shown, cap, &masked);
-        cli_err(c, "unknown %s '%s' (%s)", what, !shown ? "?" : masked & BW_STORE_URL_SECRET ? shown : arg, see);
+    if (arg[0] != '-') {
+        char *shown = cli_redacted(arg);
+        cli_err(c, "unknown %s '%s' (%s)", what, shown ? shown : "?", see);
         free(shown);
     } else if (eq) {
         cli_err(c, "unknown option '%.*s' (its value not shown) (%s)", (int)(eq - arg), arg, see);

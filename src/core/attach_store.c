@@ -23,6 +23,15 @@
 #include "core/engine.h"
 #include "machine/machine.h"
 
+/* A write the store did not take: the queue was full (status BW_OK), or it lost every race (BW_ECONFLICT). */
+static void write_dropped(bw_breaker *b, int rc, const char *message)
+{
+    pending ev;
+    ev.n = 0;
+    bw__add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, rc, message);
+    bw__deliver(b, &ev);
+}
+
 /*
  * The result of a store operation, inline or the lane's: the link's health
  * (degraded, recovered), the view it reports (coordinated), the state the store
@@ -36,8 +45,7 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
     ev.n = 0;
     if (rc == BW_ECONFLICT) {
         /* Other writers of the entry won every race: contention, not a failing store. The write is dropped. */
-        bw__add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, rc, err ? err->message : "");
-        bw__deliver(b, &ev);
+        write_dropped(b, rc, err ? err->message : "");
         return;
     }
     if (rc == BW_OK && op->corrupt)
@@ -90,14 +98,6 @@ static void store_result(bw_breaker *b, int rc, const bw__shared_op *op, const b
 static void lane_result(void *owner, int rc, const bw__shared_op *op, const bw_error *err)
 {
     store_result(owner, rc, op, err);
-}
-
-static void write_dropped(bw_breaker *b)
-{
-    pending ev;
-    ev.n = 0;
-    bw__add_event(b, &ev, BW_EVENT_STORE_WRITE_DROPPED, BW_OK, NULL);
-    bw__deliver(b, &ev);
 }
 
 int bw__store_attach(bw_breaker *b, const bw_config *cfg, bw_error *err)
@@ -184,14 +184,14 @@ BW_NOINLINE void bw__coord_trip(bw_breaker *b)
 {
     bw__coord *coord = b->extra ? b->extra->coord : NULL;
     if (coord && bw__coord_enqueue(coord, BW__OP_TRIP, 0, 0, 0, 0) != 0)
-        write_dropped(b);
+        write_dropped(b, BW_OK, NULL);
 }
 
 void bw__coord_open_for(bw_breaker *b, int64_t ns)
 {
     bw__coord *coord = b->extra ? b->extra->coord : NULL;
     if (coord && bw__coord_enqueue(coord, BW__OP_OPEN_FOR, 0, 0, 0, ns) != 0)
-        write_dropped(b);
+        write_dropped(b, BW_OK, NULL);
 }
 
 /* One update of b's circuit in its store, and its result. */
@@ -270,7 +270,7 @@ BW_NOINLINE int bw__shared_settle(bw_breaker *b, bw_permit *p, bw_outcome outcom
         stored = 1;
     } else if (leased) {
         if (bw__coord_enqueue(b->extra->coord, BW__OP_RECORD, p->generation_, outcome, slow, 0) != 0)
-            write_dropped(b);
+            write_dropped(b, BW_OK, NULL);
         applied = 1;
         stored = 1;
     } else if (bw__link_gate(l)) {

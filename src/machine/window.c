@@ -48,11 +48,9 @@ void bw__window_bind(bw__window *w, int kind, uint32_t size, void *mem)
     w->kind = (uint8_t)kind;
     w->mem = mem;
     if (kind == BW_WINDOW_TIME) {
-        w->seconds = size;
         w->size = bw__window_buckets(size);
         w->width = (int64_t)bw__window_width(size) * 1000000000;
     } else {
-        w->seconds = 0;
         w->size = size;
         w->width = 0;
     }

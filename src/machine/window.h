@@ -53,7 +53,6 @@ typedef struct bw__window {
     int64_t cur;            /* time: the newest bucket the totals cover, floor(t / width); INT64_MIN: none yet */
     int64_t cur_lo, cur_hi; /* time: [lo, hi) ns of bucket cur, to skip the division */
     int64_t width;          /* time: ns a bucket spans (a whole number of seconds) */
-    uint32_t seconds;       /* time: N, the window's length as configured */
 } bw__window;
 
 /* Drop what has aged out of a time window by now_ns; no-op for a count window. */

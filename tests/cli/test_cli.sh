@@ -219,6 +219,11 @@ has "$T/err" "holds no circuit 'paymnets': did you mean payments?" "forget paymn
 has "$T/err" "give --missing-ok" "forget paymnets: says how to accept that"
 "$BW" forget --missing-ok paymnets
 expect $? 0 "forget --missing-ok of a name the store does not hold"
+# A store URL given as the NAME (its --store forgotten): its password is not in the message.
+"$BW" reset redis://:SECRETPW@127.0.0.1:1 2>"$T/err"
+expect $? 66 "reset of a URL the store does not hold"
+has "$T/err" "holds no circuit 'redis://:\*\*\*@127.0.0.1:1'" "reset URL: the URL shown redacted"
+! grep -q SECRETPW "$T/err" && ok || fail "reset URL: the password shown: $(cat "$T/err")"
 "$BW" --store memory: reset zzz 2>"$T/err"
 expect $? 66 "reset on an empty store"
 grep -q "did you mean" "$T/err" && fail "a did-you-mean with nothing near: $(cat "$T/err")" || ok

@@ -233,9 +233,7 @@ static int parse_table(pg *r, const char *t, bw_error *err)
     if (nl + 11 <= IDENT_MAX) {
         snprintf(r->index, sizeof r->index, "\"%s_expires_at\"", name);
     } else {
-        uint32_t h = 2166136261u; /* FNV-1a */
-        for (size_t i = 0; i < nl; i++)
-            h = (h ^ (unsigned char)name[i]) * 16777619u;
+        uint32_t h = (uint32_t)bw__hash(0, name, nl); /* seed 0: the same name in every process */
         snprintf(r->index, sizeof r->index, "\"%.42s_%08x_expires_at\"", name, (unsigned)h);
     }
     return BW_OK;
