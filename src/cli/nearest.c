@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 /* The keys a did-you-mean looks at, at most: the store's first NEAREST_KEYS_MAX (an error path; bounded). */
 enum { NEAREST_KEYS_MAX = 65536 };
