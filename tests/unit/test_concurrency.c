@@ -427,6 +427,8 @@ static void test_snapshot_never_torn(void)
         atomic_store(&w.go, 1);
         pthread_t s, h[2];
         pthread_create(&s, NULL, snapshotter, &c);
+        for (int i = 0; i < 500 && atomic_load(&c.taken) == 0; i++) /* the snapshots under way first (5 s at most) */
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
         for (int i = 0; i < 2; i++)
             pthread_create(&h[i], NULL, worker, &w);
         for (int i = 0; i < 2; i++)
